@@ -1,0 +1,740 @@
+"""The core of object-based checkpointing: `Trackable` and `CheckpointPosition`.
+
+A `Trackable` names its dependencies (other trackables) and its own state
+(saveables). Checkpoints store that graph of objects, so restoring matches
+objects by their paths of local names rather than by global variable names.
+
+A `CheckpointPosition` points at one node of a checkpoint's object graph.
+Restoring walks the checkpoint breadth first, binding each node to the
+Python object at the same path. A node whose object does not exist yet is
+queued in its parent's `_deferred_dependencies` and restored when the parent
+starts tracking an object under that name ("restore-on-create").
+
+Our `Trackable` subclasses TensorFlow's, so that TensorFlow's containers
+(Keras layers, `tf.Module`) track our objects; and our positions offer the
+methods TensorFlow's trackables call on theirs, so TensorFlow's objects keep
+our positions in their deferred-dependency queues.
+"""
+
+import collections
+import contextlib
+import functools
+from typing import Any, NamedTuple
+
+from absl import logging
+from tensorflow.python.eager import context
+from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import gen_control_flow_ops
+from tensorflow.python.trackable import base as tf_base
+
+from tf_objckpt import saveable_object
+from tf_objckpt import saveable_object_util
+from tf_objckpt import trackable_utils
+
+# The checkpoint key under which the serialized TrackableObjectGraph lives.
+OBJECT_GRAPH_PROTO_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+# The attribute name of a variable's value.
+VARIABLE_VALUE_KEY = "VARIABLE_VALUE"
+# The attribute name of an object's JSON configuration (Keras uses it).
+OBJECT_CONFIG_JSON_KEY = "OBJECT_CONFIG_JSON"
+
+
+class TrackableReference(NamedTuple):
+  """A named edge from a trackable to one of its dependencies."""
+  name: str
+  ref: Any
+
+
+class CheckpointInitialValueCallable(tf_base.CheckpointInitialValueCallable):
+  """A variable initializer that reads the variable's checkpointed value.
+
+  Passing this as `initializer` makes a new variable start with its
+  checkpointed value, so it is never initialized and then overwritten.
+  """
+
+  # pylint: disable=super-init-not-called
+  def __init__(self, checkpoint_position):
+    self._checkpoint_position = checkpoint_position
+
+  def __call__(self, shape=None, dtype=None, shard_info=None):
+    del dtype  # The checkpoint decides; a mismatch fails when restoring.
+    return CheckpointInitialValue(self._checkpoint_position, shape,
+                                  shard_info=shard_info)
+
+
+class CheckpointInitialValue(tf_base.CheckpointInitialValue):
+  """An initial value read from a checkpoint, tagged with its restore UID.
+
+  Variables recognize it and record the UID, so later restores from older
+  `restore()` calls do not overwrite the value.
+  """
+
+  # pylint: disable=super-init-not-called
+  def __init__(self, checkpoint_position, shape=None, shard_info=None):
+    shape_and_slice = _shape_and_slice(shape, shard_info)
+    self.wrapped_value = checkpoint_position.value_tensors(
+        {VARIABLE_VALUE_KEY: shape_and_slice})[VARIABLE_VALUE_KEY]
+    if shape is not None and not shard_info:
+      checkpoint_position.check_value_shape(shape)
+    self._checkpoint_position = checkpoint_position
+
+
+def _shape_and_slice(shape, shard_info):
+  """The RestoreV2 `shape_and_slice` string for one shard, or ""."""
+  if not shard_info:
+    return ""
+  full_shape = " ".join("%d" % d for d in shape) + " "
+  return full_shape + ":".join(
+      "%d,%d" % (offset, size)
+      for offset, size in zip(shard_info.offset, shard_info.shape))
+
+
+class NoRestoreSaveable(saveable_object.SaveableObject):
+  """Writes a tensor into the checkpoint; restoring it does nothing."""
+
+  def __init__(self, tensor, name, dtype=None, device=None):
+    spec = saveable_object.SaveSpec(tensor, "", name, dtype=dtype,
+                                    device=device)
+    super().__init__(tensor, [spec], name)
+
+  def restore(self, restored_tensors, restored_shapes):
+    del restored_tensors, restored_shapes  # Nothing to restore.
+    if context.executing_eagerly():
+      return None
+    return gen_control_flow_ops.no_op()
+
+
+class PythonStateSaveable(saveable_object.SaveableObject):
+  """A saveable whose value comes from Python rather than from the graph.
+
+  In graph mode its value is fed at save time (`feed_dict_additions`), so
+  the cached save op does not embed a stale constant.
+  """
+
+  def feed_dict_additions(self):
+    """Returns a feed dict that supplies the current Python state."""
+    raise NotImplementedError
+
+  def freeze(self):
+    """Returns a saveable with the current state baked in as a constant."""
+    raise NotImplementedError
+
+
+class PythonStringStateSaveable(PythonStateSaveable):
+  """Saves a Python string produced by `state_callback`.
+
+  On restore the string is passed to `restore_callback`, eagerly, even when
+  graph building (Python state lives outside the graph).
+  """
+
+  def __init__(self, name, state_callback, restore_callback=None):
+    """Creates the saveable.
+
+    Args:
+      name: The checkpoint key.
+      state_callback: Returns the string to save; called at every save.
+      restore_callback: Receives the restored string; None to only save.
+    """
+
+    def current_state():
+      with ops.init_scope():
+        return state_callback()
+
+    self._state_callback = current_state
+    self._restore_callback = restore_callback
+    with ops.device("/cpu:0"):
+      self._save_string = constant_op.constant("", dtype=dtypes.string)
+    spec = saveable_object.SaveSpec(self._save_string, "", name,
+                                    dtype=dtypes.string)
+    super().__init__(self._save_string, [spec], name)
+
+  @property
+  def optional_restore(self):
+    """Save-only state never counts as missing when restoring."""
+    return self._restore_callback is None
+
+  def feed_dict_additions(self):
+    return {self._save_string: self._state_callback()}
+
+  def freeze(self):
+    state = self._state_callback
+
+    def current_value():
+      return constant_op.constant(state(), dtype=dtypes.string)
+
+    return NoRestoreSaveable(tensor=current_value, name=self.name,
+                             dtype=dtypes.string, device="cpu:0")
+
+  def python_restore(self, restored_strings):
+    """Hands the restored string to the restore callback."""
+    if self._restore_callback is not None:
+      restored, = restored_strings
+      if isinstance(restored, bytes):
+        restored = restored.decode("utf-8")
+      elif hasattr(restored, "numpy"):
+        restored = restored.numpy().decode("utf-8")
+      self._restore_callback(restored)
+
+  def restore(self, restored_tensors, restored_shapes):
+    del restored_shapes  # Strings are scalars.
+    self.python_restore(restored_tensors)
+    if context.executing_eagerly():
+      return None
+    return gen_control_flow_ops.no_op()
+
+
+_DeferredSlotVariableRestoration = collections.namedtuple(
+    "_DeferredSlotVariableRestoration",
+    ["original_variable", "slot_variable_id", "slot_name"])
+
+_SlotVariableRestoration = collections.namedtuple(
+    "_SlotVariableRestoration",
+    ["optimizer_id", "slot_variable_id", "slot_name"])
+
+
+class CheckpointPosition:
+  """One node of a checkpoint being restored (see the module docstring)."""
+
+  __slots__ = ("_checkpoint", "_proto_id", "skip_restore")
+
+  def __init__(self, checkpoint, proto_id):
+    """Points at node `proto_id` of `checkpoint`'s object graph.
+
+    Args:
+      checkpoint: The restore coordinator of one `restore()` call.
+      proto_id: The index of the node in `TrackableObjectGraph.nodes`.
+    """
+    self._checkpoint = checkpoint
+    self._proto_id = proto_id
+    self.skip_restore = False
+
+  def restore(self, trackable, reader=None):
+    """Restores this node, and what is reachable from it, into `trackable`."""
+    del reader  # Values are read through the coordinator.
+    with ops.init_scope():
+      if self.bind_object(trackable):
+        restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
+                             None)
+        if restore_fn is None:
+          restore_ops = restore_breadth_first(self)
+        else:
+          restore_ops = restore_fn(self)
+        if restore_ops:
+          self._checkpoint.new_restore_ops(restore_ops)
+
+  def bind_object(self, trackable):
+    """Records that `trackable` is this node; processes its slot variables.
+
+    Returns:
+      True if the correspondence is new, False if this node was already
+      bound (to `trackable`, or, with a warning, to another object).
+    """
+    checkpoint = self._checkpoint
+    checkpoint.all_python_objects.add(trackable)
+    checkpoint.matched_proto_ids.add(self._proto_id)
+    current = checkpoint.object_by_proto_id.get(self._proto_id, None)
+    if current is None:
+      checkpoint.object_by_proto_id[self._proto_id] = trackable
+      self._restore_slots_of_optimizer(trackable)
+      self._restore_slots_of_variable(trackable)
+      return True
+    if current is not trackable:
+      logging.warning(
+          "Inconsistent references when loading the checkpoint: the "
+          "checkpoint reaches one object by two paths, the Python program "
+          "reaches two objects (%s and %s). Either the program's object "
+          "structure changed or the checkpoint comes from another program.",
+          current, trackable)
+    return False
+
+  def _restore_slots_of_optimizer(self, optimizer):
+    """Restores slots that waited for this node's optimizer to be bound."""
+    for deferred in self._checkpoint.deferred_slot_restorations.pop(
+        self._proto_id, ()):
+      optimizer._create_or_restore_slot_variable(  # pylint: disable=protected-access
+          slot_variable_position=CheckpointPosition(
+              self._checkpoint, deferred.slot_variable_id),
+          variable=deferred.original_variable,
+          slot_name=deferred.slot_name)
+
+  def _restore_slots_of_variable(self, variable):
+    """Restores (or defers) optimizer slots of this node's variable."""
+    checkpoint = self._checkpoint
+    for slot in checkpoint.slot_restorations.pop(self._proto_id, ()):
+      optimizer = checkpoint.object_by_proto_id.get(slot.optimizer_id, None)
+      if optimizer is None:
+        checkpoint.deferred_slot_restorations.setdefault(
+            slot.optimizer_id, []).append(
+                _DeferredSlotVariableRestoration(
+                    original_variable=variable,
+                    slot_variable_id=slot.slot_variable_id,
+                    slot_name=slot.slot_name))
+      elif hasattr(optimizer, "_create_or_restore_slot_variable"):
+        optimizer._create_or_restore_slot_variable(  # pylint: disable=protected-access
+            slot_variable_position=CheckpointPosition(
+                checkpoint, slot.slot_variable_id),
+            variable=variable,
+            slot_name=slot.slot_name)
+
+  def is_simple_variable(self):
+    """Whether the value fits in a variable initializer (one tensor, no deps)."""
+    attributes = self.object_proto.attributes
+    return (len(attributes) == 1 and
+            attributes[0].name == VARIABLE_VALUE_KEY and
+            not self.object_proto.children)
+
+  def value_tensors(self, shape_and_slices=None):
+    """Reads this node's attribute values, before any object exists.
+
+    Used for restore-on-create.
+
+    Args:
+      shape_and_slices: Optional `{attribute name: shape_and_slice}` to
+        read only a slice of an attribute.
+
+    Returns:
+      A dict from attribute name to tensor.
+    """
+    shape_and_slices = shape_and_slices or {}
+    values = {}
+    for attribute in self.object_proto.attributes:
+      values[attribute.name] = self._checkpoint.read_value(
+          attribute.checkpoint_key,
+          shape_and_slices.get(attribute.name, ""))
+    return values
+
+  def check_value_shape(self, shape):
+    """Raises ValueError if the checkpointed value cannot have `shape`."""
+    saved_shape = self.value_shape()
+    if saved_shape is not None and not saved_shape.is_compatible_with(shape):
+      key = self.object_proto.attributes[0].checkpoint_key
+      raise ValueError(
+          f"Cannot restore {self._checkpoint.describe_key(key)}: the "
+          f"checkpoint holds shape {saved_shape} but the variable being "
+          f"created has shape {tuple(shape)}.")
+
+  def value_shape(self):
+    """The checkpointed shape of VARIABLE_VALUE, or None if there is none."""
+    for attribute in self.object_proto.attributes:
+      if attribute.name == VARIABLE_VALUE_KEY:
+        return self._checkpoint.shape_map.get(attribute.checkpoint_key)
+    return None
+
+  def gather_ops_or_named_saveables(self):
+    """Finds cached restore ops, or makes saveables for this node.
+
+    Returns:
+      A tuple (existing restore ops, {checkpoint key: saveable}, Python
+      state saveables).
+    """
+    attributes = self.object_proto.attributes
+    if not attributes:
+      return [], {}, []
+    factories = saveable_object_util.saveable_objects_from_trackable(
+        self.trackable)
+    if set(factories) == {trackable_utils.SERIALIZE_TO_TENSORS_NAME}:
+      return self._whole_object_saveable(factories)
+    return self._saveables_by_attribute(factories)
+
+  def _whole_object_saveable(self, factories):
+    """One saveable restores every attribute (`_serialize_to_tensors`)."""
+    key = trackable_utils.checkpoint_key(
+        trackable_utils.object_path_of_key(
+            self.object_proto.attributes[0].checkpoint_key),
+        trackable_utils.SERIALIZE_TO_TENSORS_NAME)
+    checkpoint = self._checkpoint
+    existing_op = checkpoint.cached_restore_op(key)
+    if existing_op is not None:
+      return [existing_op], {}, []
+    saveable = checkpoint.cached_saveable(self.trackable, key)
+    if saveable is None:
+      saveable = factories[trackable_utils.SERIALIZE_TO_TENSORS_NAME](
+          name=key)
+      checkpoint.cache_saveable(self.trackable, key, saveable)
+    return [], {key: saveable}, []
+
+  def _saveables_by_attribute(self, factories):
+    """Matches checkpointed attributes to the object's saveable factories."""
+    checkpoint = self._checkpoint
+    existing_ops, named_saveables, python_saveables = [], {}, []
+    for attribute in self.object_proto.attributes:
+      key = attribute.checkpoint_key
+      existing_op = checkpoint.cached_restore_op(key)
+      if existing_op is not None:
+        existing_ops.append(existing_op)
+        continue
+      saveable = checkpoint.cached_saveable(self.trackable, attribute.name)
+      if saveable is not None and key not in saveable.name:
+        saveable = None  # The object moved in the graph; names changed.
+      if saveable is None:
+        factory = factories.get(attribute.name)
+        if factory is None:
+          if not attribute.optional_restore:
+            checkpoint.unused_attributes.setdefault(
+                self._proto_id, []).append(attribute.name)
+          continue
+        saveable = factory(name=key) if callable(factory) else factory
+        checkpoint.cache_saveable(self.trackable, attribute.name, saveable)
+      if isinstance(saveable, PythonStateSaveable):
+        python_saveables.append(saveable)
+      else:
+        named_saveables[key] = saveable
+    return existing_ops, named_saveables, python_saveables
+
+  def restore_ops(self):
+    """Restores this node's own attributes (not its dependencies).
+
+    Returns:
+      Restore ops when graph building; an empty list when executing eagerly.
+    """
+    restore_ops, tensor_saveables, python_saveables = (
+        self.gather_ops_or_named_saveables())
+    restore_ops.extend(self._checkpoint.restore_saveables(
+        tensor_saveables, python_saveables))
+    return restore_ops
+
+  @property
+  def checkpoint(self):
+    return self._checkpoint
+
+  @property
+  def trackable(self):
+    return self._checkpoint.object_by_proto_id[self._proto_id]
+
+  @property
+  def object_proto(self):
+    return self._checkpoint.object_graph_proto.nodes[self._proto_id]
+
+  @property
+  def proto_id(self):
+    return self._proto_id
+
+  @property
+  def restore_uid(self):
+    return self._checkpoint.restore_uid
+
+  def __repr__(self):
+    return repr(self.object_proto)
+
+
+def _restore_one(position, visit_queue):
+  """Gathers `position`'s own saveables and queues its children.
+
+  Children not yet present on the Python object are deferred: queued in
+  the object's `_deferred_dependencies` until it tracks them.
+
+  Returns:
+    (restore ops, {key: saveable}, Python saveables) for this node.
+  """
+  trackable = position.trackable
+  trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
+  checkpoint = position.checkpoint
+  gathered = ([], {}, [])
+  if checkpoint.restore_uid > trackable._update_uid:  # pylint: disable=protected-access
+    gathered = position.gather_ops_or_named_saveables()
+    trackable._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
+  children = position.object_proto.children
+  if children:
+    object_by_proto_id = checkpoint.object_by_proto_id
+    current_children = trackable._trackable_children()  # pylint: disable=protected-access
+    for child in children:
+      if child.node_id in object_by_proto_id:
+        continue  # Already bound through another path.
+      child_position = CheckpointPosition(checkpoint, child.node_id)
+      local_object = trackable._lookup_dependency(  # pylint: disable=protected-access
+          child.local_name, current_children)
+      if local_object is None:
+        if checkpoint.node_has_values(child.node_id):
+          checkpoint.defer(trackable, child.local_name, child_position)
+      elif child_position.bind_object(local_object):
+        visit_queue.append(child_position)
+  return gathered
+
+
+def restore_breadth_first(position):
+  """Restores the object bound to `position` and its reachable dependencies.
+
+  Breadth first, so that shorter paths win when objects are shared; all
+  values found in one walk are restored together.
+
+  Returns:
+    Restore ops when graph building, else an empty list.
+  """
+  visit_queue = collections.deque([position])
+  restore_ops = []
+  tensor_saveables = {}
+  python_saveables = []
+  while visit_queue:
+    ops_found, saveables, python_found = _restore_one(
+        visit_queue.popleft(), visit_queue)
+    restore_ops.extend(ops_found)
+    tensor_saveables.update(saveables)
+    python_saveables.extend(python_found)
+  restore_ops.extend(position.checkpoint.restore_saveables(
+      tensor_saveables, python_saveables))
+  return restore_ops
+
+
+def no_automatic_dependency_tracking(method):
+  """Decorates a method so attribute assignments in it add no dependencies."""
+
+  @functools.wraps(method)
+  def wrapper(self, *args, **kwargs):
+    previous = getattr(self, "_self_setattr_tracking", True)
+    self._self_setattr_tracking = False  # pylint: disable=protected-access
+    try:
+      return method(self, *args, **kwargs)
+    finally:
+      self._self_setattr_tracking = previous  # pylint: disable=protected-access
+
+  return wrapper
+
+
+@contextlib.contextmanager
+def no_manual_dependency_tracking_scope(obj):
+  """A scope in which `obj._track_trackable` records nothing."""
+  previous = getattr(obj, "_manual_tracking", True)
+  obj._manual_tracking = False  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    obj._manual_tracking = previous  # pylint: disable=protected-access
+
+
+@contextlib.contextmanager
+def no_automatic_dependency_tracking_scope(obj):
+  """A scope in which attribute assignments on `obj` add no dependencies."""
+  previous = getattr(obj, "_setattr_tracking", True)
+  obj._setattr_tracking = False  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    obj._setattr_tracking = previous  # pylint: disable=protected-access
+
+
+class Trackable(tf_base.Trackable):
+  """An object whose state and dependencies can be checkpointed.
+
+  Dependencies are declared explicitly with `_track_trackable` (see
+  `tracking.AutoTrackable` for attribute-assignment tracking). Subclasses
+  save their own state by overriding `_gather_saveables_for_checkpoint` (or
+  TensorFlow's `_serialize_to_tensors`).
+  """
+
+  @property
+  def _setattr_tracking(self):
+    """Whether attribute assignment adds dependencies (AutoTrackable)."""
+    return getattr(self, "_self_setattr_tracking", True)
+
+  @_setattr_tracking.setter
+  def _setattr_tracking(self, value):
+    self._self_setattr_tracking = value
+
+  @property
+  def _update_uid(self):
+    """The UID of the newest restore applied to this object's own values."""
+    return self._self_update_uid
+
+  @_update_uid.setter
+  def _update_uid(self, value):
+    self._self_update_uid = value
+
+  @property
+  def _unconditional_checkpoint_dependencies(self):
+    """Dependencies in declaration order, as `TrackableReference`s."""
+    return self._self_unconditional_checkpoint_dependencies
+
+  @property
+  def _unconditional_dependency_names(self):
+    """Dependencies by local name."""
+    return self._self_unconditional_dependency_names
+
+  @property
+  def _name_based_restores(self):
+    """Name-based restore coordinators that apply to this object."""
+    return self._self_name_based_restores
+
+  @no_automatic_dependency_tracking
+  def _maybe_initialize_trackable(self):
+    """Creates the bookkeeping lazily, so subclasses need not call __init__."""
+    if hasattr(self, "_self_unconditional_checkpoint_dependencies"):
+      return
+    self._self_unconditional_checkpoint_dependencies = []
+    self._self_unconditional_dependency_names = {}
+    self._self_unconditional_deferred_dependencies = {}
+    # -1 is older than every restore, so the first restore always applies.
+    self._self_update_uid = -1
+    self._self_name_based_restores = set()
+    self._self_saveable_object_factories = {}
+
+  @property
+  def _object_identifier(self):
+    """Identifies the object's type to SavedModel loaders."""
+    return "_generic_user_object"
+
+  @property
+  def _tracking_metadata(self):
+    """Extra metadata a subclass may attach to its object graph node."""
+    return ""
+
+  def _no_dependency(self, value):
+    """Returns `value` unchanged; lets subclasses opt out of tracking it."""
+    return value
+
+  def _name_based_attribute_restore(self, checkpoint):
+    """Restores this object's values from a name-based checkpoint."""
+    self._maybe_initialize_trackable()
+    self._self_name_based_restores.add(checkpoint)
+    if self._self_update_uid < checkpoint.restore_uid:
+      checkpoint.eager_restore(self)
+      self._self_update_uid = checkpoint.restore_uid
+
+  @property
+  def _checkpoint_dependencies(self):
+    """The dependencies saved with this object, as `TrackableReference`s."""
+    return self._self_unconditional_checkpoint_dependencies
+
+  @property
+  def _deferred_dependencies(self):
+    """Checkpoint positions waiting for a dependency of a given name."""
+    return self._self_unconditional_deferred_dependencies
+
+  def _trackable_children(self, save_type="checkpoint", cache=None, **kwargs):
+    """Returns `{local name: dependency}` (TensorFlow's traversal API)."""
+    del save_type, cache, kwargs  # Checkpoints and SavedModels agree here.
+    self._maybe_initialize_trackable()
+    return {name: ref for name, ref in self._checkpoint_dependencies}
+
+  def _lookup_dependency(self, name, cached_dependencies=None):
+    """Returns the dependency named `name`, or None."""
+    if cached_dependencies is not None:
+      return cached_dependencies.get(name)
+    self._maybe_initialize_trackable()
+    return self._self_unconditional_dependency_names.get(name)
+
+  def _add_variable_with_custom_getter(self, name, shape=None,
+                                       dtype=dtypes.float32, initializer=None,
+                                       getter=None, overwrite=False,
+                                       **kwargs_for_getter):
+    """Creates a variable with `getter` and tracks it as `name`.
+
+    When executing eagerly and a restore is waiting for `name`, the
+    checkpointed value becomes the initial value (`initializer` is ignored),
+    unless `initializer` itself comes from a newer restore.
+
+    Raises:
+      ValueError: If `name` is already a different dependency.
+    """
+    self._maybe_initialize_trackable()
+    with ops.init_scope():
+      if context.executing_eagerly():
+        restored = self._preload_simple_restoration(name=name, shape=shape)
+      else:
+        restored = None
+    if restored is not None and not (
+        isinstance(initializer, tf_base.CheckpointInitialValueCallable) and
+        initializer.restore_uid > restored.restore_uid):
+      initializer = restored
+    variable = getter(name=name, shape=shape, dtype=dtype,
+                      initializer=initializer, **kwargs_for_getter)
+    if not overwrite or isinstance(variable, tf_base.Trackable):
+      return self._track_trackable(variable, name=name, overwrite=overwrite)
+    return variable
+
+  def _preload_simple_restoration(self, name, shape=None):
+    """An initializer holding a queued restore of `name`, or None.
+
+    The queued restore stays queued: if the initializer is not used (a
+    custom getter may replace it), tracking the variable still restores it.
+    None when nothing is queued or the value needs more than an initializer.
+    """
+    del shape  # Checked when the initial value is created.
+    queued = self._deferred_dependencies.get(name, ())
+    if not queued or not all(p.is_simple_variable() for p in queued):
+      return None
+    newest = max(queued, key=lambda position: position.restore_uid)
+    if isinstance(newest, CheckpointPosition):
+      return CheckpointInitialValueCallable(newest)
+    return tf_base.CheckpointInitialValueCallable(newest)
+
+  def _track_trackable(self, trackable, name, overwrite=False):
+    """Declares `trackable` a dependency named `name`; returns it.
+
+    Restores waiting for `name` are applied to `trackable`.
+
+    Raises:
+      TypeError: If `trackable` is not a trackable.
+      ValueError: If another object is tracked as `name` and not
+        `overwrite`.
+    """
+    self._maybe_initialize_trackable()
+    if not isinstance(trackable, tf_base.Trackable):
+      raise TypeError(
+          f"Only trackable objects can be tracked; got {trackable!r} of type "
+          f"{type(trackable).__name__} for dependency {name!r}.")
+    if not getattr(self, "_manual_tracking", True):
+      return trackable
+    reference = TrackableReference(name=name, ref=trackable)
+    current = self._lookup_dependency(name)
+    if current is None:
+      self._self_unconditional_checkpoint_dependencies.append(reference)
+      self._handle_deferred_dependencies(name=name, trackable=trackable)
+    elif current is not trackable:
+      if not overwrite:
+        raise ValueError(
+            f"A different object is already tracked as {name!r} by "
+            f"{type(self).__name__}; dependency names must be unique "
+            "(pass overwrite=True to replace it).")
+      dependencies = self._self_unconditional_checkpoint_dependencies
+      for index, (old_name, _) in enumerate(dependencies):
+        if old_name == name:
+          dependencies[index] = reference
+    self._self_unconditional_dependency_names[name] = trackable
+    return trackable
+
+  def _handle_deferred_dependencies(self, name, trackable):
+    """Applies restores queued for `name` (newest last) to `trackable`."""
+    self._maybe_initialize_trackable()
+    trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
+    queued = self._deferred_dependencies.pop(name, ())
+    for position in sorted(queued, key=lambda p: p.restore_uid,
+                           reverse=True):
+      position.restore(trackable)
+    for name_based in sorted(self._self_name_based_restores,
+                             key=lambda c: c.restore_uid, reverse=True):
+      trackable._name_based_attribute_restore(name_based)  # pylint: disable=protected-access
+
+  def _restore_from_checkpoint_position(self, checkpoint_position):
+    """Restores this object and its dependencies; returns restore ops."""
+    return restore_breadth_first(checkpoint_position)
+
+  def _single_restoration_from_checkpoint_position(self, checkpoint_position,
+                                                   visit_queue):
+    """Restores this object's own values and queues its dependencies."""
+    restore_ops, tensor_saveables, python_saveables = _restore_one(
+        checkpoint_position, visit_queue)
+    restore_ops.extend(checkpoint_position.checkpoint.restore_saveables(
+        tensor_saveables, python_saveables))
+    return restore_ops
+
+  def _gather_saveables_for_checkpoint(self):
+    """Returns `{attribute name: saveable factory}` for this object's state.
+
+    A factory takes the checkpoint key as `name` and returns a
+    `SaveableObject`. Values shared with other objects belong in
+    dependencies instead.
+    """
+    self._maybe_initialize_trackable()
+    return self._self_saveable_object_factories
+
+  def _list_extra_dependencies_for_serialization(self, serialization_cache):
+    """Dependencies saved only in SavedModels; none by default."""
+    del serialization_cache
+    return {}
+
+  def _list_functions_for_serialization(self, serialization_cache):
+    """Functions saved only in SavedModels; none by default."""
+    del serialization_cache
+    return {}

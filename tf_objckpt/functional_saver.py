@@ -1,0 +1,145 @@
+"""Writes and reads `SaveableObject`s with the SaveV2/RestoreV2 kernels.
+
+A save writes one shard per device (each `SaveV2` runs on the CPU of the
+device's host, next to the data) into a temporary prefix, then
+`MergeV2Checkpoints` joins the shards into one checkpoint: one `.index`
+file and one `.data-?????-of-?????` file per shard. A restore reads every
+value of a device with one `RestoreV2` on that host's CPU, then hands each
+saveable its tensors to assign on its own device.
+"""
+
+import collections
+
+from tensorflow.python.eager import context
+from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import array_ops
+from tensorflow.python.ops import control_flow_ops
+from tensorflow.python.ops import gen_io_ops
+from tensorflow.python.ops import string_ops
+
+from tf_objckpt import saveable_object_util
+
+# Shards are written under "<prefix>_temp/part-*" and merged into <prefix>.
+_TEMP_SUFFIX = "_temp/part"
+
+
+def _host_cpu(device):
+  return saveable_object_util.set_cpu0(device or "/cpu:0")
+
+
+class _DeviceGroup:
+  """The saveables whose tensors live on one host."""
+
+  def __init__(self, saveables):
+    self.saveables = saveables
+    self.specs = [spec for saveable in saveables for spec in saveable.specs]
+
+  def save(self, shard_prefix):
+    """Writes this group's tensors to `shard_prefix` with one SaveV2."""
+    names, slices, tensors = [], [], []
+    for spec in self.specs:
+      tensor = spec.tensor
+      if tensor is None:  # An uninitialized variable: nothing to save.
+        continue
+      names.append(spec.name)
+      slices.append(spec.slice_spec)
+      tensors.append(tensor)
+    return gen_io_ops.save_v2(shard_prefix, names, slices, tensors)
+
+  def restore(self, file_prefix, device):
+    """Reads this group's values with one RestoreV2; returns restore ops."""
+    with ops.device(device):
+      restored = gen_io_ops.restore_v2(
+          file_prefix,
+          [spec.name for spec in self.specs],
+          [spec.slice_spec for spec in self.specs],
+          [spec.dtype.base_dtype for spec in self.specs])
+    return apply_restored(self.saveables, restored)
+
+
+def apply_restored(saveables, tensors):
+  """Hands each saveable its slice of `tensors` (ordered like its specs).
+
+  Returns:
+    `{saveable name: restore op}` (ops are None when executing eagerly).
+  """
+  restore_ops = {}
+  start = 0
+  for saveable in saveables:
+    end = start + len(saveable.specs)
+    with ops.device(saveable.device):
+      restore_ops[saveable.name] = saveable.restore(tensors[start:end], None)
+    start = end
+  return restore_ops
+
+
+class Saver:
+  """Saves and restores a fixed list of `SaveableObject`s.
+
+  Works eagerly (saves and restores immediately) and when graph building
+  (returns ops; `file_prefix` may be a placeholder, so one set of ops serves
+  every path).
+  """
+
+  def __init__(self, saveables):
+    """Groups `saveables` by the host CPU of their devices."""
+    by_device = collections.defaultdict(list)
+    for saveable in saveables:
+      by_device[_host_cpu(saveable.device)].append(saveable)
+    self._groups = {device: _DeviceGroup(group)
+                    for device, group in sorted(by_device.items())}
+
+  def save(self, file_prefix):
+    """Writes a checkpoint at `file_prefix`.
+
+    Args:
+      file_prefix: A string or string tensor.
+
+    Returns:
+      When graph building, a tensor that evaluates to `file_prefix` once the
+      checkpoint is written; eagerly, `file_prefix` as a tensor.
+    """
+    file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
+    with ops.device("/cpu:0"):
+      temp_prefix = string_ops.string_join(
+          [file_prefix, constant_op.constant(_TEMP_SUFFIX)])
+    num_shards = len(self._groups) or 1
+    groups = self._groups or {"/cpu:0": _DeviceGroup([])}
+    shard_prefixes = []
+    shard_ops = []
+    for shard, (device, group) in enumerate(groups.items()):
+      with ops.device(device):
+        shard_prefix = gen_io_ops.sharded_filename(temp_prefix, shard,
+                                                   num_shards)
+        shard_prefixes.append(shard_prefix)
+        shard_ops.append(group.save(shard_prefix))
+    with ops.control_dependencies(shard_ops):
+      with ops.device("/cpu:0"):
+        merge = gen_io_ops.merge_v2_checkpoints(
+            shard_prefixes, file_prefix, delete_old_dirs=True)
+    if context.executing_eagerly():
+      return file_prefix
+    with ops.control_dependencies([merge]):
+      return array_ops.identity(file_prefix)
+
+  def restore(self, file_prefix):
+    """Restores every saveable from `file_prefix`.
+
+    Returns:
+      `{saveable name: restore op}` (ops are None when executing eagerly).
+    """
+    file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
+    restore_ops = {}
+    for device, group in self._groups.items():
+      restore_ops.update(group.restore(file_prefix, device))
+    return restore_ops
+
+  def restore_op(self, file_prefix):
+    """A single op (graph mode) that restores everything."""
+    restore_ops = [op for op in self.restore(file_prefix).values()
+                   if op is not None]
+    if context.executing_eagerly():
+      return None
+    return control_flow_ops.group(restore_ops)

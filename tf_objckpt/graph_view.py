@@ -1,0 +1,252 @@
+"""Walks an object graph and describes it as a `TrackableObjectGraph` proto.
+
+Node ids are assigned in breadth-first order from the root, children in
+the order their parent lists them, then slot variables; each object's name
+is its escaped path from the root. Both orders are part of the checkpoint
+format: they decide the proto TensorFlow writes for the same objects.
+"""
+
+import collections
+import weakref
+
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import resource_variable_ops
+from tensorflow.python.ops import variables
+from tensorflow.python.trackable import base as tf_base
+
+from tf_objckpt import base
+from tf_objckpt import object_identity
+from tf_objckpt import saveable_object_util
+from tf_objckpt import trackable_utils
+
+_TrackableObject = trackable_object_graph_pb2.TrackableObjectGraph.TrackableObject
+
+
+def full_name_for_variable(obj) -> str:
+  """The global (name-based) name of a variable, or "" for other objects."""
+  if not (isinstance(obj, variables.Variable) or
+          resource_variable_ops.is_resource_variable(obj)):
+    return ""
+  slice_info = getattr(obj, "_save_slice_info", None)
+  if slice_info is not None:
+    return slice_info.full_name
+  return obj._shared_name  # pylint: disable=protected-access
+
+
+class ObjectGraphView:
+  """Gathers the objects reachable from a root and their checkpoint values.
+
+  Attributes:
+    saveables_cache: When not None (graph building), saveables made for
+      each object are kept here and reused, so repeated saves and restores
+      add no new ops.
+  """
+
+  def __init__(self, root, saveables_cache=None):
+    """Creates a view of the objects reachable from `root`.
+
+    Args:
+      root: The root trackable, or a `weakref.ref` to it (so that a
+        `Checkpoint` holding this view does not keep itself alive).
+      saveables_cache: A dict to cache saveables in, or None.
+    """
+    self._root_ref = root if isinstance(root, weakref.ref) else (lambda: root)
+    self._saveables_cache = saveables_cache
+
+  @property
+  def root(self):
+    return self._root_ref()
+
+  @property
+  def saveables_cache(self):
+    return self._saveables_cache
+
+  def list_children(self, obj):
+    """The dependencies of `obj`, as `TrackableReference`s."""
+    obj._maybe_initialize_trackable()  # pylint: disable=protected-access
+    return [base.TrackableReference(name, ref)
+            for name, ref in obj._trackable_children().items()]  # pylint: disable=protected-access
+
+  def _breadth_first_traversal(self):
+    """Returns (objects in node-id order, {object: path of references})."""
+    root = self.root
+    objects = [root]
+    paths = object_identity.ObjectIdentityDictionary()
+    paths[root] = ()
+    queue = collections.deque([root])
+    while queue:
+      current = queue.popleft()
+      current_path = paths[current]
+      for reference in self.list_children(current):
+        child = reference.ref
+        if not isinstance(child, tf_base.Trackable):
+          raise TypeError(
+              f"{_describe_path(current_path + (reference,))} is a "
+              f"{type(child).__name__}, not a trackable object; only "
+              "trackables can be checkpointed.")
+        if child not in paths:
+          paths[child] = current_path + (reference,)
+          objects.append(child)
+          queue.append(child)
+    return objects, paths
+
+  def list_objects(self):
+    """All objects reachable from the root, slot variables included."""
+    return self._gather()[0]
+
+  def _gather(self):
+    """Returns (objects, node ids, object names, slot references by owner)."""
+    objects, paths = self._breadth_first_traversal()
+    names = object_identity.ObjectIdentityDictionary()
+    node_ids = object_identity.ObjectIdentityDictionary()
+    for node_id, obj in enumerate(objects):
+      names[obj] = trackable_utils.object_path_to_string(paths[obj])
+      node_ids[obj] = node_id
+    slots = _gather_slot_variables(objects, node_ids, names)
+    return objects, node_ids, names, slots
+
+  def serialize_object_graph(self):
+    """Describes the current object graph and what each object saves.
+
+    Returns:
+      A tuple (saveables to write, the `TrackableObjectGraph` proto, a feed
+      dict of Python state when caching saveables or else None).
+    """
+    return self._serialize(freeze_python_state=self._saveables_cache is None)
+
+  def frozen_saveable_objects(self):
+    """Saveables for a static save, the object graph included as a constant.
+
+    Python state is baked in at its current value, so the result needs no
+    feed dict.
+    """
+    saveables, proto, _ = self._serialize(freeze_python_state=True)
+    with ops.device("/cpu:0"):
+      proto_tensor = constant_op.constant(proto.SerializeToString(),
+                                          dtype=dtypes.string)
+    saveables.append(base.NoRestoreSaveable(
+        tensor=proto_tensor, name=base.OBJECT_GRAPH_PROTO_KEY))
+    return saveables
+
+  def _serialize(self, freeze_python_state):
+    objects, node_ids, names, slots = self._gather()
+    proto = trackable_object_graph_pb2.TrackableObjectGraph()
+    for obj in objects:
+      node = proto.nodes.add()
+      for reference in self.list_children(obj):
+        node.children.add(node_id=node_ids[reference.ref],
+                          local_name=reference.name)
+      if obj in slots:
+        node.slot_variables.extend(slots[obj])
+    saveables = []
+    feed_additions = None if freeze_python_state else {}
+    for obj in objects:
+      for attribute_saveables in self._attribute_saveables(
+          obj, names[obj], proto.nodes[node_ids[obj]]):
+        if isinstance(attribute_saveables[0], base.PythonStateSaveable):
+          if freeze_python_state:
+            attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
+          else:
+            for saveable in attribute_saveables:
+              feed_additions.update(saveable.feed_dict_additions())
+        saveables.extend(attribute_saveables)
+    _mark_nodes_with_values(proto)
+    return saveables, proto, feed_additions
+
+  def _attribute_saveables(self, obj, object_name, node):
+    """Yields the saveables of each attribute of `obj`, filling `node`."""
+    factories = saveable_object_util.saveable_objects_from_trackable(obj)
+    if not factories:
+      return
+    cache = None
+    if self._saveables_cache is not None:
+      cache = self._saveables_cache.setdefault(obj, {})
+    full_name = full_name_for_variable(obj)
+    for name, factory in factories.items():
+      key = trackable_utils.checkpoint_key(object_name, name)
+      saveables = cache.get(name) if cache is not None else None
+      if saveables is None or any(key not in s.name for s in saveables):
+        saveables = saveable_object_util.saveables_for_attribute(factory, key)
+        if cache is not None:
+          cache[name] = saveables
+      names_and_keys = getattr(saveables[0],
+                               "get_proto_names_and_checkpoint_keys", None)
+      if names_and_keys is not None:
+        for local_name, local_key in names_and_keys():
+          node.attributes.add(name=local_name, checkpoint_key=local_key,
+                              full_name=full_name)
+      else:
+        node.attributes.add(name=name, checkpoint_key=key,
+                            full_name=full_name)
+      yield saveables
+
+
+def _describe_path(path):
+  return "root" + "".join("." + reference.name for reference in path)
+
+
+def _gather_slot_variables(objects, node_ids, names):
+  """Appends optimizer slot variables to `objects` and names them.
+
+  Returns:
+    `{optimizer: [SlotVariableReference, ...]}`.
+  """
+  non_slot_objects = list(objects)
+  slots = object_identity.ObjectIdentityDictionary()
+  for optimizer in non_slot_objects:
+    # dir() rather than hasattr(): some objects' __getattr__ has effects.
+    if "get_slot_names" not in dir(optimizer):
+      continue
+    for slot_name in optimizer.get_slot_names():
+      for variable_id, variable in enumerate(non_slot_objects):
+        try:
+          slot = optimizer.get_slot(variable, slot_name)
+        except (AttributeError, KeyError):
+          slot = None
+        if slot is None:
+          continue
+        _check_slot_variable(slot, node_ids)
+        names[slot] = trackable_utils.slot_variable_key(
+            variable_path=names[variable], optimizer_path=names[optimizer],
+            slot_name=slot_name)
+        node_ids[slot] = len(objects)
+        objects.append(slot)
+        slots.setdefault(optimizer, []).append(
+            _TrackableObject.SlotVariableReference(
+                slot_name=slot_name, original_variable_node_id=variable_id,
+                slot_variable_node_id=node_ids[slot]))
+  return slots
+
+
+def _check_slot_variable(slot, node_ids):
+  slot._maybe_initialize_trackable()  # pylint: disable=protected-access
+  if slot._trackable_children():  # pylint: disable=protected-access
+    raise NotImplementedError(
+        "Slot variables with dependencies of their own cannot be saved.")
+  if slot in node_ids:
+    raise NotImplementedError(
+        f"The slot variable {slot} is also a dependency of another object; "
+        "slot variables cannot be shared this way.")
+
+
+def _mark_nodes_with_values(proto):
+  """Sets `has_checkpoint_values` on nodes that have values below them."""
+  parents = collections.defaultdict(set)
+  with_values = set()
+  for node_id, node in enumerate(proto.nodes):
+    if node.attributes or node.slot_variables or node.HasField(
+        "registered_saver"):
+      with_values.add(node_id)
+    for child in node.children:
+      parents[child.node_id].add(node_id)
+  to_visit = list(with_values)
+  while to_visit:
+    for parent in parents.pop(to_visit.pop(), ()):
+      if parent not in with_values:
+        with_values.add(parent)
+        to_visit.append(parent)
+  for node_id, node in enumerate(proto.nodes):
+    node.has_checkpoint_values.value = node_id in with_values

@@ -1,0 +1,440 @@
+"""Turning variables and trackables into `SaveableObject`s.
+
+Two families of callers use this module:
+- name-based saving (the v1 `Saver`), which starts from a list or dict of
+  variables (`op_list_to_dict`, `validate_and_slice_inputs`,
+  `saveable_objects_for_op`);
+- object-based saving, which asks each trackable for its saveables
+  (`saveable_objects_from_trackable`).
+"""
+
+import functools
+
+from tensorflow.python.eager import context
+from tensorflow.python.framework import device as pydev
+from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor as tensor_lib
+from tensorflow.python.ops import array_ops
+from tensorflow.python.ops import gen_control_flow_ops
+from tensorflow.python.ops import gen_resource_variable_ops
+from tensorflow.python.ops import ref_variable
+from tensorflow.python.ops import resource_variable_ops
+from tensorflow.python.ops import state_ops
+from tensorflow.python.ops import variables
+from tensorflow.python.trackable import base as tf_base
+from tensorflow.python.trackable import python_state
+from tensorflow.python.training.saving import saveable_object as tf_saveable_object
+from tensorflow.python.util import nest
+
+from tf_objckpt import object_identity
+from tf_objckpt import saveable_object
+from tf_objckpt import trackable_utils
+
+VARIABLE_VALUE_KEY = "VARIABLE_VALUE"
+_REF_VARIABLE_OPS = frozenset(["Variable", "VariableV2", "AutoReloadVariable"])
+_VARIABLE_OPS = _REF_VARIABLE_OPS | {"VarHandleOp", "ReadVariableOp"}
+
+
+def set_cpu0(device_string: str) -> str:
+  """Returns `device_string` with the device replaced by CPU:0.
+
+  Restores read on the CPU of the task that owns the variable; job, replica
+  and task are kept. Custom devices are returned unchanged.
+  """
+  if context.is_custom_device(device_string):
+    return device_string
+  spec = pydev.DeviceSpec.from_string(device_string)
+  return spec.replace(device_type="CPU", device_index=0).to_string()
+
+
+class ReferenceVariableSaveable(saveable_object.SaveableObject):
+  """Saves and restores a TF1 reference variable (`VariableV2`)."""
+
+  def __init__(self, var, slice_spec, name):
+    spec = saveable_object.SaveSpec(var, slice_spec, name, dtype=var.dtype)
+    super().__init__(var, [spec], name)
+
+  def restore(self, restored_tensors, restored_shapes):
+    value = restored_tensors[0]
+    if restored_shapes is not None:
+      value = array_ops.reshape(value, restored_shapes[0])
+    return state_ops.assign(
+        self.op, value,
+        validate_shape=(restored_shapes is None and
+                        self.op.get_shape().is_fully_defined()))
+
+
+class ResourceVariableSaveable(saveable_object.SaveableObject):
+  """Saves and restores a resource variable, or a read of one (graph mode)."""
+
+  def __init__(self, var, slice_spec, name):
+    self._var_device = var.device
+    self._var_shape = var.shape
+    if isinstance(var, tensor_lib.Tensor):
+      self.handle_op = var.op.inputs[0]
+      tensor = var
+    elif resource_variable_ops.is_resource_variable(var):
+      self.handle_op = var.handle
+      tensor = functools.partial(_read_to_cpu, var)
+    else:
+      raise ValueError(
+          "Expected a resource variable or a read of one to save as "
+          f"{name!r}, got {var!r}.")
+    spec = saveable_object.SaveSpec(
+        tensor, slice_spec, name, dtype=var.dtype, device=var.device)
+    super().__init__(var, [spec], name)
+
+  def restore(self, restored_tensors, restored_shapes):
+    value = restored_tensors[0]
+    if restored_shapes is not None:
+      value = array_ops.reshape(value, restored_shapes[0])
+    return assign_checked(self.handle_op, self._var_shape, self._var_device,
+                          value, self.name)
+
+
+def _read_to_cpu(var):
+  """Reads `var` without copying on its device, then moves it to the CPU."""
+  with ops.device(var.device):
+    value = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
+  if "CPU" in var.device.upper() or not var.device:
+    return value
+  with ops.device("/device:CPU:0"):
+    return array_ops.identity(value)
+
+
+def assign_checked(handle, variable_shape, device, value, name):
+  """Assigns `value` to a variable handle after checking shapes agree.
+
+  Raises:
+    ValueError: naming the checkpoint key when the shapes differ.
+  """
+  if not variable_shape.is_compatible_with(value.shape):
+    raise ValueError(
+        f"Received incompatible tensor with shape {value.shape} when "
+        f"attempting to restore variable with shape {variable_shape} "
+        f"(checkpoint key {name!r}).")
+  with ops.device(device):
+    return gen_resource_variable_ops.assign_variable_op(handle, value)
+
+
+def _comes_from_variable(value) -> bool:
+  return (isinstance(value, tensor_lib.Tensor) and
+          value.op.type in _VARIABLE_OPS)
+
+
+def _slice_saveables(slices, name):
+  """Yields one saveable per slice of a partitioned variable."""
+  full_name = None
+  for variable in slices:
+    if isinstance(variable, tf_saveable_object.SaveableObject):
+      yield variable
+      continue
+    if not isinstance(variable, variables.Variable):
+      raise ValueError(f"Slices must all be Variables: {variable}")
+    info = variable._save_slice_info  # pylint: disable=protected-access
+    if not info:
+      raise ValueError(f"Slices must all be slices: {variable}")
+    if full_name is None:
+      full_name = info.full_name
+    elif full_name != info.full_name:
+      raise ValueError(
+          f"Slices must all be from the same tensor: {full_name} != "
+          f"{info.full_name}")
+    if variable.op.type in _REF_VARIABLE_OPS:
+      yield ReferenceVariableSaveable(variable, info.spec, name)
+    else:
+      yield ResourceVariableSaveable(variable, info.spec, name)
+
+
+def saveable_objects_for_op(op, name):
+  """Yields the `SaveableObject`s that save `op` under `name`.
+
+  Args:
+    op: A variable, a partitioned variable or list of slices, a trackable,
+      or a `SaveableObject`.
+    name: The checkpoint key (or key prefix) to use.
+
+  Raises:
+    TypeError: If `name` is not a string or `op` is not a variable.
+    ValueError: If `op` cannot be saved.
+  """
+  if not isinstance(name, str):
+    raise TypeError(
+        "Saveables must be keyed by string names; got name "
+        f"{name!r} for {op!r}.")
+  if isinstance(op, tf_saveable_object.SaveableObject):
+    yield op
+  elif isinstance(op, (list, tuple, variables.PartitionedVariable)):
+    yield from _slice_saveables(list(op), name)
+  elif (isinstance(op, tf_base.Trackable) and
+        not isinstance(op, variables.Variable)):
+    for attribute, factory in saveable_objects_from_trackable(
+        op, tf1_saver=True).items():
+      if attribute in (VARIABLE_VALUE_KEY,
+                       trackable_utils.SERIALIZE_TO_TENSORS_NAME):
+        full_name = name
+      else:
+        full_name = name + "_" + attribute
+      made = factory(full_name) if callable(factory) else factory
+      yield from saveable_objects_for_op(made, made.name)
+  elif isinstance(op, resource_variable_ops.BaseResourceVariable):
+    # pylint: disable=protected-access
+    variable = op._graph_element if op._in_graph_mode else op
+    yield ResourceVariableSaveable(variable, "", name)
+  else:
+    if context.executing_eagerly():
+      raise ValueError(
+          "Only resource variables can be saved or restored eagerly; got "
+          f"{type(op).__name__} for {name!r}.")
+    value = ops.convert_to_tensor(op, as_ref=True)
+    if not _comes_from_variable(value):
+      raise TypeError(
+          f"Expected a variable to save as {name!r}, got {value!r}.")
+    if value.op.type in _REF_VARIABLE_OPS:
+      yield ReferenceVariableSaveable(value, "", name)
+    else:
+      yield ResourceVariableSaveable(value, "", name)
+
+
+def _variable_name(var, convert_variable_to_tensor):
+  """The graph name a v1 `Saver` uses for an unpartitioned graph variable."""
+  if convert_variable_to_tensor:
+    if isinstance(var, resource_variable_ops.BaseResourceVariable):
+      var = var._graph_element  # pylint: disable=protected-access
+    else:
+      var = ops.convert_to_tensor(var, as_ref=True)
+    if not _comes_from_variable(var):
+      raise TypeError(f"Variable to save is not a Variable: {var}")
+  if var.op.type == "ReadVariableOp":
+    return var.op.inputs[0].op.name, var
+  return var.op.name, var
+
+
+def op_list_to_dict(op_list, convert_variable_to_tensor=True):
+  """Maps each variable in `op_list` to the name a v1 `Saver` saves it under.
+
+  Slices of one partitioned variable are grouped in a list under the full
+  variable name; trackables contribute their own saveables.
+
+  Args:
+    op_list: A (nested) list, tuple or set of variables and saveables.
+    convert_variable_to_tensor: Whether graph variables are replaced by the
+      tensor of their variable op.
+
+  Returns:
+    A dict from checkpoint name to a variable, list of slices or saveable.
+
+  Raises:
+    TypeError: If `op_list` is not a collection or holds a non-variable.
+    ValueError: If two values would be saved under one name.
+  """
+  if not isinstance(op_list, (list, tuple, set)):
+    raise TypeError("Variables to save should be passed in a dict or a "
+                    f"list. Got {op_list}")
+  names_to_saveables = {}
+  for var in sorted(nest.flatten(list(op_list)), key=lambda v: v.name):
+    is_variable = isinstance(
+        var, (resource_variable_ops.BaseResourceVariable,
+              ref_variable.RefVariable))
+    slice_info = getattr(var, "_save_slice_info", None)
+    if isinstance(var, tf_saveable_object.SaveableObject):
+      names_to_saveables[var.name] = var
+    elif isinstance(var, variables.PartitionedVariable):
+      _add_unique(names_to_saveables, var.name, var)
+    elif isinstance(var, variables.Variable) and slice_info:
+      group = names_to_saveables.setdefault(slice_info.full_name, [])
+      if not isinstance(group, list):
+        raise ValueError("Mixing slices and non-slices with the same name: "
+                         f"{slice_info.full_name}")
+      group.append(var)
+    elif isinstance(var, tf_base.Trackable) and not is_variable:
+      made = [factory() if callable(factory) else factory
+              for factory in saveable_objects_from_trackable(
+                  var, tf1_saver=True).values()]
+      names_to_saveables.update(op_list_to_dict(made))
+    elif not getattr(var, "_in_graph_mode", True):
+      if not isinstance(var, resource_variable_ops.BaseResourceVariable):
+        raise ValueError(
+            "Only resource variables can be saved or restored eagerly; got "
+            f"{type(var).__name__}.")
+      # pylint: disable=protected-access
+      existing = names_to_saveables.setdefault(var._shared_name, var)
+      if existing is not var:
+        raise ValueError(
+            "Two different ResourceVariable objects with the same shared_name "
+            f"'{var._shared_name}' were passed to the Saver; they were likely "
+            "created in different graphs and cannot be saved together.")
+    else:
+      name, var = _variable_name(var, convert_variable_to_tensor)
+      _add_unique(names_to_saveables, name, var)
+  return names_to_saveables
+
+
+def _add_unique(names_to_saveables, name, value):
+  if name in names_to_saveables:
+    raise ValueError(f"At least two variables have the same name: {name}")
+  names_to_saveables[name] = value
+
+
+def validate_and_slice_inputs(names_to_saveables):
+  """Converts a name -> variable dict into a flat list of saveables.
+
+  Raises:
+    TypeError: If a name is not a string or a value is not saveable.
+    ValueError: If the same state would be saved under two names.
+  """
+  saveables = []
+  seen_ops = object_identity.ObjectIdentitySet()
+  for name, op in sorted(names_to_saveables.items(), key=lambda x: x[0]):
+    for saveable in saveable_objects_for_op(op, name):
+      if saveable.op is not None and saveable.op in seen_ops:
+        raise ValueError("The same saveable will be restored with two names: "
+                         f"{saveable.name}")
+      saveables.append(saveable)
+      seen_ops.add(saveable.op)
+  return saveables
+
+
+class TrackableSaveable(saveable_object.SaveableObject):
+  """Adapts a trackable's `_serialize_to_tensors` to a `SaveableObject`.
+
+  The spec names are the checkpoint keys (`name` + escaped local name); the
+  local names become the object's attribute names in the object graph.
+  """
+
+  def __init__(self, obj, specs, name, local_names):
+    self._trackable = obj
+    self._local_names = local_names
+    super().__init__(obj, specs, name)
+
+  def restore(self, restored_tensors, restored_shapes):
+    del restored_shapes  # Unused: trackables restore whole tensors.
+    result = self._trackable._restore_from_tensors(  # pylint: disable=protected-access
+        dict(zip(self._local_names, restored_tensors)))
+    if result is None and not context.executing_eagerly():
+      return gen_control_flow_ops.no_op()
+    return result
+
+  def get_proto_names_and_checkpoint_keys(self):
+    """(attribute name, checkpoint key) pairs for the object graph proto."""
+    return [(local_name, spec.name)
+            for local_name, spec in zip(self._local_names, self.specs)]
+
+
+class VariableSaveable(ResourceVariableSaveable):
+  """The saveable of a plain resource variable in an object-based checkpoint.
+
+  Equivalent to what the variable's `_serialize_to_tensors` describes (one
+  value under VARIABLE_VALUE) but built directly: this runs once per variable
+  per save, so it avoids the generic path's extra ops and Python calls.
+  """
+
+  def __init__(self, var, name):
+    super().__init__(var, "", name + VARIABLE_VALUE_KEY)
+
+  def get_proto_names_and_checkpoint_keys(self):
+    return [(VARIABLE_VALUE_KEY, self.name)]
+
+
+def _has_default_variable_saving(obj) -> bool:
+  """True for resource variables whose class keeps the stock save logic."""
+  cls = type(obj)
+  base = resource_variable_ops.BaseResourceVariable
+  return (isinstance(obj, base) and
+          cls._serialize_to_tensors is base._serialize_to_tensors and  # pylint: disable=protected-access
+          cls._restore_from_tensors is base._restore_from_tensors)  # pylint: disable=protected-access
+
+
+def _serialized_tensor_specs(tensor_dict, name):
+  """SaveSpecs (and local names) for a `_serialize_to_tensors` result."""
+  specs = []
+  local_names = []
+  for local_name, value in tensor_dict.items():
+    local_names.append(local_name)
+    key = name + trackable_utils.escape_local_name(local_name)
+    slices = value if isinstance(value, dict) else {"": value}
+    for slice_spec, tensor in slices.items():
+      if isinstance(tensor, tf_saveable_object.SaveSpec):
+        tensor.name = key
+        tensor.slice_spec = slice_spec
+        specs.append(tensor)
+      else:
+        specs.append(saveable_object.SaveSpec(tensor, slice_spec, key))
+  return specs, local_names
+
+
+def _serialize_to_tensors_factory(obj):
+  """The saveable factory of a trackable implementing `_serialize_to_tensors`."""
+
+  def make_saveable(name=""):
+    if _has_default_variable_saving(obj):
+      return VariableSaveable(obj, name)
+    specs, local_names = _serialized_tensor_specs(
+        obj._serialize_to_tensors(), name)  # pylint: disable=protected-access
+    return TrackableSaveable(obj, specs, name, local_names)
+
+  return make_saveable
+
+
+def trackable_has_serialize_to_tensor(obj) -> bool:
+  """Whether `obj` saves through `_serialize_to_tensors` (the TF2 protocol).
+
+  The most derived class that defines either `_serialize_to_tensors` or the
+  legacy `_gather_saveables_for_checkpoint` decides.
+  """
+  if "_serialize_to_tensors" in getattr(obj, "__dict__", {}):
+    return True
+  for cls in type(obj).mro():
+    if cls is tf_base.Trackable:
+      return False
+    if "_serialize_to_tensors" in cls.__dict__:
+      return True
+    if "_gather_saveables_for_checkpoint" in cls.__dict__:
+      return False
+  return False
+
+
+def saveable_objects_from_trackable(obj, tf1_saver=False):
+  """Returns `{attribute name: saveable factory}` for a trackable.
+
+  A factory is called with the checkpoint key (prefix) and returns a
+  `SaveableObject`. Python state (`PythonState`) is saved as a string.
+
+  Args:
+    obj: A trackable.
+    tf1_saver: Prefer the legacy `_gather_saveables_for_checkpoint` (what
+      the v1 `Saver` uses).
+  """
+  if isinstance(obj, python_state.PythonState):
+    from tf_objckpt import base  # pylint: disable=g-import-not-at-top
+    return {python_state.PYTHON_STATE: functools.partial(
+        base.PythonStringStateSaveable,
+        state_callback=obj.serialize, restore_callback=obj.deserialize)}
+  if tf1_saver:
+    legacy = obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
+    if legacy:
+      return legacy
+  if trackable_has_serialize_to_tensor(obj):
+    return {trackable_utils.SERIALIZE_TO_TENSORS_NAME:
+                _serialize_to_tensors_factory(obj)}
+  return obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
+
+
+def saveables_for_attribute(factory, key):
+  """Calls a saveable factory and returns its saveables as a tuple.
+
+  Raises:
+    AssertionError: If a saveable's name does not contain `key` (it would be
+      written under a key the object graph does not mention).
+  """
+  made = factory(name=key) if callable(factory) else factory
+  if isinstance(made, tf_saveable_object.SaveableObject):
+    saveables = (made,)
+  else:
+    saveables = tuple(saveable_objects_for_op(made, key))
+  for saveable in saveables:
+    if key not in saveable.name:
+      raise AssertionError(
+          f"A saveable for checkpoint key {key!r} was named "
+          f"{saveable.name!r}; its name must contain the key.")
+  return saveables

@@ -1,0 +1,1170 @@
+"""Object-based saving and restoring: `Checkpoint`, `CheckpointV1` and friends.
+
+`TrackableSaver` writes the object graph of a root trackable together with
+its values, and restores a checkpoint by walking the checkpointed object
+graph (see `base.CheckpointPosition`). A restore returns a load status to
+check how well the checkpoint matched the program and, when graph building,
+to run the restore ops.
+
+Checkpoints without an object graph (written by the v1 name-based `Saver`)
+are restored by variable names instead (`NameBasedSaverStatus`).
+"""
+
+import abc
+import contextlib
+import os
+import weakref
+
+from absl import logging
+import numpy as np
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+from tensorflow.python.client import session as session_lib
+from tensorflow.python.eager import context
+from tensorflow.python.eager import def_function
+from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import errors
+from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor_shape
+from tensorflow.python.framework import tensor_util
+from tensorflow.python.lib.io import file_io
+from tensorflow.python.ops import gen_io_ops
+from tensorflow.python.ops import init_ops
+from tensorflow.python.ops import variable_scope
+from tensorflow.python.ops import variable_v1
+from tensorflow.python.ops import variables
+from tensorflow.python.trackable import base as tf_base
+from tensorflow.python.training import py_checkpoint_reader
+from tensorflow.python.util import compat
+from tensorflow.python.util import deprecation
+
+from tf_objckpt import base
+from tf_objckpt import checkpoint_management
+from tf_objckpt import data_structures
+from tf_objckpt import functional_saver
+from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt import object_identity
+from tf_objckpt import saveable_object_util
+from tf_objckpt import tracking
+from tf_objckpt import trackable_utils
+
+# Values read ahead for restore-on-create are capped at this many bytes.
+_PREFETCH_BUDGET_BYTES = 256 << 20
+
+
+def open_checkpoint(save_path):
+  """Opens a checkpoint's index, raising TensorFlow errors that name it.
+
+  Raises:
+    NotFoundError: If no checkpoint exists at `save_path`.
+    DataLossError: If the checkpoint's files are corrupt.
+  """
+  try:
+    return py_checkpoint_reader.NewCheckpointReader(save_path)
+  except errors.NotFoundError as e:
+    raise errors.NotFoundError(
+        None, None,
+        f"No checkpoint found at {save_path!r}: {e.message}. Check the path; "
+        "it may be missing its number suffix (e.g. the '-1' in "
+        "'path/to/ckpt-1').") from e
+  except errors.OpError as e:
+    raise errors.DataLossError(
+        None, None,
+        f"The checkpoint at {save_path!r} is corrupt or truncated and cannot "
+        f"be read: {e.message}") from e
+
+
+def _read_object_graph(reader, save_path):
+  """The checkpoint's TrackableObjectGraph, or None if it is name-based."""
+  if not reader.has_tensor(base.OBJECT_GRAPH_PROTO_KEY):
+    return None
+  proto = trackable_object_graph_pb2.TrackableObjectGraph()
+  try:
+    proto.ParseFromString(reader.get_tensor(base.OBJECT_GRAPH_PROTO_KEY))
+  except Exception as e:  # pylint: disable=broad-except
+    raise errors.DataLossError(
+        None, None,
+        f"The object graph stored in checkpoint {save_path!r} is corrupt: "
+        f"{e}") from e
+  return proto
+
+
+def node_paths(object_graph_proto):
+  """Names each node of an object graph by its shortest path from the root.
+
+  Returns:
+    A list of names such as "(root).model.layer.kernel", indexed by node id.
+  """
+  names = {0: "(root)"}
+  queue = [0]
+  for node_id in queue:
+    node = object_graph_proto.nodes[node_id]
+    for child in node.children:
+      if child.node_id not in names:
+        names[child.node_id] = names[node_id] + "." + child.local_name
+        queue.append(child.node_id)
+    for slot in node.slot_variables:
+      original = slot.original_variable_node_id
+      if slot.slot_variable_node_id not in names and original in names:
+        names[slot.slot_variable_node_id] = (
+            f"{names[original]}'s state '{slot.slot_name}' for "
+            f"{names[node_id]}")
+  return [names.get(node_id, f"<unreachable node {node_id}>")
+          for node_id in range(len(object_graph_proto.nodes))]
+
+
+class _UnrestoredValuesReport:
+  """Warns, when a restore is garbage collected, about values never used.
+
+  Lives apart from the coordinator (which must be collectable) and runs
+  from a `weakref.finalize`; `expect_partial()` silences it.
+  """
+
+  def __init__(self, object_graph_proto, matched_proto_ids,
+               unused_attributes):
+    self.expect_partial = False
+    self._proto = object_graph_proto
+    self._matched_proto_ids = matched_proto_ids
+    self._unused_attributes = unused_attributes
+
+  def warn_if_incomplete(self):
+    if self.expect_partial:
+      return
+    unmatched = [node_id for node_id, node in enumerate(self._proto.nodes)
+                 if node.attributes and node_id not in self._matched_proto_ids]
+    if not unmatched and not self._unused_attributes:
+      return
+    names = node_paths(self._proto)
+    logging.warning(
+        "A checkpoint restore is being discarded with values that were never "
+        "restored; the values are listed below. Call "
+        "`status.expect_partial()` on the status returned by restore() if "
+        "this is intended.")
+    for node_id in unmatched:
+      logging.warning("Value in checkpoint could not be found in the "
+                      "restored object: %s", names[node_id])
+    for node_id, attributes in self._unused_attributes.items():
+      logging.warning("An attribute in the restored object could not be "
+                      "found in the checkpoint. Object: %s, attribute: %s",
+                      names[node_id], attributes)
+
+
+def _byte_size(shape, dtype):
+  if dtype == dtypes.string:
+    return 64 * max(1, shape.num_elements() or 1)
+  return (shape.num_elements() or 0) * dtype.size
+
+
+class _CheckpointRestoreCoordinator:
+  """The state of one object-based `restore()` call.
+
+  Knows the checkpoint (object graph, dtypes, shapes), which checkpoint
+  nodes are bound to which Python objects, which restores wait for objects
+  not created yet, and, when graph building, the restore ops to run.
+  """
+
+  def __init__(self, object_graph_proto, save_path, save_path_tensor, reader,
+               restore_op_cache, graph_view):
+    """Prepares to restore `save_path` into `graph_view`'s objects.
+
+    Args:
+      object_graph_proto: The checkpoint's TrackableObjectGraph.
+      save_path: The checkpoint path, a string.
+      save_path_tensor: A string tensor holding (or fed) the path.
+      reader: A checkpoint reader opened on `save_path`.
+      restore_op_cache: A dict of restore ops by name, shared by all
+        restores of one saver, so graph-mode restores reuse ops.
+      graph_view: The `ObjectGraphView` of the objects being restored.
+    """
+    self.object_graph_proto = object_graph_proto
+    self.restore_uid = ops.uid()
+    self.save_path_string = save_path
+    self.save_path_tensor = save_path_tensor
+    self.graph_view = graph_view
+    self.restore_ops = []
+    self.restore_ops_by_name = restore_op_cache
+    self.new_restore_ops_callback = None
+    self.dtype_map = reader.get_variable_to_dtype_map()
+    self.shape_map = {key: tensor_shape.TensorShape(shape) for key, shape
+                      in reader.get_variable_to_shape_map().items()}
+    self._reader = reader
+    # Node id -> Python object. Weak: a pending restore must not keep the
+    # program's objects alive.
+    self.object_by_proto_id = weakref.WeakValueDictionary()
+    self.matched_proto_ids = set()
+    self.all_python_objects = object_identity.ObjectIdentityWeakSet()
+    # Node id -> attribute names present in the checkpoint but not restored.
+    self.unused_attributes = {}
+    # Variable node id -> slots to restore once the variable is bound.
+    self.slot_restorations = {}
+    # Optimizer node id -> slots waiting for the optimizer to be bound.
+    self.deferred_slot_restorations = {}
+    for node_id, node in enumerate(object_graph_proto.nodes):
+      for slot in node.slot_variables:
+        self.slot_restorations.setdefault(
+            slot.original_variable_node_id, []).append(
+                base._SlotVariableRestoration(  # pylint: disable=protected-access
+                    optimizer_id=node_id,
+                    slot_variable_id=slot.slot_variable_node_id,
+                    slot_name=slot.slot_name))
+    # Restore-on-create reads ahead: values of deferred variables are read
+    # in one RestoreV2 and kept here until their variable is created.
+    self._deferred_keys = {}
+    self._prefetched = {}
+    self._report = _UnrestoredValuesReport(
+        object_graph_proto, self.matched_proto_ids, self.unused_attributes)
+    weakref.finalize(self, self._report.warn_if_incomplete)
+
+  @property
+  def expect_partial(self):
+    return self._report.expect_partial
+
+  @expect_partial.setter
+  def expect_partial(self, value):
+    self._report.expect_partial = value
+
+  def describe_key(self, key):
+    """Names a checkpoint value for error messages."""
+    return (f"checkpoint key {key!r} (object "
+            f"{trackable_utils.object_path_of_key(key)!r}) of checkpoint "
+            f"{self.save_path_string!r}")
+
+  def new_restore_ops(self, new_ops):
+    """Records restore ops created after `restore()` returned."""
+    self.restore_ops.extend(new_ops)
+    if self.new_restore_ops_callback:
+      self.new_restore_ops_callback(new_ops)  # pylint: disable=not-callable
+
+  def node_has_values(self, node_id):
+    """Whether a node or anything below it holds checkpointed values."""
+    node = self.object_graph_proto.nodes[node_id]
+    if node.HasField("has_checkpoint_values"):
+      return node.has_checkpoint_values.value
+    return bool(node.children or node.attributes or node.slot_variables or
+                node.HasField("registered_saver"))
+
+  def defer(self, trackable, local_name, position):
+    """Queues `position` until `trackable` tracks a dependency `local_name`."""
+    trackable._deferred_dependencies.setdefault(local_name, []).append(  # pylint: disable=protected-access
+        position)
+    if context.executing_eagerly() and position.is_simple_variable():
+      self._deferred_keys[position.object_proto.attributes[0]
+                          .checkpoint_key] = None
+
+  def cached_restore_op(self, key):
+    """A restore op built by an earlier restore (graph mode), or None."""
+    if context.executing_eagerly():
+      return None
+    return self.restore_ops_by_name.get(key)
+
+  def cached_saveable(self, trackable, name):
+    """A saveable made for `trackable` by an earlier restore, or None."""
+    cache = self.graph_view.saveables_cache
+    if cache is None:
+      return None
+    saveables = cache.get(trackable, {}).get(name)
+    if saveables is None:
+      return None
+    if isinstance(saveables, (list, tuple)):
+      return saveables[0] if len(saveables) == 1 else None
+    return saveables
+
+  def cache_saveable(self, trackable, name, saveable):
+    cache = self.graph_view.saveables_cache
+    if cache is not None:
+      cache.setdefault(trackable, {})[name] = (saveable,)
+
+  def read_value(self, key, shape_and_slice=""):
+    """Reads one checkpointed value (restore-on-create)."""
+    if not context.executing_eagerly():
+      with ops.init_scope(), ops.device("/cpu:0"):
+        value, = gen_io_ops.restore_v2(
+            self.save_path_tensor, [key], [shape_and_slice],
+            [self.dtype_map[key]])
+      return value
+    spec = _KeyToRead(key, shape_and_slice, self.dtype_map.get(key))
+    return self._read_eagerly([spec])[0]
+
+  def _read_eagerly(self, specs):
+    """Reads the values of `specs`, reading ahead deferred values.
+
+    Values of variables that are still to be created are read in the same
+    RestoreV2 (up to a byte budget) and kept, so creating N variables after
+    `restore()` costs one read, not N.
+    """
+    wanted = [(spec.name, spec.slice_spec) for spec in specs]
+    missing = [spec for spec, key in zip(specs, wanted)
+               if key not in self._prefetched]
+    if missing:
+      to_read = missing + self._read_ahead_specs(
+          {spec.name for spec in missing})
+      values = self._restore_v2(to_read)
+      for spec, value in zip(to_read, values):
+        self._prefetched[(spec.name, spec.slice_spec)] = value
+    for name, _ in wanted:
+      self._deferred_keys.pop(name, None)
+    return [self._prefetched.pop(key) for key in wanted]
+
+  def _read_ahead_specs(self, excluded):
+    budget = _PREFETCH_BUDGET_BYTES
+    extra = []
+    for key in self._deferred_keys:
+      if key in excluded or (key, "") in self._prefetched:
+        continue
+      budget -= _byte_size(self.shape_map[key], self.dtype_map[key])
+      if budget < 0:
+        break
+      extra.append(_KeyToRead(key, "", self.dtype_map[key]))
+    return extra
+
+  def _restore_v2(self, specs):
+    """One eager RestoreV2 of `specs`; errors name the checkpoint."""
+    try:
+      with ops.device("/cpu:0"):
+        return gen_io_ops.restore_v2(
+            self.save_path_tensor, [spec.name for spec in specs],
+            [spec.slice_spec for spec in specs],
+            [spec.dtype.base_dtype for spec in specs])
+    except errors.OpError as e:
+      raise type(e)(
+          e.node_def, e.op,
+          f"Failed to read values from checkpoint {self.save_path_string!r} "
+          f"(keys such as {specs[0].name!r}): {e.message}") from e
+
+  def _check_saveables(self, saveables):
+    """Checks keys, dtypes and shapes before anything is assigned.
+
+    Raises:
+      NotFoundError: If a key is missing from the checkpoint.
+      InvalidArgumentError: If a dtype differs.
+      ValueError: If a variable's shape differs.
+    """
+    for saveable in saveables:
+      variable_shape = getattr(saveable, "_var_shape", None)
+      for spec in saveable.specs:
+        saved_dtype = self.dtype_map.get(spec.name)
+        if saved_dtype is None:
+          raise errors.NotFoundError(
+              None, None, f"Missing {self.describe_key(spec.name)}.")
+        if saved_dtype != spec.dtype.base_dtype:
+          raise errors.InvalidArgumentError(
+              None, None,
+              f"Cannot restore {self.describe_key(spec.name)}: the checkpoint "
+              f"holds dtype {saved_dtype.name} but the object expects "
+              f"{spec.dtype.base_dtype.name}.")
+        if (variable_shape is not None and not spec.slice_spec and
+            not variable_shape.is_compatible_with(self.shape_map[spec.name])):
+          raise ValueError(
+              f"Cannot restore {self.describe_key(spec.name)}: the checkpoint "
+              f"holds shape {self.shape_map[spec.name]} but the variable has "
+              f"shape {variable_shape}.")
+
+  def restore_saveables(self, tensor_saveables, python_saveables):
+    """Restores saveables now (eagerly) or builds their restore ops.
+
+    Args:
+      tensor_saveables: `{checkpoint key: SaveableObject}`.
+      python_saveables: `PythonStateSaveable`s, restored immediately.
+
+    Returns:
+      The new restore ops when graph building, else an empty list.
+    """
+    for saveable in python_saveables:
+      saveable.python_restore(
+          [self._reader.get_tensor(spec.name) for spec in saveable.specs])
+    if not tensor_saveables:
+      return []
+    saveables = saveable_object_util.validate_and_slice_inputs(
+        tensor_saveables)
+    self._check_saveables(saveables)
+    if context.executing_eagerly():
+      specs = [spec for saveable in saveables for spec in saveable.specs]
+      functional_saver.apply_restored(saveables, self._read_eagerly(specs))
+      return []
+    new_ops = functional_saver.Saver(saveables).restore(self.save_path_tensor)
+    for name, restore_op in new_ops.items():
+      self.restore_ops_by_name[name] = restore_op
+    return list(new_ops.values())
+
+
+class _KeyToRead:
+  """The name, slice and dtype of one value to read (a minimal SaveSpec)."""
+
+  __slots__ = ("name", "slice_spec", "dtype")
+
+  def __init__(self, name, slice_spec, dtype):
+    self.name = name
+    self.slice_spec = slice_spec
+    self.dtype = dtype
+
+
+class _NameBasedRestoreCoordinator:
+  """The state of restoring a name-based (v1 `Saver`) checkpoint."""
+
+  def __init__(self, save_path, dtype_map=None):
+    self.save_path = save_path
+    self.dtype_map = dtype_map
+    # Object -> attribute names that found no value, for assertions.
+    self.unused_attributes = object_identity.ObjectIdentityWeakKeyDictionary()
+    self.restore_uid = ops.uid()
+
+  def globally_named_object_attributes(self, trackable):
+    """Yields saveables named by global (variable) names for `trackable`.
+
+    Attributes with no global name are recorded as unused (unless their
+    restore is optional), so assertions fail for them.
+    """
+    factories = trackable._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
+    if not factories and isinstance(trackable, variables.Variable):
+      factories = {base.VARIABLE_VALUE_KEY: trackable}
+    for attribute, factory in factories.items():
+      if callable(factory):
+        try:
+          saveable = factory()
+        except TypeError:
+          if not getattr(factory(""), "optional_restore", False):
+            self.unused_attributes.setdefault(trackable, []).append(attribute)
+          continue
+      else:
+        saveable = factory
+      named = saveable_object_util.op_list_to_dict(
+          [saveable], convert_variable_to_tensor=False)
+      for name, op in named.items():
+        yield from saveable_object_util.saveable_objects_for_op(op, name)
+
+  def eager_restore(self, trackable):
+    """Restores `trackable`'s attributes immediately (eager mode only)."""
+    assert context.executing_eagerly()
+    for saveable in self.globally_named_object_attributes(trackable):
+      names = [spec.name for spec in saveable.specs]
+      if not all(name in self.dtype_map for name in names):
+        self.unused_attributes.setdefault(trackable, []).append(saveable.name)
+        continue
+      with ops.device("/cpu:0"):
+        restored = gen_io_ops.restore_v2(
+            self.save_path, names, [spec.slice_spec for spec in saveable.specs],
+            [self.dtype_map[name] for name in names])
+      saveable.restore(restored, None)
+
+
+def _default_getter(name, shape, dtype, initializer=None,
+                    partition_info=None, **kwargs):
+  """Creates a resource variable, never reusing one (unlike get_variable)."""
+  dtype = dtypes.as_dtype(dtype)
+  shape_object = tensor_shape.as_shape(shape)
+  with ops.init_scope():
+    if initializer is None:
+      initializer, from_value = (
+          variable_scope._get_default_variable_store()._get_default_initializer(  # pylint: disable=protected-access
+              name=name, shape=shape_object, dtype=dtype))
+    else:
+      from_value = not callable(initializer)
+    if from_value:
+      if shape is not None:
+        raise ValueError(
+            f"Variable {name!r}: give either a constant initializer or a "
+            "shape, not both.")
+      initial_value = initializer
+    else:
+      if isinstance(initializer, type(init_ops.Initializer)):
+        initializer = initializer(dtype=dtype)
+
+      def initial_value():
+        return initializer(shape_object.as_list(), dtype=dtype,
+                           partition_info=partition_info)
+
+    return variable_v1.VariableV1(initial_value=initial_value, name=name,
+                                dtype=dtype.base_dtype, use_resource=True,
+                                **kwargs)
+
+
+def add_variable(trackable, name, shape=None, dtype=dtypes.float32,
+                 initializer=None, trainable=True):
+  """Creates a variable tracked by `trackable` as `name`.
+
+  Variable scopes do not influence it. If a restore is waiting for `name`,
+  the variable starts with the checkpointed value and `initializer` is never
+  called.
+  """
+  return trackable._add_variable_with_custom_getter(  # pylint: disable=protected-access
+      name=name, shape=shape, dtype=dtype, initializer=initializer,
+      getter=_default_getter, trainable=trainable)
+
+
+def object_metadata(save_path):
+  """Returns the parsed `TrackableObjectGraph` of a checkpoint.
+
+  Raises:
+    ValueError: If the checkpoint is name-based (has no object graph).
+  """
+  proto = _read_object_graph(open_checkpoint(save_path), save_path)
+  if proto is None:
+    raise ValueError(
+        f"The checkpoint {save_path!r} is not object-based: it has no "
+        f"{base.OBJECT_GRAPH_PROTO_KEY!r} entry. It was probably written by a "
+        "name-based Saver.")
+  return proto
+
+
+def list_objects(root_trackable):
+  """Every object saved with `root_trackable`, slot variables included."""
+  return graph_view_lib.ObjectGraphView(root_trackable).list_objects()
+
+
+def gather_initializers(root_trackable):
+  """The initializers of every object saved with `root_trackable`."""
+  return [obj.initializer for obj in list_objects(root_trackable)
+          if getattr(obj, "initializer", None) is not None]
+
+
+@contextlib.contextmanager
+def capture_dependencies(template):
+  """Tracks variables created in this scope as dependencies of `template`.
+
+  Needs `template.variable_scope` to be active. A variable is tracked under
+  its name relative to the template's scope; a nested template that
+  captures its own variables becomes a dependency instead of them.
+  """
+  name_prefix = template.variable_scope.name
+
+  def creator(next_creator, name, initial_value, trackable_parent=None,
+              **kwargs):
+    if name is None or not name.startswith(name_prefix):
+      return next_creator(name=name, initial_value=initial_value,
+                          trackable_parent=(template, name_prefix), **kwargs)
+    if trackable_parent:
+      parent, parent_prefix = trackable_parent
+      template._track_trackable(  # pylint: disable=protected-access
+          parent, name=parent_prefix[len(name_prefix) + 1:], overwrite=True)
+      return next_creator(name=name, initial_value=initial_value,
+                          trackable_parent=(template, name_prefix), **kwargs)
+
+    def create_with_full_name(initializer, **inner_kwargs):
+      inner_kwargs.pop("name")  # The scope-relative name; keep the full one.
+      return next_creator(initial_value=initializer, name=name,
+                          **inner_kwargs)
+
+    return template._add_variable_with_custom_getter(  # pylint: disable=protected-access
+        initializer=initial_value, name=name[len(name_prefix) + 1:],
+        getter=create_with_full_name, overwrite=True,
+        trackable_parent=(template, name_prefix), **kwargs)
+
+  with variable_scope.variable_creator_scope(creator):
+    yield
+
+
+def _default_session(session):
+  return session if session is not None else ops.get_default_session()
+
+
+class _LoadStatus(abc.ABC):
+  """What a restore returns: assertions about the match, and restore ops."""
+
+  @abc.abstractmethod
+  def assert_consumed(self):
+    """Raises unless every checkpointed value and object was matched."""
+
+  @abc.abstractmethod
+  def assert_existing_objects_matched(self):
+    """Raises unless every existing Python object got a value."""
+
+  @abc.abstractmethod
+  def assert_nontrivial_match(self):
+    """Raises if nothing beyond the root object matched."""
+
+  @abc.abstractmethod
+  def run_restore_ops(self, session=None):
+    """Runs the restore ops (graph mode); requires a checkpoint."""
+
+  @abc.abstractmethod
+  def initialize_or_restore(self, session=None):
+    """Restores what the checkpoint has and initializes everything else."""
+
+  def expect_partial(self):
+    """Silences the warning about values left unrestored."""
+    return self
+
+
+def _objects_with_values(objects):
+  """The objects that save values of their own (not only dependencies)."""
+  return [obj for obj in objects
+          if saveable_object_util.saveable_objects_from_trackable(obj)]
+
+
+def streaming_restore(status, session=None):
+  """When graph building, runs restore ops as soon as they are created.
+
+  Restore ops for dependencies added later (deferred restores) run in
+  `session` as they are created. Nothing to do when executing eagerly.
+
+  Raises:
+    NotImplementedError: For name-based checkpoints.
+  """
+  if context.executing_eagerly():
+    return
+  session = _default_session(session)
+  if isinstance(status, NameBasedSaverStatus):
+    raise NotImplementedError(
+        "Streaming restore is not supported for name-based checkpoints.")
+  status.run_restore_ops(session=session)
+  # pylint: disable=protected-access
+  feed_dict = status._feed_dict
+  status._checkpoint.new_restore_ops_callback = (
+      lambda new_ops: session.run(new_ops, feed_dict=feed_dict))
+
+
+class CheckpointLoadStatus(_LoadStatus):
+  """The status of an object-based restore.
+
+  Values for objects that do not exist yet are restored when the objects
+  are created; the assertions tell how much has been matched so far. When
+  graph building, `run_restore_ops` runs the restore ops created so far.
+  """
+
+  def __init__(self, checkpoint, feed_dict, graph_view):
+    self._checkpoint = checkpoint
+    self._feed_dict = feed_dict
+    self._graph_view = graph_view
+    self._root = graph_view.root  # The view may hold only a weak reference.
+
+  def assert_consumed(self):
+    """Asserts every checkpointed value and every object was matched.
+
+    Raises:
+      AssertionError: If a checkpointed object with values has no Python
+        object, slot variables wait for restoring, an attribute in the
+        checkpoint was not restored, or an existing object got no value.
+    """
+    checkpoint = self._checkpoint
+    names = node_paths(checkpoint.object_graph_proto)
+    self.assert_existing_objects_matched()
+    for node_id, node in enumerate(checkpoint.object_graph_proto.nodes):
+      if node.attributes and checkpoint.object_by_proto_id.get(
+          node_id) is None:
+        raise AssertionError(
+            f"Unresolved object in checkpoint {names[node_id]}: {node}")
+    if checkpoint.slot_restorations:
+      raise AssertionError(
+          f"Unresolved slot restorations: {checkpoint.slot_restorations}")
+    if checkpoint.unused_attributes:
+      details = "\n".join(
+          f"{names[node_id]} ({checkpoint.object_by_proto_id.get(node_id)}): "
+          f"{attributes}"
+          for node_id, attributes in checkpoint.unused_attributes.items())
+      raise AssertionError(
+          "Unused attributes in these objects (the attributes exist in the "
+          f"checkpoint but were not restored):\n{details}")
+    return self
+
+  def assert_existing_objects_matched(self):
+    """Asserts every existing object in the dependency graph got a value.
+
+    Weaker than `assert_consumed`: checkpointed values whose objects do not
+    exist yet (an unbuilt Keras layer, say) do not fail it.
+    """
+    checkpoint = self._checkpoint
+    for node_id, node in enumerate(checkpoint.object_graph_proto.nodes):
+      trackable = checkpoint.object_by_proto_id.get(node_id)
+      if (trackable is not None and
+          trackable._update_uid < checkpoint.restore_uid):  # pylint: disable=protected-access
+        raise AssertionError(
+            f"Object {node} not assigned a value from checkpoint.")
+    for obj in self._graph_view.list_objects():
+      if (isinstance(obj, data_structures.TrackableDataStructure) and
+          not obj._trackable_children()):  # pylint: disable=protected-access
+        continue
+      checkpoint.all_python_objects.add(obj)
+    unmatched = self._unmatched_objects()
+    if unmatched:
+      shown = unmatched[:10]
+      raise AssertionError(
+          f"Found {len(unmatched)} Python objects that were not bound to "
+          "checkpointed values, likely due to changes in the Python program. "
+          f"Showing {len(shown)} of {len(unmatched)} unmatched objects: "
+          f"{shown}")
+    return self
+
+  def _unmatched_objects(self):
+    bound = object_identity.ObjectIdentitySet(
+        self._checkpoint.object_by_proto_id.values())
+    return [obj for obj in _objects_with_values(
+        self._checkpoint.all_python_objects) if obj not in bound]
+
+  def assert_nontrivial_match(self):
+    """Asserts that something besides the root object matched."""
+    for obj in self._graph_view.list_objects():
+      self._checkpoint.all_python_objects.add(obj)
+    if len(self._checkpoint.object_by_proto_id) <= 1:
+      unmatched = self._unmatched_objects()
+      if unmatched:
+        raise AssertionError(
+            "Nothing except the root object matched a checkpointed value. "
+            "Typically this means that the checkpoint does not match the "
+            "Python program. The following objects have no matching "
+            f"checkpointed value: {unmatched}")
+      raise AssertionError(
+          "Nothing to load. No dependencies have been added to "
+          f"{self._graph_view.root} yet.")
+    return self
+
+  def run_restore_ops(self, session=None):
+    """Runs the restore ops created so far (graph mode)."""
+    if context.executing_eagerly():
+      return
+    _default_session(session).run(self._checkpoint.restore_ops,
+                                  feed_dict=self._feed_dict)
+
+  def initialize_or_restore(self, session=None):
+    """Restores matched objects and initializes the others (graph mode).
+
+    Objects restored by this or a later `restore()` are not initialized.
+    """
+    if context.executing_eagerly():
+      return
+    session = _default_session(session)
+    restore_uid = self._checkpoint.restore_uid
+    bound = object_identity.ObjectIdentitySet(
+        self._checkpoint.object_by_proto_id.values())
+    initializers = [
+        obj.initializer for obj in self._graph_view.list_objects()
+        if hasattr(obj, "initializer") and obj not in bound and
+        getattr(obj, "_update_uid", restore_uid - 1) < restore_uid]
+    self.run_restore_ops(session=session)
+    session.run(initializers)
+
+  def expect_partial(self):
+    self._checkpoint.expect_partial = True
+    return self
+
+
+_NO_CHECKPOINT = ("No checkpoint specified (save_path=None); nothing is "
+                  "being restored.")
+
+
+class InitializationOnlyStatus(_LoadStatus):
+  """The status of `restore(None)`: there is nothing to restore.
+
+  Its assertions always fail; `initialize_or_restore` initializes the
+  variables (graph mode).
+  """
+
+  def __init__(self, graph_view, restore_uid):
+    self._graph_view = graph_view
+    self._restore_uid = restore_uid
+    self._root = graph_view.root
+
+  def assert_consumed(self):
+    raise AssertionError(_NO_CHECKPOINT)
+
+  def assert_existing_objects_matched(self):
+    raise AssertionError(_NO_CHECKPOINT)
+
+  def assert_nontrivial_match(self):
+    raise AssertionError(_NO_CHECKPOINT)
+
+  def run_restore_ops(self, session=None):
+    raise AssertionError(
+        "No checkpoint specified, so no restore ops are available "
+        "(save_path=None to Saver.restore).")
+
+  def initialize_or_restore(self, session=None):
+    """Runs the initializers of objects not restored by a later restore."""
+    if context.executing_eagerly():
+      return
+    initializers = [
+        obj.initializer for obj in self._graph_view.list_objects()
+        if getattr(obj, "initializer", None) is not None and
+        getattr(obj, "_update_uid", self._restore_uid - 1) < self._restore_uid]
+    _default_session(session).run(initializers)
+
+
+_DEPRECATED_RESTORE_INSTRUCTIONS = (
+    "Restoring a name-based checkpoint with the object-based API matches "
+    "variables by their global names, which is fragile, and adds restore ops "
+    "on each call when graph building. Re-save the checkpoint with this "
+    "object-based saver's save() and use the new checkpoint from now on.")
+
+
+class NameBasedSaverStatus(_LoadStatus):
+  """The status of restoring a name-based checkpoint by variable names."""
+
+  @deprecation.deprecated(date=None,
+                          instructions=_DEPRECATED_RESTORE_INSTRUCTIONS)
+  def __init__(self, checkpoint, graph_view):
+    self._checkpoint = checkpoint
+    self._graph_view = graph_view
+    self._optionally_restored = []
+    self._root = graph_view.root
+
+  def add_to_optionally_restored(self, var):
+    """Ignores `var` in assertions (e.g. a save counter the Saver lacks)."""
+    self._optionally_restored.append(var)
+
+  def assert_consumed(self):
+    """Raises if an attribute or object found no value by name."""
+    unused = [(obj, attributes) for obj, attributes
+              in self._checkpoint.unused_attributes.items()
+              if all(obj is not x for x in self._optionally_restored)]
+    if unused:
+      details = "".join(f"\n    {obj}: {attributes}"
+                        for obj, attributes in unused)
+      raise AssertionError(
+          f"Some objects had attributes which were not restored: {details}")
+    for obj in self._graph_view.list_objects():
+      obj._maybe_initialize_trackable()  # pylint: disable=protected-access
+      if obj._update_uid < self._checkpoint.restore_uid:  # pylint: disable=protected-access
+        raise AssertionError(f"Object not restored: {obj}")
+    return self
+
+  def assert_existing_objects_matched(self):
+    return self.assert_consumed()
+
+  def assert_nontrivial_match(self):
+    return self.assert_consumed()
+
+  def _gather_saveable_objects(self):
+    """Globally named saveables of objects not yet restored by this call."""
+    saveables = []
+    for obj in self._graph_view.list_objects():
+      obj._maybe_initialize_trackable()  # pylint: disable=protected-access
+      if obj._update_uid >= self._checkpoint.restore_uid:  # pylint: disable=protected-access
+        continue
+      obj._update_uid = self._checkpoint.restore_uid  # pylint: disable=protected-access
+      saveables.extend(
+          self._checkpoint.globally_named_object_attributes(obj))
+    return saveables
+
+  def run_restore_ops(self, session=None):
+    """Restores by name with a v1 `Saver` (graph mode)."""
+    if context.executing_eagerly():
+      return
+    from tf_objckpt import saver as v1_saver_lib  # pylint: disable=g-import-not-at-top
+    with ops.device("/cpu:0"):
+      saveables = self._gather_saveable_objects()
+      v1_saver_lib.Saver(saveables).restore(
+          sess=_default_session(session), save_path=self._checkpoint.save_path)
+
+  def initialize_or_restore(self, session=None):
+    self.run_restore_ops(session=session)
+
+
+class _SessionWithFeedDictAdditions(session_lib.SessionInterface):
+  """A session wrapper that adds fixed feeds to every `run`."""
+
+  def __init__(self, session, feed_additions):
+    self._wrapped_session = session
+    self._feed_additions = feed_additions
+
+  def run(self, fetches, feed_dict=None, **kwargs):
+    feed_dict = dict(feed_dict or {})
+    feed_dict.update(self._feed_additions)
+    return self._wrapped_session.run(fetches=fetches, feed_dict=feed_dict,
+                                     **kwargs)
+
+
+class TrackableSaver:
+  """Saves and restores a root trackable and everything it depends on.
+
+  Values are matched to objects by their paths of local names, so
+  checkpoints survive renaming variables and moving code. When graph
+  building, the save op is built once and rebuilt only if the object graph
+  changes; the path, the object graph and Python state are fed, and restore
+  ops are cached per checkpoint key, so repeated calls add no ops.
+  """
+
+  def __init__(self, graph_view):
+    """Configures saving for `graph_view`'s root."""
+    self._graph_view = graph_view
+    self._file_prefix_placeholder = None
+    self._object_graph_feed_tensor = None
+    self._file_prefix_feed_tensor = None
+    self._last_save_object_graph = None
+    self._cached_save_operation = None
+    self._restore_op_cache = {}
+
+  def _gather_saveables(self, object_graph_tensor=None):
+    """The saveables to write, the object graph's included."""
+    saveables, graph_proto, feed_additions = (
+        self._graph_view.serialize_object_graph())
+    serialized = graph_proto.SerializeToString()
+    if object_graph_tensor is None:
+      with ops.device("/cpu:0"):
+        object_graph_tensor = constant_op.constant(serialized,
+                                                   dtype=dtypes.string)
+    else:
+      feed_additions[object_graph_tensor] = serialized
+    saveables.append(base.NoRestoreSaveable(
+        tensor=object_graph_tensor, name=base.OBJECT_GRAPH_PROTO_KEY))
+    return saveables, serialized, feed_additions
+
+  def _save_cached_when_graph_building(self, file_prefix,
+                                       object_graph_tensor=None):
+    """Builds the save op, or reuses it while the object graph is unchanged.
+
+    Returns:
+      (the save op or path tensor, the feed dict to run it with).
+    """
+    saveables, serialized_graph, feed_additions = self._gather_saveables(
+        object_graph_tensor=object_graph_tensor)
+    if (self._last_save_object_graph != serialized_graph or
+        context.executing_eagerly() or ops.inside_function()):
+      with ops.device("/cpu:0"):
+        self._cached_save_operation = functional_saver.Saver(
+            saveables).save(file_prefix)
+      self._last_save_object_graph = serialized_graph
+    return self._cached_save_operation, feed_additions
+
+  def save(self, file_prefix, checkpoint_number=None, session=None):
+    """Writes a checkpoint of the root and its dependencies.
+
+    Args:
+      file_prefix: The path prefix of the checkpoint files.
+      checkpoint_number: If given, appended to the prefix as "-N".
+      session: The session to run the save in when graph building (default:
+        the default session). Ignored eagerly.
+
+    Returns:
+      The checkpoint path (a tensor inside a `tf.function`).
+    """
+    use_session = (not context.executing_eagerly() and
+                   not ops.inside_function())
+    if checkpoint_number:
+      file_prefix = "%s-%d" % (file_prefix, checkpoint_number)
+    feed_dict = {}
+    if use_session:
+      if self._object_graph_feed_tensor is None:
+        with ops.device("/cpu:0"):
+          self._object_graph_feed_tensor = constant_op.constant(
+              "", dtype=dtypes.string)
+          self._file_prefix_feed_tensor = constant_op.constant(
+              "", dtype=dtypes.string)
+      object_graph_tensor = self._object_graph_feed_tensor
+      file_prefix_tensor = self._file_prefix_feed_tensor
+      feed_dict[file_prefix_tensor] = file_prefix
+    else:
+      with ops.device("/cpu:0"):
+        file_prefix_tensor = ops.convert_to_tensor(file_prefix,
+                                                   dtype=dtypes.string)
+      object_graph_tensor = None
+    if not tensor_util.is_tf_type(file_prefix):
+      file_io.recursive_create_dir(os.path.dirname(file_prefix))
+    save_path, feed_additions = self._save_cached_when_graph_building(
+        file_prefix_tensor, object_graph_tensor)
+    if feed_additions:
+      feed_dict.update(feed_additions)
+    if not use_session:
+      return save_path
+    return _default_session(session).run(save_path, feed_dict=feed_dict)
+
+  def restore(self, save_path):
+    """Restores a checkpoint into the root and its dependencies.
+
+    Existing objects are restored now (eagerly) or get restore ops (graph
+    building); objects added later are restored when they are tracked.
+    Checkpoints without an object graph are restored by variable names.
+
+    Args:
+      save_path: A checkpoint path, or None to only initialize.
+
+    Returns:
+      A `CheckpointLoadStatus`, `NameBasedSaverStatus`, or, for None, an
+      `InitializationOnlyStatus`.
+    """
+    if save_path is None:
+      return InitializationOnlyStatus(self._graph_view, ops.uid())
+    save_path = compat.as_str(os.fspath(save_path))
+    reader = open_checkpoint(save_path)
+    object_graph_proto = _read_object_graph(reader, save_path)
+    if object_graph_proto is None:
+      return self._restore_by_names(save_path, reader)
+    if context.executing_eagerly():
+      with ops.device("/cpu:0"):
+        file_prefix_tensor = constant_op.constant(save_path)
+      feed_dict = None
+    else:
+      if self._file_prefix_placeholder is None:
+        with ops.device("/cpu:0"):
+          self._file_prefix_placeholder = constant_op.constant("model")
+      file_prefix_tensor = self._file_prefix_placeholder
+      feed_dict = {file_prefix_tensor: save_path}
+    checkpoint = _CheckpointRestoreCoordinator(
+        object_graph_proto=object_graph_proto, save_path=save_path,
+        save_path_tensor=file_prefix_tensor, reader=reader,
+        restore_op_cache=self._restore_op_cache, graph_view=self._graph_view)
+    base.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
+    return CheckpointLoadStatus(checkpoint, feed_dict=feed_dict,
+                                graph_view=self._graph_view)
+
+  def _restore_by_names(self, save_path, reader):
+    """Starts a name-based restore of a checkpoint with no object graph."""
+    graph_building = not context.executing_eagerly()
+    coordinator = _NameBasedRestoreCoordinator(
+        save_path=save_path,
+        dtype_map=None if graph_building else
+        reader.get_variable_to_dtype_map())
+    if not graph_building:
+      for obj in self._graph_view.list_objects():
+        obj._maybe_initialize_trackable()  # pylint: disable=protected-access
+        obj._name_based_restores.add(coordinator)  # pylint: disable=protected-access
+        obj._name_based_attribute_restore(coordinator)  # pylint: disable=protected-access
+    return NameBasedSaverStatus(coordinator, graph_view=self._graph_view)
+
+
+def frozen_saver(root_trackable):
+  """A saver of `root_trackable`'s objects as they are now.
+
+  Later structural changes are not seen; restoring needs a checkpoint with
+  exactly this object graph. Its checkpoints are ordinary object-based
+  checkpoints.
+  """
+  return functional_saver.Saver(
+      graph_view_lib.ObjectGraphView(root_trackable).frozen_saveable_objects())
+
+
+def saver_with_op_caching(obj):
+  """A `TrackableSaver` for `obj` that caches saveables when graph building."""
+  if context.executing_eagerly():
+    cache = None
+  else:
+    cache = object_identity.ObjectIdentityWeakKeyDictionary()
+  return TrackableSaver(graph_view_lib.ObjectGraphView(
+      weakref.ref(obj), saveables_cache=cache))
+
+
+def _check_trackable_arguments(checkpoint, kwargs):
+  """Assigns `kwargs` as attributes, requiring trackable values.
+
+  Raises:
+    ValueError: If a value is not trackable.
+  """
+  for name, value in sorted(kwargs.items(), key=lambda item: item[0]):
+    setattr(checkpoint, name, value)
+    if not isinstance(getattr(checkpoint, name),
+                      (tf_base.Trackable, def_function.Function)):
+      raise ValueError(
+          f"`Checkpoint` was expecting {name} to be a trackable object (an "
+          f"object derived from `Trackable`), got {value!r} of type "
+          f"{type(value).__name__}. Only trackable objects (variables, "
+          "modules, layers, optimizers, ...) can be checkpointed.")
+
+
+class _CheckpointBase(tracking.AutoTrackable):
+  """What `Checkpoint` and `CheckpointV1` share: objects and a save counter."""
+
+  def __init__(self, **kwargs):
+    super().__init__()
+    _check_trackable_arguments(self, kwargs)
+    self._save_counter = None  # Created lazily, for restore-on-create.
+    self._save_assign_op = None
+    self._saver = saver_with_op_caching(self)
+
+  def _maybe_create_save_counter(self):
+    if self._save_counter is None:
+      with ops.device("/cpu:0"):
+        self._save_counter = data_structures.NoDependency(add_variable(
+            self, name="save_counter", initializer=0, dtype=dtypes.int64,
+            trainable=False))
+
+  @property
+  def save_counter(self):
+    """An int64 variable counting saves; numbers the checkpoints."""
+    self._maybe_create_save_counter()
+    return self._save_counter
+
+  def _write(self, file_prefix, session=None):
+    output = self._saver.save(file_prefix=file_prefix, session=session)
+    if tensor_util.is_tf_type(output):
+      if context.executing_eagerly():
+        return compat.as_str(output.numpy())
+      return output
+    return compat.as_str(output)
+
+  def _save(self, file_prefix, session=None):
+    """Increments the save counter, writes, and updates the state file."""
+    graph_building = not context.executing_eagerly()
+    if graph_building:
+      if ops.inside_function():
+        raise NotImplementedError(
+            "Calling Checkpoint.save() from a tf.function is not supported: "
+            "save() updates checkpoint metadata, which TensorFlow operations "
+            "cannot do. Use Checkpoint.write() inside functions; "
+            "latest_checkpoint will not see those checkpoints.")
+      session = _default_session(session)
+      if self._save_counter is None:
+        session.run(self.save_counter.initializer)
+    if not graph_building or self._save_assign_op is None:
+      with ops.colocate_with(self.save_counter):
+        assign_op = self.save_counter.assign_add(1, read_value=True)
+      if graph_building:
+        self._save_assign_op = data_structures.NoDependency(assign_op)
+    if graph_building:
+      checkpoint_number = session.run(self._save_assign_op)
+    else:
+      checkpoint_number = assign_op.numpy()
+    file_path = self._write("%s-%d" % (file_prefix, checkpoint_number),
+                            session=session)
+    checkpoint_management.update_checkpoint_state_internal(
+        save_dir=os.path.dirname(file_prefix),
+        model_checkpoint_path=file_path,
+        all_model_checkpoint_paths=[file_path],
+        save_relative_paths=True)
+    return file_path
+
+  def _restore(self, save_path):
+    """Restores, then creates the save counter (restored on creation)."""
+    status = self._saver.restore(save_path=save_path)
+    self._maybe_create_save_counter()
+    if isinstance(status, NameBasedSaverStatus):
+      status.add_to_optionally_restored(self.save_counter)
+    return status
+
+
+class CheckpointV1(_CheckpointBase):
+  """Groups trackable objects for saving and restoring (TF1 API).
+
+  Like `Checkpoint`, but `save`, `write` and `restore` work when graph
+  building too: they run in `session` (default: the default session), and
+  restores return restore ops to run with `run_restore_ops` or
+  `initialize_or_restore`.
+  """
+
+  def write(self, file_prefix, session=None):
+    """Writes a checkpoint at `file_prefix`, without numbering or state."""
+    return self._write(file_prefix, session=session)
+
+  def save(self, file_prefix, session=None):
+    """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
+    return self._save(file_prefix, session=session)
+
+  def restore(self, save_path):
+    """Restores from `save_path`; returns a load status."""
+    return self._restore(save_path)
+
+
+class Checkpoint(_CheckpointBase):
+  """Groups trackable objects for saving and restoring (TF2 API).
+
+  Keyword arguments become dependencies under their names:
+
+    checkpoint = Checkpoint(model=model, optimizer=optimizer)
+    path = checkpoint.save("/tmp/training/ckpt")
+    checkpoint.restore(path).assert_consumed()
+
+  Restoring before variables exist restores them when they are created.
+  """
+
+  def write(self, file_prefix):
+    """Writes a checkpoint at `file_prefix`, without numbering or state."""
+    return self._write(file_prefix)
+
+  def save(self, file_prefix):
+    """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
+    return self._save(file_prefix)
+
+  def read(self, save_path):
+    """Restores a checkpoint written by `write` (no save counter handling)."""
+    return self._saver.restore(save_path=save_path)
+
+  def restore(self, save_path):
+    """Restores from `save_path`; returns a load status."""
+    return self._restore(save_path)
