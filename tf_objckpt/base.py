@@ -26,6 +26,7 @@ from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor_shape
 from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.trackable import base as tf_base
 
@@ -185,6 +186,9 @@ class PythonStringStateSaveable(PythonStateSaveable):
     return gen_control_flow_ops.no_op()
 
 
+# Keys of `_serialize_to_tensors` values start with "<object path>" + this.
+_ATTRIBUTES_SEGMENT = "/" + trackable_utils.OBJECT_ATTRIBUTES_NAME + "/"
+
 _DeferredSlotVariableRestoration = collections.namedtuple(
     "_DeferredSlotVariableRestoration",
     ["original_variable", "slot_variable_id", "slot_name"])
@@ -319,7 +323,8 @@ class CheckpointPosition:
     """The checkpointed shape of VARIABLE_VALUE, or None if there is none."""
     for attribute in self.object_proto.attributes:
       if attribute.name == VARIABLE_VALUE_KEY:
-        return self._checkpoint.shape_map.get(attribute.checkpoint_key)
+        dims = self._checkpoint.shape_map.get(attribute.checkpoint_key)
+        return None if dims is None else tensor_shape.TensorShape(dims)
     return None
 
   def gather_ops_or_named_saveables(self):
@@ -340,10 +345,9 @@ class CheckpointPosition:
 
   def _whole_object_saveable(self, factories):
     """One saveable restores every attribute (`_serialize_to_tensors`)."""
-    key = trackable_utils.checkpoint_key(
-        trackable_utils.object_path_of_key(
-            self.object_proto.attributes[0].checkpoint_key),
-        trackable_utils.SERIALIZE_TO_TENSORS_NAME)
+    first_key = self.object_proto.attributes[0].checkpoint_key
+    key = first_key[:first_key.index(_ATTRIBUTES_SEGMENT) +
+                    len(_ATTRIBUTES_SEGMENT)]
     checkpoint = self._checkpoint
     existing_op = checkpoint.cached_restore_op(key)
     if existing_op is not None:

@@ -9,6 +9,7 @@ saveable its tensors to assign on its own device.
 """
 
 import collections
+import functools
 
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
@@ -25,6 +26,7 @@ from tf_objckpt import saveable_object_util
 _TEMP_SUFFIX = "_temp/part"
 
 
+@functools.lru_cache(maxsize=None)
 def _host_cpu(device):
   return saveable_object_util.set_cpu0(device or "/cpu:0")
 
@@ -65,12 +67,17 @@ def apply_restored(saveables, tensors):
   Returns:
     `{saveable name: restore op}` (ops are None when executing eagerly).
   """
+  eager = context.executing_eagerly()
   restore_ops = {}
   start = 0
   for saveable in saveables:
     end = start + len(saveable.specs)
-    with ops.device(saveable.device):
+    if eager:  # Eager ops run where their inputs live; no scope needed.
       restore_ops[saveable.name] = saveable.restore(tensors[start:end], None)
+    else:
+      with ops.device(saveable.device):
+        restore_ops[saveable.name] = saveable.restore(tensors[start:end],
+                                                      None)
     start = end
   return restore_ops
 

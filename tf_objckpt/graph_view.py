@@ -18,7 +18,6 @@ from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import base
-from tf_objckpt import object_identity
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils
 
@@ -71,42 +70,39 @@ class ObjectGraphView:
             for name, ref in obj._trackable_children().items()]  # pylint: disable=protected-access
 
   def _breadth_first_traversal(self):
-    """Returns (objects in node-id order, {object: path of references})."""
-    root = self.root
-    objects = [root]
-    paths = object_identity.ObjectIdentityDictionary()
-    paths[root] = ()
-    queue = collections.deque([root])
-    while queue:
-      current = queue.popleft()
-      current_path = paths[current]
+    """Walks the graph breadth first from the root.
+
+    Returns:
+      A `_Gathered` holding the objects in node-id order, their names and
+      their children (slot variables not included yet).
+    """
+    gathered = _Gathered()
+    gathered.add(self.root, "")
+    for node_id, current in enumerate(gathered.objects):
+      children = []
       for reference in self.list_children(current):
         child = reference.ref
-        if not isinstance(child, tf_base.Trackable):
-          raise TypeError(
-              f"{_describe_path(current_path + (reference,))} is a "
-              f"{type(child).__name__}, not a trackable object; only "
-              "trackables can be checkpointed.")
-        if child not in paths:
-          paths[child] = current_path + (reference,)
-          objects.append(child)
-          queue.append(child)
-    return objects, paths
+        child_id = gathered.node_ids.get(id(child))
+        if child_id is None:
+          if not isinstance(child, tf_base.Trackable):
+            raise TypeError(
+                f"{gathered.describe(node_id, reference.name)} is a "
+                f"{type(child).__name__}, not a trackable object; only "
+                "trackables can be checkpointed.")
+          child_id = gathered.add(child, gathered.child_name(
+              node_id, reference.name))
+        children.append((child_id, reference.name))
+      gathered.children.append(children)
+    return gathered
 
   def list_objects(self):
     """All objects reachable from the root, slot variables included."""
-    return self._gather()[0]
+    return self._gather().objects
 
   def _gather(self):
-    """Returns (objects, node ids, object names, slot references by owner)."""
-    objects, paths = self._breadth_first_traversal()
-    names = object_identity.ObjectIdentityDictionary()
-    node_ids = object_identity.ObjectIdentityDictionary()
-    for node_id, obj in enumerate(objects):
-      names[obj] = trackable_utils.object_path_to_string(paths[obj])
-      node_ids[obj] = node_id
-    slots = _gather_slot_variables(objects, node_ids, names)
-    return objects, node_ids, names, slots
+    gathered = self._breadth_first_traversal()
+    _gather_slot_variables(gathered)
+    return gathered
 
   def serialize_object_graph(self):
     """Describes the current object graph and what each object saves.
@@ -132,20 +128,18 @@ class ObjectGraphView:
     return saveables
 
   def _serialize(self, freeze_python_state):
-    objects, node_ids, names, slots = self._gather()
+    gathered = self._gather()
     proto = trackable_object_graph_pb2.TrackableObjectGraph()
-    for obj in objects:
-      node = proto.nodes.add()
-      for reference in self.list_children(obj):
-        node.children.add(node_id=node_ids[reference.ref],
-                          local_name=reference.name)
-      if obj in slots:
-        node.slot_variables.extend(slots[obj])
     saveables = []
     feed_additions = None if freeze_python_state else {}
-    for obj in objects:
+    for node_id, obj in enumerate(gathered.objects):
+      node = proto.nodes.add()
+      for child_id, local_name in gathered.children[node_id]:
+        node.children.add(node_id=child_id, local_name=local_name)
+      if node_id in gathered.slots:
+        node.slot_variables.extend(gathered.slots[node_id])
       for attribute_saveables in self._attribute_saveables(
-          obj, names[obj], proto.nodes[node_ids[obj]]):
+          obj, gathered.names[node_id], node):
         if isinstance(attribute_saveables[0], base.PythonStateSaveable):
           if freeze_python_state:
             attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
@@ -184,21 +178,44 @@ class ObjectGraphView:
       yield saveables
 
 
-def _describe_path(path):
-  return "root" + "".join("." + reference.name for reference in path)
+class _Gathered:
+  """The objects of one traversal, indexed by node id.
 
-
-def _gather_slot_variables(objects, node_ids, names):
-  """Appends optimizer slot variables to `objects` and names them.
-
-  Returns:
-    `{optimizer: [SlotVariableReference, ...]}`.
+  Objects are held in `objects`, so their `id()`s stay valid keys for the
+  duration of the traversal.
   """
-  non_slot_objects = list(objects)
-  slots = object_identity.ObjectIdentityDictionary()
-  for optimizer in non_slot_objects:
-    # dir() rather than hasattr(): some objects' __getattr__ has effects.
-    if "get_slot_names" not in dir(optimizer):
+
+  def __init__(self):
+    self.objects = []
+    self.names = []  # Escaped object paths, as used in checkpoint keys.
+    self.children = []  # Per node: [(child node id, local name)].
+    self.slots = {}  # Optimizer node id -> [SlotVariableReference].
+    self.node_ids = {}  # id(object) -> node id.
+
+  def add(self, obj, name):
+    node_id = len(self.objects)
+    self.objects.append(obj)
+    self.names.append(name)
+    self.node_ids[id(obj)] = node_id
+    return node_id
+
+  def child_name(self, parent_id, local_name):
+    escaped = trackable_utils.escape_local_name(local_name)
+    parent_name = self.names[parent_id]
+    return f"{parent_name}/{escaped}" if parent_id else escaped
+
+  def describe(self, parent_id, local_name):
+    """A readable path such as "root/model/layer" for error messages."""
+    parent_name = self.names[parent_id]
+    return "root/" + (f"{parent_name}/" if parent_id else "") + local_name
+
+
+def _gather_slot_variables(gathered):
+  """Appends optimizer slot variables to `gathered` and names them."""
+  non_slot_objects = list(gathered.objects)
+  for optimizer_id, optimizer in enumerate(non_slot_objects):
+    # Looked up on the class: some objects' __getattr__ has side effects.
+    if not hasattr(type(optimizer), "get_slot_names"):
       continue
     for slot_name in optimizer.get_slot_names():
       for variable_id, variable in enumerate(non_slot_objects):
@@ -208,17 +225,16 @@ def _gather_slot_variables(objects, node_ids, names):
           slot = None
         if slot is None:
           continue
-        _check_slot_variable(slot, node_ids)
-        names[slot] = trackable_utils.slot_variable_key(
-            variable_path=names[variable], optimizer_path=names[optimizer],
-            slot_name=slot_name)
-        node_ids[slot] = len(objects)
-        objects.append(slot)
-        slots.setdefault(optimizer, []).append(
+        _check_slot_variable(slot, gathered.node_ids)
+        slot_id = gathered.add(slot, trackable_utils.slot_variable_key(
+            variable_path=gathered.names[variable_id],
+            optimizer_path=gathered.names[optimizer_id],
+            slot_name=slot_name))
+        gathered.children.append([])
+        gathered.slots.setdefault(optimizer_id, []).append(
             _TrackableObject.SlotVariableReference(
                 slot_name=slot_name, original_variable_node_id=variable_id,
-                slot_variable_node_id=node_ids[slot]))
-  return slots
+                slot_variable_node_id=slot_id))
 
 
 def _check_slot_variable(slot, node_ids):
@@ -226,7 +242,7 @@ def _check_slot_variable(slot, node_ids):
   if slot._trackable_children():  # pylint: disable=protected-access
     raise NotImplementedError(
         "Slot variables with dependencies of their own cannot be saved.")
-  if slot in node_ids:
+  if id(slot) in node_ids:
     raise NotImplementedError(
         f"The slot variable {slot} is also a dependency of another object; "
         "slot variables cannot be shared this way.")

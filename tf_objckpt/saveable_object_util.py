@@ -93,9 +93,13 @@ class ResourceVariableSaveable(saveable_object.SaveableObject):
 
 
 def _read_to_cpu(var):
-  """Reads `var` without copying on its device, then moves it to the CPU."""
-  with ops.device(var.device):
+  """Reads `var` on its device, then moves the value to the CPU."""
+  if context.executing_eagerly():
     value = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
+  else:
+    with ops.device(var.device):
+      value = gen_resource_variable_ops.read_variable_op(var.handle,
+                                                         var.dtype)
   if "CPU" in var.device.upper() or not var.device:
     return value
   with ops.device("/device:CPU:0"):
@@ -113,6 +117,8 @@ def assign_checked(handle, variable_shape, device, value, name):
         f"Received incompatible tensor with shape {value.shape} when "
         f"attempting to restore variable with shape {variable_shape} "
         f"(checkpoint key {name!r}).")
+  if context.executing_eagerly():  # Runs on the variable's device anyway.
+    return gen_resource_variable_ops.assign_variable_op(handle, value)
   with ops.device(device):
     return gen_resource_variable_ops.assign_variable_op(handle, value)
 
@@ -321,28 +327,59 @@ class TrackableSaveable(saveable_object.SaveableObject):
             for local_name, spec in zip(self._local_names, self.specs)]
 
 
+class _VariableValueSpec(saveable_object.SaveSpec):
+  """The VARIABLE_VALUE spec of a variable: reads it when the save runs."""
+
+  # pylint: disable=super-init-not-called
+  def __init__(self, var, name):
+    self._variable = var
+    self.name = name
+    self.slice_spec = ""
+    self.dtype = var.dtype
+    self.device = var.device
+
+  @property
+  def tensor(self):
+    return _read_to_cpu(self._variable)
+
+
 class VariableSaveable(ResourceVariableSaveable):
   """The saveable of a plain resource variable in an object-based checkpoint.
 
   Equivalent to what the variable's `_serialize_to_tensors` describes (one
   value under VARIABLE_VALUE) but built directly: this runs once per variable
-  per save, so it avoids the generic path's extra ops and Python calls.
+  per save and restore, so it skips the generic path's Python work.
   """
 
-  def __init__(self, var, name):
-    super().__init__(var, "", name + VARIABLE_VALUE_KEY)
+  # pylint: disable=super-init-not-called
+  def __init__(self, var, name=""):
+    key = name + VARIABLE_VALUE_KEY
+    self.op = var
+    self.name = key
+    self.specs = [_VariableValueSpec(var, key)]
+    self.handle_op = var.handle
+    self._var_device = var.device
+    self._var_shape = var.shape
 
   def get_proto_names_and_checkpoint_keys(self):
     return [(VARIABLE_VALUE_KEY, self.name)]
 
 
-def _has_default_variable_saving(obj) -> bool:
+_DEFAULT_SAVING_BY_CLASS = {}
+
+
+def has_default_variable_saving(obj) -> bool:
   """True for resource variables whose class keeps the stock save logic."""
   cls = type(obj)
-  base = resource_variable_ops.BaseResourceVariable
-  return (isinstance(obj, base) and
-          cls._serialize_to_tensors is base._serialize_to_tensors and  # pylint: disable=protected-access
-          cls._restore_from_tensors is base._restore_from_tensors)  # pylint: disable=protected-access
+  result = _DEFAULT_SAVING_BY_CLASS.get(cls)
+  if result is None:
+    base = resource_variable_ops.BaseResourceVariable
+    result = (issubclass(cls, base) and
+              cls._serialize_to_tensors is base._serialize_to_tensors and  # pylint: disable=protected-access
+              cls._restore_from_tensors is base._restore_from_tensors and  # pylint: disable=protected-access
+              "_serialize_to_tensors" not in getattr(obj, "__dict__", {}))
+    _DEFAULT_SAVING_BY_CLASS[cls] = result
+  return result
 
 
 def _serialized_tensor_specs(tensor_dict, name):
@@ -367,8 +404,6 @@ def _serialize_to_tensors_factory(obj):
   """The saveable factory of a trackable implementing `_serialize_to_tensors`."""
 
   def make_saveable(name=""):
-    if _has_default_variable_saving(obj):
-      return VariableSaveable(obj, name)
     specs, local_names = _serialized_tensor_specs(
         obj._serialize_to_tensors(), name)  # pylint: disable=protected-access
     return TrackableSaveable(obj, specs, name, local_names)
@@ -405,6 +440,9 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
     tf1_saver: Prefer the legacy `_gather_saveables_for_checkpoint` (what
       the v1 `Saver` uses).
   """
+  if has_default_variable_saving(obj) and not tf1_saver:
+    return {trackable_utils.SERIALIZE_TO_TENSORS_NAME:
+                functools.partial(VariableSaveable, obj)}
   if isinstance(obj, python_state.PythonState):
     from tf_objckpt import base  # pylint: disable=g-import-not-at-top
     return {python_state.PYTHON_STATE: functools.partial(

@@ -12,6 +12,7 @@ are restored by variable names instead (`NameBasedSaverStatus`).
 
 import abc
 import contextlib
+import inspect
 import os
 import weakref
 
@@ -149,10 +150,18 @@ class _UnrestoredValuesReport:
                       names[node_id], attributes)
 
 
-def _byte_size(shape, dtype):
-  if dtype == dtypes.string:
-    return 64 * max(1, shape.num_elements() or 1)
-  return (shape.num_elements() or 0) * dtype.size
+def _byte_size(dims, dtype):
+  elements = int(np.prod(dims, dtype=np.int64))
+  return elements * (64 if dtype == dtypes.string else dtype.size)
+
+
+def _shape_matches(variable_shape, saved_dims):
+  """Whether a variable of `variable_shape` can hold a value of `saved_dims`."""
+  if variable_shape.rank is None:
+    return True
+  dims = variable_shape.as_list()
+  return len(dims) == len(saved_dims) and all(
+      dim is None or dim == saved for dim, saved in zip(dims, saved_dims))
 
 
 class _CheckpointRestoreCoordinator:
@@ -185,8 +194,7 @@ class _CheckpointRestoreCoordinator:
     self.restore_ops_by_name = restore_op_cache
     self.new_restore_ops_callback = None
     self.dtype_map = reader.get_variable_to_dtype_map()
-    self.shape_map = {key: tensor_shape.TensorShape(shape) for key, shape
-                      in reader.get_variable_to_shape_map().items()}
+    self.shape_map = reader.get_variable_to_shape_map()
     self._reader = reader
     # Node id -> Python object. Weak: a pending restore must not keep the
     # program's objects alive.
@@ -353,11 +361,11 @@ class _CheckpointRestoreCoordinator:
               f"holds dtype {saved_dtype.name} but the object expects "
               f"{spec.dtype.base_dtype.name}.")
         if (variable_shape is not None and not spec.slice_spec and
-            not variable_shape.is_compatible_with(self.shape_map[spec.name])):
+            not _shape_matches(variable_shape, self.shape_map[spec.name])):
           raise ValueError(
               f"Cannot restore {self.describe_key(spec.name)}: the checkpoint "
-              f"holds shape {self.shape_map[spec.name]} but the variable has "
-              f"shape {variable_shape}.")
+              f"holds shape {tuple(self.shape_map[spec.name])} but the "
+              f"variable has shape {variable_shape}.")
 
   def restore_saveables(self, tensor_saveables, python_saveables):
     """Restores saveables now (eagerly) or builds their restore ops.
@@ -469,9 +477,13 @@ def _default_getter(name, shape, dtype, initializer=None,
       if isinstance(initializer, type(init_ops.Initializer)):
         initializer = initializer(dtype=dtype)
 
+      shape_list = None if shape is None else shape_object.as_list()
+      kwargs_for_initializer = {"dtype": dtype}
+      if "partition_info" in inspect.signature(initializer).parameters:
+        kwargs_for_initializer["partition_info"] = partition_info
+
       def initial_value():
-        return initializer(shape_object.as_list(), dtype=dtype,
-                           partition_info=partition_info)
+        return initializer(shape_list, **kwargs_for_initializer)
 
     return variable_v1.VariableV1(initial_value=initial_value, name=name,
                                 dtype=dtype.base_dtype, use_resource=True,
