@@ -1,0 +1,81 @@
+# Copyright 2024 The tf_objckpt Authors. All Rights Reserved.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+# ==============================================================================
+"""`AutoTrackable`: dependencies declared by attribute assignment."""
+
+from tf_objckpt import base
+from tf_objckpt import data_structures
+
+
+class AutoTrackable(base.Trackable):
+  """A trackable that depends on whatever trackables its attributes hold.
+
+  `obj.v = tf.Variable(1.)` makes the variable a checkpoint dependency of
+  `obj` named "v"; assigning another object to `obj.v` replaces it, and
+  `del obj.v` removes it. Lists, dicts and tuples are wrapped (see
+  `data_structures`) so that the trackables inside them are dependencies
+  too, named as TensorFlow names them. Any TensorFlow trackable (variables,
+  `tf.Module`s, Keras objects) can be held, and TensorFlow objects in turn
+  track an `AutoTrackable`, since it is a TensorFlow `Trackable`.
+
+  `data_structures.NoDependency(value)` stores `value` without a dependency,
+  as does assignment while `_setattr_tracking` is False (see
+  `base.no_automatic_dependency_tracking`).
+  """
+
+  def __setattr__(self, name, value):
+    """Stores `value`, tracking it when it is (or contains) a trackable."""
+    try:
+      if getattr(self, name) is value:
+        return  # `self.x = self.x` must not re-wrap or re-track.
+    except AttributeError:
+      pass
+    if getattr(self, "_self_setattr_tracking", True):
+      value = data_structures.sticky_attribute_assignment(
+          trackable=self, name=name, value=value)
+    super().__setattr__(name, value)
+
+  def __delattr__(self, name):
+    """Deletes the attribute and the dependency of the same name."""
+    self._delete_tracking(name)
+    super().__delattr__(name)
+
+  def _no_dependency(self, value):
+    """Marks `value` so that storing it adds no dependency."""
+    return data_structures.NoDependency(value)
+
+  def _delete_tracking(self, name):
+    """Removes the dependency named `name`, if there is one."""
+    self._maybe_initialize_trackable()
+    names = self._self_unconditional_dependency_names
+    if name not in names:
+      return
+    del names[name]
+    references = self._unconditional_checkpoint_dependencies
+    for index, reference in enumerate(references):
+      if reference[0] == name:
+        del references[index]
+        break
+
+  def _trackable_children(self, save_type="checkpoint", cache=None, **kwargs):
+    """Returns `{name: dependency}` in the order they were first tracked.
+
+    The same for every `save_type`: unlike TensorFlow's AutoTrackable, no
+    `tf.function` attributes are collected or traced for SavedModels.
+    """
+    return super()._trackable_children(save_type, cache=cache, **kwargs)
+
+  def _add_trackable_child(self, name, value):
+    """Adds a dependency as an attribute (used by SavedModel loading)."""
+    self.__setattr__(name, value)
