@@ -44,16 +44,23 @@ class ObjectGraphView:
       add no new ops.
   """
 
-  def __init__(self, root, saveables_cache=None):
+  def __init__(self, root, saveables_cache=None, attached_dependencies=None):
     """Creates a view of the objects reachable from `root`.
 
     Args:
       root: The root trackable, or a `weakref.ref` to it (so that a
         `Checkpoint` holding this view does not keep itself alive).
       saveables_cache: A dict to cache saveables in, or None.
+      attached_dependencies: `TrackableReference`s saved as children of the
+        root without being its dependencies (`Checkpoint(root=...)`).
     """
     self._root_ref = root if isinstance(root, weakref.ref) else (lambda: root)
     self._saveables_cache = saveables_cache
+    self._attached_dependencies = attached_dependencies or []
+
+  @property
+  def attached_dependencies(self):
+    return self._attached_dependencies
 
   @property
   def root(self):
@@ -66,8 +73,11 @@ class ObjectGraphView:
   def list_children(self, obj):
     """The dependencies of `obj`, as `TrackableReference`s."""
     obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-    return [base.TrackableReference(name, ref)
-            for name, ref in obj._trackable_children().items()]  # pylint: disable=protected-access
+    children = [base.TrackableReference(name, ref)
+                for name, ref in obj._trackable_children().items()]  # pylint: disable=protected-access
+    if self._attached_dependencies and obj is self.root:
+      children.extend(self._attached_dependencies)
+    return children
 
   def _breadth_first_traversal(self):
     """Walks the graph breadth first from the root.

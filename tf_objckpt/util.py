@@ -1004,8 +1004,19 @@ class TrackableSaver:
         save_path_tensor=file_prefix_tensor, reader=reader,
         restore_op_cache=self._restore_op_cache, graph_view=self._graph_view)
     base.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
+    self._restore_attached_dependencies(checkpoint)
     return CheckpointLoadStatus(checkpoint, feed_dict=feed_dict,
                                 graph_view=self._graph_view)
+
+  def _restore_attached_dependencies(self, checkpoint):
+    """Restores objects attached to the root without being its dependencies."""
+    root_children = {child.local_name: child.node_id for child
+                     in checkpoint.object_graph_proto.nodes[0].children}
+    for reference in self._graph_view.attached_dependencies:
+      node_id = root_children.get(reference.name)
+      if (reference.name != "root" and node_id is not None and
+          node_id not in checkpoint.object_by_proto_id):
+        base.CheckpointPosition(checkpoint, node_id).restore(reference.ref)
 
   def _restore_by_names(self, save_path, reader):
     """Starts a name-based restore of a checkpoint with no object graph."""
@@ -1076,6 +1087,10 @@ class _CheckpointBase(tracking.AutoTrackable):
         self._save_counter = data_structures.NoDependency(add_variable(
             self, name="save_counter", initializer=0, dtype=dtypes.int64,
             trainable=False))
+      self._attach_save_counter()
+
+  def _attach_save_counter(self):
+    """Hook for `Checkpoint(root=...)`, whose save counter is attached."""
 
   @property
   def save_counter(self):
@@ -1163,7 +1178,47 @@ class Checkpoint(_CheckpointBase):
     checkpoint.restore(path).assert_consumed()
 
   Restoring before variables exist restores them when they are created.
+  With `root=obj`, `obj` itself is the root of the saved object graph and
+  the other arguments (and the save counter) are attached to it.
   """
+
+  def __init__(self, root=None, **kwargs):
+    if root is None:
+      self._attached_dependencies = None
+      super().__init__(**kwargs)
+      return
+    tracking.AutoTrackable.__init__(self)  # pylint: disable=non-parent-init-called
+    root_object = root() if isinstance(root, weakref.ref) else root
+    kwargs["root"] = root
+    _check_trackable_arguments(self, kwargs)
+    root_object._maybe_initialize_trackable()  # pylint: disable=protected-access
+    attached = []
+    for name in sorted(kwargs):
+      value = getattr(self, name)
+      value = value() if isinstance(value, weakref.ref) else value
+      existing = root_object._lookup_dependency(name)  # pylint: disable=protected-access
+      if existing is None:
+        attached.append(base.TrackableReference(name, value))
+      elif existing is not value:
+        raise ValueError(
+            f"Cannot create a Checkpoint with keyword argument {name} if "
+            f"root.{name} already exists.")
+    self._attached_dependencies = data_structures.NoDependency(attached)
+    self._save_counter = data_structures.NoDependency(
+        root_object._lookup_dependency("save_counter"))  # pylint: disable=protected-access
+    self._save_assign_op = None
+    self._saver = TrackableSaver(graph_view_lib.ObjectGraphView(
+        root, attached_dependencies=attached))
+
+  def _attach_save_counter(self):
+    if self._attached_dependencies is None:
+      return
+    self._attached_dependencies.append(
+        base.TrackableReference("save_counter", self._save_counter))
+    root = self._saver._graph_view.root  # pylint: disable=protected-access
+    waiting = root._deferred_dependencies.pop("save_counter", ())  # pylint: disable=protected-access
+    if waiting:
+      waiting[0].restore(self._save_counter)
 
   def write(self, file_prefix):
     """Writes a checkpoint at `file_prefix`, without numbering or state."""
