@@ -12,6 +12,7 @@ are restored by variable names instead (`NameBasedSaverStatus`).
 
 import abc
 import contextlib
+import gc
 import inspect
 import os
 import weakref
@@ -104,12 +105,15 @@ def node_paths(object_graph_proto):
       if child.node_id not in names:
         names[child.node_id] = names[node_id] + "." + child.local_name
         queue.append(child.node_id)
+  # Slots last: their variables may be deeper than their optimizer. Named
+  # as TensorFlow names them: "<optimizer>'s state '<slot>' for <variable>".
+  for node_id, node in enumerate(object_graph_proto.nodes):
     for slot in node.slot_variables:
       original = slot.original_variable_node_id
-      if slot.slot_variable_node_id not in names and original in names:
+      if slot.slot_variable_node_id not in names:
         names[slot.slot_variable_node_id] = (
-            f"{names[original]}'s state '{slot.slot_name}' for "
-            f"{names[node_id]}")
+            f"{names.get(node_id, node_id)}'s state '{slot.slot_name}' for "
+            f"{names.get(original, original)}")
   return [names.get(node_id, f"<unreachable node {node_id}>")
           for node_id in range(len(object_graph_proto.nodes))]
 
@@ -565,6 +569,24 @@ def capture_dependencies(template):
     yield
 
 
+@contextlib.contextmanager
+def _garbage_collection_paused():
+  """Pauses Python's cyclic garbage collector for one save or restore.
+
+  A save or restore allocates a few small objects per variable; with the
+  collector on, those allocations trigger full collections that walk the
+  whole (large) TensorFlow heap, which costs more than the save itself.
+  Nothing here creates reference cycles worth collecting early.
+  """
+  was_enabled = gc.isenabled()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if was_enabled:
+      gc.enable()
+
+
 def _default_session(session):
   return session if session is not None else ops.get_default_session()
 
@@ -938,6 +960,10 @@ class TrackableSaver:
     Returns:
       The checkpoint path (a tensor inside a `tf.function`).
     """
+    with _garbage_collection_paused():
+      return self._save(file_prefix, checkpoint_number, session)
+
+  def _save(self, file_prefix, checkpoint_number, session):
     use_session = (not context.executing_eagerly() and
                    not ops.inside_function())
     if checkpoint_number:
@@ -984,7 +1010,10 @@ class TrackableSaver:
     """
     if save_path is None:
       return InitializationOnlyStatus(self._graph_view, ops.uid())
-    save_path = compat.as_str(os.fspath(save_path))
+    with _garbage_collection_paused():
+      return self._restore(compat.as_str(os.fspath(save_path)))
+
+  def _restore(self, save_path):
     reader = open_checkpoint(save_path)
     object_graph_proto = _read_object_graph(reader, save_path)
     if object_graph_proto is None:
@@ -1112,10 +1141,12 @@ class _CheckpointBase(tracking.AutoTrackable):
     if graph_building:
       if ops.inside_function():
         raise NotImplementedError(
-            "Calling Checkpoint.save() from a tf.function is not supported: "
-            "save() updates checkpoint metadata, which TensorFlow operations "
-            "cannot do. Use Checkpoint.write() inside functions; "
-            "latest_checkpoint will not see those checkpoints.")
+            "Calling tf.train.Checkpoint.save() from a function is not "
+            "supported, as save() modifies saving metadata in ways not "
+            "supported by TensorFlow Operations. Consider using "
+            "tf.train.Checkpoint.write(), a lower-level API which does not "
+            "update metadata. tf.train.latest_checkpoint and related APIs will "
+            "not see this checkpoint.")
       session = _default_session(session)
       if self._save_counter is None:
         session.run(self.save_counter.initializer)
