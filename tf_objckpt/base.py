@@ -257,11 +257,9 @@ class CheckpointPosition:
     """Restores slots that waited for this node's optimizer to be bound."""
     for deferred in self._checkpoint.deferred_slot_restorations.pop(
         self._proto_id, ()):
-      optimizer._create_or_restore_slot_variable(  # pylint: disable=protected-access
-          slot_variable_position=CheckpointPosition(
-              self._checkpoint, deferred.slot_variable_id),
-          variable=deferred.original_variable,
-          slot_name=deferred.slot_name)
+      self._create_or_restore_slot(optimizer, deferred.original_variable,
+                                   deferred.slot_variable_id,
+                                   deferred.slot_name)
 
   def _restore_slots_of_variable(self, variable):
     """Restores (or defers) optimizer slots of this node's variable."""
@@ -276,11 +274,22 @@ class CheckpointPosition:
                     slot_variable_id=slot.slot_variable_id,
                     slot_name=slot.slot_name))
       elif hasattr(optimizer, "_create_or_restore_slot_variable"):
-        optimizer._create_or_restore_slot_variable(  # pylint: disable=protected-access
-            slot_variable_position=CheckpointPosition(
-                checkpoint, slot.slot_variable_id),
-            variable=variable,
-            slot_name=slot.slot_name)
+        self._create_or_restore_slot(optimizer, variable,
+                                     slot.slot_variable_id, slot.slot_name)
+
+  def _create_or_restore_slot(self, optimizer, variable, slot_variable_id,
+                              slot_name):
+    """Has `optimizer` create (or find) a slot, then restores the slot.
+
+    Older optimizers restore the slot themselves and return None; newer
+    ones (Keras' OptimizerV2) return the slot for the caller to restore.
+    """
+    position = CheckpointPosition(self._checkpoint, slot_variable_id)
+    slot_variable = optimizer._create_or_restore_slot_variable(  # pylint: disable=protected-access
+        slot_variable_position=position, variable=variable,
+        slot_name=slot_name)
+    if slot_variable is not None:
+      position.restore(slot_variable)
 
   def is_simple_variable(self):
     """Whether the value fits in a variable initializer (one tensor, no deps)."""
@@ -349,14 +358,16 @@ class CheckpointPosition:
     key = first_key[:first_key.index(_ATTRIBUTES_SEGMENT) +
                     len(_ATTRIBUTES_SEGMENT)]
     checkpoint = self._checkpoint
-    existing_op = checkpoint.cached_restore_op(key)
+    # Cached under the attribute name saves use too, so that saves and
+    # restores share saveables; restore ops are cached by saveable name.
+    attribute = trackable_utils.SERIALIZE_TO_TENSORS_NAME
+    saveable = checkpoint.cached_saveable(self.trackable, attribute)
+    if saveable is None or key not in saveable.name:
+      saveable = factories[attribute](name=key)
+      checkpoint.cache_saveable(self.trackable, attribute, saveable)
+    existing_op = checkpoint.cached_restore_op(saveable.name)
     if existing_op is not None:
       return [existing_op], {}, []
-    saveable = checkpoint.cached_saveable(self.trackable, key)
-    if saveable is None:
-      saveable = factories[trackable_utils.SERIALIZE_TO_TENSORS_NAME](
-          name=key)
-      checkpoint.cache_saveable(self.trackable, key, saveable)
     return [], {key: saveable}, []
 
   def _saveables_by_attribute(self, factories):
@@ -375,9 +386,10 @@ class CheckpointPosition:
       if saveable is None:
         factory = factories.get(attribute.name)
         if factory is None:
-          if not attribute.optional_restore:
-            checkpoint.unused_attributes.setdefault(
-                self._proto_id, []).append(attribute.name)
+          # TensorFlow 2.21's SerializedTensor has no optional_restore: an
+          # attribute without a saveable is always reported as unused.
+          checkpoint.unused_attributes.setdefault(
+              self._proto_id, []).append(attribute.name)
           continue
         saveable = factory(name=key) if callable(factory) else factory
         checkpoint.cache_saveable(self.trackable, attribute.name, saveable)
@@ -481,41 +493,36 @@ def restore_breadth_first(position):
   return restore_ops
 
 
+@contextlib.contextmanager
+def _attribute_set_to_false(obj, name):
+  """Sets boolean attribute `name` of `obj` to False for a scope."""
+  previous = getattr(obj, name, True)
+  setattr(obj, name, False)
+  try:
+    yield
+  finally:
+    setattr(obj, name, previous)
+
+
 def no_automatic_dependency_tracking(method):
   """Decorates a method so attribute assignments in it add no dependencies."""
 
   @functools.wraps(method)
   def wrapper(self, *args, **kwargs):
-    previous = getattr(self, "_self_setattr_tracking", True)
-    self._self_setattr_tracking = False  # pylint: disable=protected-access
-    try:
+    with _attribute_set_to_false(self, "_self_setattr_tracking"):
       return method(self, *args, **kwargs)
-    finally:
-      self._self_setattr_tracking = previous  # pylint: disable=protected-access
 
   return wrapper
 
 
-@contextlib.contextmanager
 def no_manual_dependency_tracking_scope(obj):
   """A scope in which `obj._track_trackable` records nothing."""
-  previous = getattr(obj, "_manual_tracking", True)
-  obj._manual_tracking = False  # pylint: disable=protected-access
-  try:
-    yield
-  finally:
-    obj._manual_tracking = previous  # pylint: disable=protected-access
+  return _attribute_set_to_false(obj, "_manual_tracking")
 
 
-@contextlib.contextmanager
 def no_automatic_dependency_tracking_scope(obj):
   """A scope in which attribute assignments on `obj` add no dependencies."""
-  previous = getattr(obj, "_setattr_tracking", True)
-  obj._setattr_tracking = False  # pylint: disable=protected-access
-  try:
-    yield
-  finally:
-    obj._setattr_tracking = previous  # pylint: disable=protected-access
+  return _attribute_set_to_false(obj, "_setattr_tracking")
 
 
 class Trackable(tf_base.Trackable):
@@ -560,11 +567,13 @@ class Trackable(tf_base.Trackable):
     """Name-based restore coordinators that apply to this object."""
     return self._self_name_based_restores
 
-  @no_automatic_dependency_tracking
   def _maybe_initialize_trackable(self):
     """Creates the bookkeeping lazily, so subclasses need not call __init__."""
-    if hasattr(self, "_self_unconditional_checkpoint_dependencies"):
-      return
+    if not hasattr(self, "_self_unconditional_checkpoint_dependencies"):
+      self._initialize_trackable()
+
+  @no_automatic_dependency_tracking
+  def _initialize_trackable(self):
     self._self_unconditional_checkpoint_dependencies = []
     self._self_unconditional_dependency_names = {}
     self._self_unconditional_deferred_dependencies = {}
