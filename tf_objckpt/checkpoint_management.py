@@ -1,0 +1,585 @@
+"""Checkpoint state files and `CheckpointManager`, compatible with TF 2.21.
+
+The `checkpoint` state file in a directory is a text-format `CheckpointState`
+proto naming the latest checkpoint and the ones still managed. Everything
+here reads and writes it exactly as TensorFlow does, so TensorFlow and
+tf_objckpt can take turns managing the same directory.
+"""
+
+import collections
+import copy
+import inspect
+import numbers
+import os
+import re
+import time
+import uuid
+
+import numpy as np
+import tensorflow as tf
+from google.protobuf import text_format
+from tensorflow.core.protobuf import saver_pb2
+from tensorflow.python.checkpoint import checkpoint_options
+from tensorflow.python.framework import errors
+from tensorflow.python.lib.io import file_io
+from tensorflow.python.platform import tf_logging as logging
+from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
+from tensorflow.python.util import deprecation
+
+_STATE_FILENAME = "checkpoint"
+_V2_DATA_GLOB = ".data-?????-of-?????"
+
+
+def _state_path(save_dir, latest_filename):
+  return os.path.join(save_dir, latest_filename or _STATE_FILENAME)
+
+
+def _atomic_write(path, contents):
+  """Writes `contents` to `path` so readers see the old or the new file only.
+
+  The text goes to a uniquely named temporary file beside `path`, which is
+  then renamed over it. On file systems without atomic renames the file is
+  written in place, as TensorFlow does.
+  """
+  if not file_io.has_atomic_move(path):
+    file_io.write_string_to_file(path, contents)
+    return
+  temp_path = "%s.tmp%s" % (path, uuid.uuid4().hex)
+  try:
+    file_io.write_string_to_file(temp_path, contents)
+    file_io.rename(temp_path, path, overwrite=True)
+  except BaseException:
+    try:
+      file_io.delete_file(temp_path)
+    except errors.OpError:
+      pass
+    raise
+
+
+def generate_checkpoint_state_proto(save_dir,
+                                    model_checkpoint_path,
+                                    all_model_checkpoint_paths=None,
+                                    all_model_checkpoint_timestamps=None,
+                                    last_preserved_timestamp=None):
+  """Builds a `CheckpointState` proto.
+
+  Args:
+    save_dir: Directory the checkpoints live in.
+    model_checkpoint_path: The latest checkpoint prefix.
+    all_model_checkpoint_paths: Prefixes of the managed checkpoints, oldest
+      first. `model_checkpoint_path` is appended if it is not the last one.
+    all_model_checkpoint_timestamps: Optional creation times (seconds since
+      the Epoch), one per entry of `all_model_checkpoint_paths`.
+    last_preserved_timestamp: Optional time of the last checkpoint kept by
+      `keep_checkpoint_every_n_hours`.
+
+  Returns:
+    The `CheckpointState`. When `save_dir` is relative, relative paths are
+    rewritten to be relative to `save_dir`.
+
+  Raises:
+    ValueError: If timestamps are given and their number differs from the
+      number of paths.
+  """
+  paths = list(all_model_checkpoint_paths or [])
+  if not paths or paths[-1] != model_checkpoint_path:
+    logging.info("Adding %s to all_model_checkpoint_paths.",
+                 model_checkpoint_path)
+    paths.append(model_checkpoint_path)
+  if (all_model_checkpoint_timestamps and
+      len(all_model_checkpoint_timestamps) != len(paths)):
+    raise ValueError(
+        "Got %d checkpoint timestamps %s for %d checkpoint paths %s; the "
+        "numbers must match." % (len(all_model_checkpoint_timestamps),
+                                 list(all_model_checkpoint_timestamps),
+                                 len(paths), paths))
+  if not os.path.isabs(save_dir):
+    def rel(p):
+      return p if os.path.isabs(p) else os.path.relpath(p, save_dir)
+    model_checkpoint_path = rel(model_checkpoint_path)
+    paths = [rel(p) for p in paths]
+  return CheckpointState(
+      model_checkpoint_path=model_checkpoint_path,
+      all_model_checkpoint_paths=paths,
+      all_model_checkpoint_timestamps=all_model_checkpoint_timestamps,
+      last_preserved_timestamp=last_preserved_timestamp)
+
+
+def update_checkpoint_state_internal(save_dir,
+                                     model_checkpoint_path,
+                                     all_model_checkpoint_paths=None,
+                                     latest_filename=None,
+                                     save_relative_paths=False,
+                                     all_model_checkpoint_timestamps=None,
+                                     last_preserved_timestamp=None):
+  """Atomically rewrites the checkpoint state file in `save_dir`.
+
+  Args:
+    save_dir: Directory the checkpoints live in.
+    model_checkpoint_path: The latest checkpoint prefix.
+    all_model_checkpoint_paths: Prefixes of the managed checkpoints, oldest
+      first.
+    latest_filename: Name of the state file; defaults to "checkpoint".
+    save_relative_paths: If True, absolute paths are stored relative to
+      `save_dir`.
+    all_model_checkpoint_timestamps: Optional creation times of the paths.
+    last_preserved_timestamp: Optional time of the last preserved checkpoint.
+
+  Raises:
+    RuntimeError: If the checkpoint path is the state file's own path.
+  """
+  state_path = _state_path(save_dir, latest_filename)
+  paths = list(all_model_checkpoint_paths or [])
+  if save_relative_paths:
+    def rel(p):
+      return os.path.relpath(p, save_dir) if os.path.isabs(p) else p
+    model_checkpoint_path = rel(model_checkpoint_path)
+    paths = [rel(p) for p in paths]
+  state = generate_checkpoint_state_proto(
+      save_dir, model_checkpoint_path,
+      all_model_checkpoint_paths=paths,
+      all_model_checkpoint_timestamps=all_model_checkpoint_timestamps,
+      last_preserved_timestamp=last_preserved_timestamp)
+  if state.model_checkpoint_path == state_path:
+    raise RuntimeError(
+        "Save path '%s' is the path of the checkpoint state file; choose "
+        "another save path." % model_checkpoint_path)
+  _atomic_write(state_path, text_format.MessageToString(state))
+
+
+@deprecation.deprecated(
+    date=None,
+    instructions="Let `tf.train.CheckpointManager` maintain the state file.")
+def update_checkpoint_state(save_dir,
+                            model_checkpoint_path,
+                            all_model_checkpoint_paths=None,
+                            latest_filename=None,
+                            all_model_checkpoint_timestamps=None,
+                            last_preserved_timestamp=None):
+  """Atomically rewrites the checkpoint state file, keeping paths as given.
+
+  See `update_checkpoint_state_internal` for the arguments.
+
+  Raises:
+    RuntimeError: If the checkpoint path is the state file's own path.
+  """
+  update_checkpoint_state_internal(
+      save_dir, model_checkpoint_path,
+      all_model_checkpoint_paths=all_model_checkpoint_paths,
+      latest_filename=latest_filename,
+      save_relative_paths=False,
+      all_model_checkpoint_timestamps=all_model_checkpoint_timestamps,
+      last_preserved_timestamp=last_preserved_timestamp)
+
+
+def get_checkpoint_state(checkpoint_dir, latest_filename=None):
+  """Reads the checkpoint state file of `checkpoint_dir`.
+
+  Relative paths in the file are returned joined to `checkpoint_dir`.
+
+  Args:
+    checkpoint_dir: Directory of the checkpoints (str or path-like).
+    latest_filename: Name of the state file; defaults to "checkpoint".
+
+  Returns:
+    The `CheckpointState`, or None if the file is missing, unreadable or not
+    a text-format `CheckpointState`.
+
+  Raises:
+    ValueError: If the file parses but names no `model_checkpoint_path`.
+  """
+  checkpoint_dir = os.fspath(checkpoint_dir)
+  state_path = _state_path(checkpoint_dir, latest_filename)
+  try:
+    if not file_io.file_exists(state_path):
+      return None
+    state = CheckpointState()
+    text_format.Merge(file_io.read_file_to_string(state_path), state)
+  except (errors.OpError, text_format.ParseError) as e:
+    logging.warning("%s: %s", type(e).__name__, e)
+    logging.warning("%s: Checkpoint ignored", state_path)
+    return None
+  if not state.model_checkpoint_path:
+    raise ValueError("Invalid checkpoint state loaded from " + checkpoint_dir)
+  if not os.path.isabs(state.model_checkpoint_path):
+    state.model_checkpoint_path = os.path.join(checkpoint_dir,
+                                               state.model_checkpoint_path)
+  for i, p in enumerate(state.all_model_checkpoint_paths):
+    if not os.path.isabs(p):
+      state.all_model_checkpoint_paths[i] = os.path.join(checkpoint_dir, p)
+  return state
+
+
+def _checkpoint_file(prefix, format_version):
+  """The file that marks a checkpoint: the V2 index or the V1 data file."""
+  if format_version == saver_pb2.SaverDef.V2:
+    return prefix + ".index"
+  return prefix
+
+
+def latest_checkpoint(checkpoint_dir, latest_filename=None):
+  """Returns the prefix of the latest checkpoint in `checkpoint_dir`.
+
+  Args:
+    checkpoint_dir: Directory of the checkpoints.
+    latest_filename: Name of the state file; defaults to "checkpoint".
+
+  Returns:
+    The prefix named by the state file if a V2 or V1 checkpoint exists there,
+    otherwise None.
+  """
+  state = get_checkpoint_state(checkpoint_dir, latest_filename)
+  if state is None or not state.model_checkpoint_path:
+    return None
+  prefix = state.model_checkpoint_path
+  if checkpoint_exists_internal(prefix):
+    return prefix
+  logging.error("Couldn't match files for checkpoint %s", prefix)
+  return None
+
+
+def checkpoint_exists_internal(checkpoint_prefix):
+  """Whether a V2 (preferred) or V1 checkpoint exists at `checkpoint_prefix`."""
+  return bool(
+      file_io.get_matching_files(
+          _checkpoint_file(checkpoint_prefix, saver_pb2.SaverDef.V2)) or
+      file_io.get_matching_files(checkpoint_prefix))
+
+
+@deprecation.deprecated(
+    date=None, instructions="Check for the checkpoint's files directly.")
+def checkpoint_exists(checkpoint_prefix):
+  """Whether a V2 (preferred) or V1 checkpoint exists at `checkpoint_prefix`."""
+  return checkpoint_exists_internal(checkpoint_prefix)
+
+
+@deprecation.deprecated(
+    date=None, instructions="Stat the checkpoint's files directly.")
+def get_checkpoint_mtimes(checkpoint_prefixes):
+  """Returns modification times (seconds) of the checkpoints that exist.
+
+  For each prefix the V2 index file is tried first, then the V1 data file.
+  Missing checkpoints are skipped, so the result may be shorter than the input.
+  """
+  mtimes = []
+  for prefix in checkpoint_prefixes:
+    for pattern in (_checkpoint_file(prefix, saver_pb2.SaverDef.V2), prefix):
+      matches = file_io.get_matching_files(pattern)
+      if matches:
+        mtimes.append(file_io.stat(matches[0]).mtime_nsec / 1e9)
+        break
+  return mtimes
+
+
+def _delete_matching(pattern):
+  for path in file_io.get_matching_files(pattern):
+    try:
+      file_io.delete_file(path)
+    except errors.NotFoundError:
+      logging.warning("'%s' vanished before it could be deleted; another "
+                      "process may be deleting it too.", path)
+
+
+@deprecation.deprecated(
+    date=None, instructions="Delete the checkpoint's files directly.")
+def remove_checkpoint(checkpoint_prefix,
+                      checkpoint_format_version=saver_pb2.SaverDef.V2,
+                      meta_graph_suffix="meta"):
+  """Deletes the files of a checkpoint and its meta graph.
+
+  Args:
+    checkpoint_prefix: Prefix of a V1 or V2 checkpoint.
+    checkpoint_format_version: `SaverDef.V1` or `SaverDef.V2` (default).
+    meta_graph_suffix: Suffix of the `MetaGraphDef` file.
+  """
+  _delete_matching(meta_graph_filename(checkpoint_prefix, meta_graph_suffix))
+  if checkpoint_format_version == saver_pb2.SaverDef.V2:
+    _delete_matching(checkpoint_prefix + ".index")
+    _delete_matching(checkpoint_prefix + _V2_DATA_GLOB)
+  else:
+    _delete_matching(checkpoint_prefix)
+
+
+def meta_graph_filename(checkpoint_filename, meta_graph_suffix="meta"):
+  """Returns the meta graph file name for a (possibly sharded) checkpoint.
+
+  A shard suffix such as "-00001-of-00002" or "-?????-of-00002" is dropped
+  before `.meta_graph_suffix` is appended.
+  """
+  base = re.sub(r"-[\d\?]+-of-\d+$", "", checkpoint_filename)
+  return base + "." + meta_graph_suffix
+
+
+def _evaluate(value):
+  """Returns the value of a tensor, variable or Python number."""
+  if isinstance(value, (numbers.Number, np.number)):
+    return value
+  if tf.executing_eagerly():
+    return value.numpy()
+  return tf.compat.v1.get_default_session().run(value)
+
+
+def _accepts_options(fn):
+  try:
+    params = inspect.signature(fn).parameters.values()
+  except (TypeError, ValueError):
+    return False
+  return any(p.name == "options" or p.kind == p.VAR_KEYWORD for p in params)
+
+
+class CheckpointManager(object):
+  """Numbers, keeps and deletes the checkpoints of one checkpoint object.
+
+  Works with `tf.train.Checkpoint`, `tf_objckpt.Checkpoint` and any object
+  with `save_counter`, `write` (or `_write`) and `restore`. Its state lives in
+  the `checkpoint` file of `directory`, so a new manager resumes where the
+  last one stopped. Only one manager should be active in a directory.
+  """
+
+  def __init__(self,
+               checkpoint,
+               directory,
+               max_to_keep,
+               keep_checkpoint_every_n_hours=None,
+               checkpoint_name="ckpt",
+               step_counter=None,
+               checkpoint_interval=None,
+               init_fn=None,
+               last_checkpoint_step=None):
+    """Creates a manager for the checkpoints of `checkpoint` in `directory`.
+
+    Args:
+      checkpoint: The checkpoint object to save and restore.
+      directory: Where checkpoints and the state file are written.
+      max_to_keep: How many checkpoints stay in the active set; older ones
+        are deleted unless preserved. None keeps all of them.
+      keep_checkpoint_every_n_hours: When leaving the active set, a checkpoint
+        at least this many hours younger than the last preserved one is kept
+        on disk (and forgotten). None preserves nothing.
+      checkpoint_name: Base name of the checkpoint prefixes.
+      step_counter: A variable holding the training step; required with
+        `checkpoint_interval`.
+      checkpoint_interval: Minimum number of steps between two checkpoints.
+      init_fn: Called by `restore_or_initialize` if there is no checkpoint.
+      last_checkpoint_step: Step of the last checkpoint saved, if known.
+
+    Raises:
+      ValueError: If `max_to_keep` is not positive or None, or if
+        `checkpoint_interval` is given without `step_counter`.
+    """
+    if max_to_keep is not None and max_to_keep <= 0:
+      raise ValueError(
+          "Expected a positive integer or `None` for `max_to_keep`, got %d." %
+          (max_to_keep,))
+    if checkpoint_interval is not None and step_counter is None:
+      raise ValueError("`step_counter` should be passed if "
+                       "`checkpoint_interval` is not None.")
+    self._checkpoint = checkpoint
+    self._save_counter_assign = None
+    self._max_to_keep = max_to_keep
+    self._keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
+    self._directory = os.fspath(directory)
+    self._checkpoint_prefix = os.path.join(self._directory, checkpoint_name)
+    self._init_fn = init_fn
+    self._checkpoint_interval = checkpoint_interval
+    if checkpoint_interval is not None:
+      self._step_counter = step_counter
+      self._last_checkpoint_step = last_checkpoint_step
+    self._maybe_delete = collections.OrderedDict()
+    self._recover_state()
+
+  def _recover_state(self):
+    """Loads the managed checkpoints from the directory's state file."""
+    state = get_checkpoint_state(self._directory)
+    now = time.time()
+    if state is None:
+      self._latest_checkpoint = None
+      # A second back, so a manager re-created at once still preserves.
+      self._last_preserved_timestamp = now - 1.
+      return
+    self._latest_checkpoint = state.model_checkpoint_path
+    self._last_preserved_timestamp = state.last_preserved_timestamp
+    if now < self._last_preserved_timestamp:
+      logging.warning(
+          "time.time() returned a value %f seconds behind the last preserved "
+          "checkpoint timestamp." % (self._last_preserved_timestamp - now))
+      self._last_preserved_timestamp = now
+    paths = list(state.all_model_checkpoint_paths)
+    timestamps = (list(state.all_model_checkpoint_timestamps) or
+                  [self._last_preserved_timestamp] * len(paths))
+    for path, timestamp in zip(paths, timestamps):
+      timestamp = min(timestamp, now)
+      if timestamp > self._last_preserved_timestamp:
+        self._maybe_delete[path] = timestamp
+
+  @property
+  def directory(self):
+    return self._directory
+
+  @property
+  def checkpoint_interval(self):
+    return self._checkpoint_interval
+
+  @property
+  def checkpoint(self):
+    """The managed checkpoint object."""
+    return self._checkpoint
+
+  @property
+  def latest_checkpoint(self):
+    """Prefix of the newest checkpoint in `directory`, or None."""
+    return self._latest_checkpoint
+
+  @property
+  def checkpoints(self):
+    """Prefixes of the active checkpoints, oldest first.
+
+    Checkpoints preserved by `keep_checkpoint_every_n_hours` are not listed.
+    """
+    return list(self._maybe_delete)
+
+  @property
+  def _prefix(self):
+    return self._checkpoint_prefix
+
+  def _sweep(self):
+    """Deletes or preserves the checkpoints beyond `max_to_keep`."""
+    if not self._max_to_keep:
+      return
+    while len(self._maybe_delete) > self._max_to_keep:
+      path, timestamp = self._maybe_delete.popitem(last=False)
+      hours = self._keep_checkpoint_every_n_hours
+      if (hours and
+          timestamp - hours * 3600. >= self._last_preserved_timestamp):
+        self._last_preserved_timestamp = timestamp
+        continue
+      _delete_matching(path + ".index")
+      _delete_matching(path + _V2_DATA_GLOB)
+
+  def _record_state(self):
+    """Writes the manager's state to the directory's state file."""
+    paths, timestamps = zip(*self._maybe_delete.items())
+    update_checkpoint_state_internal(
+        self._directory,
+        model_checkpoint_path=self._latest_checkpoint,
+        all_model_checkpoint_paths=paths,
+        all_model_checkpoint_timestamps=timestamps,
+        last_preserved_timestamp=self._last_preserved_timestamp,
+        save_relative_paths=True)
+
+  def _record_and_sweep(self, save_path):
+    """Adds `save_path` as the newest checkpoint, then deletes old ones."""
+    self._maybe_delete.pop(save_path, None)  # A rewrite moves to the end.
+    self._maybe_delete[save_path] = time.time()
+    self._latest_checkpoint = save_path
+    # Record before deleting, so an interruption leaves the new checkpoint
+    # recorded; record again once the deleted ones are gone.
+    self._record_state()
+    self._sweep()
+    self._record_state()
+
+  def _increment_save_counter(self):
+    """Adds one to the checkpoint's save counter and returns the counter."""
+    if tf.executing_eagerly():
+      counter = self._checkpoint.save_counter
+      counter.assign_add(1)
+      return counter
+    session = tf.compat.v1.get_default_session()
+
+    def initializing_creator(next_creator, **kwargs):
+      v = next_creator(**kwargs)
+      session.run(v.initializer)
+      return v
+
+    with tf.variable_creator_scope(initializing_creator):
+      counter = self._checkpoint.save_counter
+    if self._save_counter_assign is None:
+      self._save_counter_assign = counter.assign_add(1, read_value=False)
+    session.run(self._save_counter_assign)
+    return counter
+
+  def _write(self, prefix, options):
+    """Writes the checkpoint at `prefix`, then records and sweeps.
+
+    When the writer takes `options`, recording runs as a write callback, so
+    that asynchronous writes are recorded once their files exist. A writer
+    that ignores callbacks is recorded right after it returns.
+    """
+    writer = getattr(self._checkpoint, "_write", None)
+    if writer is None or not _accepts_options(writer):
+      writer = self._checkpoint.write
+    if not _accepts_options(writer):
+      if options is not None:
+        raise TypeError("%s does not accept `options`." % (writer,))
+      save_path = writer(prefix)
+      self._record_and_sweep(save_path)
+      return save_path
+    recorded = []
+
+    def callback(save_path):
+      recorded.append(save_path)
+      self._record_and_sweep(save_path)
+
+    options = (checkpoint_options.CheckpointOptions()
+               if options is None else copy.copy(options))
+    options.experimental_write_callbacks = (
+        list(options.experimental_write_callbacks or []) + [callback])
+    save_path = writer(prefix, options=options)
+    if not recorded and not getattr(
+        options, "experimental_enable_async_checkpoint", False):
+      self._record_and_sweep(save_path)
+    return save_path
+
+  def save(self, checkpoint_number=None, check_interval=True, options=None):
+    """Writes a new checkpoint and deletes the ones no longer kept.
+
+    Args:
+      checkpoint_number: Number for the new prefix: an int, or an integer
+        tensor or variable (read, never incremented). Defaults to the
+        checkpoint's `save_counter`, which is incremented either way.
+      check_interval: With `checkpoint_interval`, skip saving unless at least
+        that many steps passed since the last checkpoint. If False, save
+        unless the step already has a checkpoint.
+      options: Optional `tf.train.CheckpointOptions` for the write.
+
+    Returns:
+      The new checkpoint's prefix, or None if nothing was saved.
+    """
+    if self._checkpoint_interval is not None:
+      step = _evaluate(self._step_counter)
+      last = self._last_checkpoint_step
+      if last is not None:
+        if step == last:
+          return None
+        if check_interval and step < last + self._checkpoint_interval:
+          return None
+      self._last_checkpoint_step = step
+    counter = self._increment_save_counter()
+    if checkpoint_number is None:
+      checkpoint_number = counter
+    if not isinstance(checkpoint_number, (numbers.Integral, np.integer)):
+      checkpoint_number = int(_evaluate(checkpoint_number))
+    prefix = "%s-%d" % (self._prefix, checkpoint_number)
+    return self._write(prefix, options)
+
+  def restore_or_initialize(self):
+    """Restores the latest checkpoint, or calls `init_fn` if there is none.
+
+    Returns:
+      The restored prefix, or None if nothing was restored.
+    """
+    if self._latest_checkpoint is not None:
+      self._checkpoint.restore(self._latest_checkpoint)
+      if self._checkpoint_interval is not None:
+        self._last_checkpoint_step = _evaluate(self._step_counter)
+      return self._latest_checkpoint
+    if self._init_fn is not None:
+      self._init_fn()
+      logging.info("Initialized through `init_fn`.")
+    return None
+
+  def sync(self):
+    """Waits for the checkpoint object's outstanding saves and restores."""
+    sync = getattr(self._checkpoint, "sync", None)
+    if sync is not None:
+      sync()
