@@ -10,6 +10,7 @@ Two families of callers use this module:
 
 import functools
 
+from tensorflow.python.checkpoint import saveable_compat
 from tensorflow.python.eager import context
 from tensorflow.python.framework import device as pydev
 from tensorflow.python.framework import ops
@@ -308,9 +309,10 @@ class TrackableSaveable(saveable_object.SaveableObject):
   local names become the object's attribute names in the object graph.
   """
 
-  def __init__(self, obj, specs, name, local_names):
+  def __init__(self, obj, specs, name, local_names, prefix=""):
     self._trackable = obj
     self._local_names = local_names
+    self._legacy_name = prefix
     super().__init__(obj, specs, name)
 
   def restore(self, restored_tensors, restored_shapes):
@@ -323,6 +325,10 @@ class TrackableSaveable(saveable_object.SaveableObject):
 
   def get_proto_names_and_checkpoint_keys(self):
     """(attribute name, checkpoint key) pairs for the object graph proto."""
+    if self._legacy_name:
+      # As TensorFlow does: one attribute for the whole object, keyed by the
+      # prefix of its tensors' keys.
+      return [(self._legacy_name, self.name)]
     return [(local_name, spec.name)
             for local_name, spec in zip(self._local_names, self.specs)]
 
@@ -400,13 +406,20 @@ def _serialized_tensor_specs(tensor_dict, name):
   return specs, local_names
 
 
-def _serialize_to_tensors_factory(obj):
-  """The saveable factory of a trackable implementing `_serialize_to_tensors`."""
+def _serialize_to_tensors_factory(obj, legacy_name=""):
+  """The saveable factory of a trackable implementing `_serialize_to_tensors`.
+
+  `legacy_name` (see `saveable_compat.legacy_saveable_name`; "ITERATOR" for
+  dataset iterators) continues the key prefix, keeping the keys the object
+  had when it saved through a named SaveableObject.
+  """
 
   def make_saveable(name=""):
+    name += legacy_name
     specs, local_names = _serialized_tensor_specs(
         obj._serialize_to_tensors(), name)  # pylint: disable=protected-access
-    return TrackableSaveable(obj, specs, name, local_names)
+    return TrackableSaveable(obj, specs, name, local_names,
+                             prefix=legacy_name)
 
   return make_saveable
 
@@ -453,8 +466,11 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
     if legacy:
       return legacy
   if trackable_has_serialize_to_tensor(obj):
+    # The v1 Saver ignores legacy names, as TensorFlow's does.
+    legacy_name = "" if tf1_saver else (
+        saveable_compat.get_saveable_name(obj) or "")
     return {trackable_utils.SERIALIZE_TO_TENSORS_NAME:
-                _serialize_to_tensors_factory(obj)}
+                _serialize_to_tensors_factory(obj, legacy_name)}
   return obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
 
 

@@ -168,6 +168,27 @@ def _shape_matches(variable_shape, saved_dims):
       dim is None or dim == saved for dim, saved in zip(dims, saved_dims))
 
 
+def _expected_shape(saveable):
+  """The shape a saveable's single value must have, or None if unknown.
+
+  Variables' saveables know it; so do `_serialize_to_tensors` saveables of
+  variable-like objects (Keras 3 variables), whose shape is checked here so
+  that a mismatch is found before anything is assigned.
+  """
+  shape = getattr(saveable, "_var_shape", None)
+  if shape is not None:
+    return shape
+  obj = getattr(saveable, "_trackable", None)
+  if (obj is None or len(saveable.specs) != 1 or
+      getattr(saveable, "_local_names", None) != [base.VARIABLE_VALUE_KEY]):
+    return None
+  shape = getattr(obj, "shape", None)
+  try:
+    return tensor_shape.TensorShape(shape) if shape is not None else None
+  except (TypeError, ValueError):
+    return None
+
+
 class _CheckpointRestoreCoordinator:
   """The state of one object-based `restore()` call.
 
@@ -310,7 +331,15 @@ class _CheckpointRestoreCoordinator:
     if missing:
       to_read = missing + self._read_ahead_specs(
           {spec.name for spec in missing})
-      values = self._restore_v2(to_read)
+      try:
+        values = self._restore_v2(to_read)
+      except errors.OpError:
+        if len(to_read) == len(missing):
+          raise
+        # A value read ahead may be the unreadable one; it must not fail
+        # this read. Read only what is wanted; the rest is read when needed.
+        to_read = missing
+        values = self._restore_v2(to_read)
       for spec, value in zip(to_read, values):
         self._prefetched[(spec.name, spec.slice_spec)] = value
     for name, _ in wanted:
@@ -352,7 +381,7 @@ class _CheckpointRestoreCoordinator:
       ValueError: If a variable's shape differs.
     """
     for saveable in saveables:
-      variable_shape = getattr(saveable, "_var_shape", None)
+      variable_shape = _expected_shape(saveable)
       for spec in saveable.specs:
         saved_dtype = self.dtype_map.get(spec.name)
         if saved_dtype is None:
@@ -489,6 +518,10 @@ def _default_getter(name, shape, dtype, initializer=None,
       def initial_value():
         return initializer(shape_list, **kwargs_for_initializer)
 
+    # A full shape is passed on so that a restored initial value of another
+    # shape is an error rather than a variable of the wrong shape.
+    if shape is not None and shape_object.is_fully_defined():
+      kwargs["shape"] = shape_object
     return variable_v1.VariableV1(initial_value=initial_value, name=name,
                                 dtype=dtype.base_dtype, use_resource=True,
                                 **kwargs)
