@@ -21,13 +21,13 @@ import contextlib
 import functools
 from typing import Any, NamedTuple
 
-from absl import logging
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 from tensorflow.python.ops import gen_control_flow_ops
+from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import saveable_object

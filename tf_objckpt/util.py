@@ -17,7 +17,6 @@ import inspect
 import os
 import weakref
 
-from absl import logging
 import numpy as np
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.client import session as session_lib
@@ -35,6 +34,7 @@ from tensorflow.python.ops import init_ops
 from tensorflow.python.ops import variable_scope
 from tensorflow.python.ops import variable_v1
 from tensorflow.python.ops import variables
+from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training import py_checkpoint_reader
 from tensorflow.python.util import compat
