@@ -51,7 +51,7 @@ from tf_objckpt import tracking
 from tf_objckpt import trackable_utils
 
 # Values read ahead for restore-on-create are capped at this many bytes.
-_PREFETCH_BUDGET_BYTES = 256 << 20
+_PREFETCH_BUDGET_BYTES = 64 << 20
 
 
 def open_checkpoint(save_path):
