@@ -1,0 +1,1490 @@
+# Copyright 2025 The tf_objckpt Authors. Licensed under the Apache License 2.0.
+"""Name-based (TF1 style) checkpoints: `Saver`, its builders and meta graphs.
+
+A name-based checkpoint maps variable names to tensors. This module writes
+and reads such checkpoints exactly as `tf.compat.v1.train.Saver` does (same
+graph structure, same `SaverDef` tensor names, same files on disk), using the
+`SaveV2`, `RestoreV2`, `MergeV2Checkpoints`, `ShardedFilename` and
+`ShardedFilespec` ops directly.
+
+On top of TensorFlow's behaviour, a restore first compares the checkpoint's
+keys, dtypes and shapes with what the saver is about to restore, so that an
+error which can be detected up front never leaves some variables restored
+and others not; the error then names every missing and unexpected key.
+"""
+
+import collections
+import math
+import os
+import threading
+import time
+import weakref
+
+from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow.core.protobuf import saver_pb2
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+from tensorflow.python.client import session as session_lib
+from tensorflow.python.eager import context
+from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import device as pydev
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import errors
+from tensorflow.python.framework import meta_graph
+from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor_shape
+from tensorflow.python.framework import tensor_util
+from tensorflow.python.ops import array_ops
+from tensorflow.python.ops import control_flow_ops
+from tensorflow.python.ops import gen_io_ops
+from tensorflow.python.ops import io_ops
+from tensorflow.python.ops import string_ops
+from tensorflow.python.ops import variables
+from tensorflow.python.platform import gfile
+from tensorflow.python.platform import tf_logging as logging
+from tensorflow.python.training import py_checkpoint_reader
+from tensorflow.python.training import training_util
+from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
+from tensorflow.python.util import compat
+
+from tf_objckpt import base
+from tf_objckpt import checkpoint_management
+from tf_objckpt import saveable_object
+from tf_objckpt import saveable_object_util
+# Re-exported, as TensorFlow's saver module does.
+from tf_objckpt.checkpoint_management import checkpoint_exists  # pylint: disable=unused-import
+from tf_objckpt.checkpoint_management import generate_checkpoint_state_proto  # pylint: disable=unused-import
+from tf_objckpt.checkpoint_management import get_checkpoint_mtimes  # pylint: disable=unused-import
+from tf_objckpt.checkpoint_management import get_checkpoint_state  # pylint: disable=unused-import
+from tf_objckpt.checkpoint_management import latest_checkpoint  # pylint: disable=unused-import
+from tf_objckpt.checkpoint_management import remove_checkpoint  # pylint: disable=unused-import
+from tf_objckpt.checkpoint_management import update_checkpoint_state  # pylint: disable=unused-import
+
+# The SaverDef fields naming graph elements.
+_SAVER_DEF_NAME_FIELDS = ("filename_tensor_name", "save_tensor_name",
+                          "restore_op_name")
+
+# At most this many names are spelled out in one error message.
+_MAX_NAMES_IN_MESSAGE = 100
+
+
+def _all_saveables(scope=None):
+  """Every saveable object of the default graph (global variables first)."""
+  return variables._all_saveable_objects(scope=scope)  # pylint: disable=protected-access
+
+
+def _saveables_from_var_list(var_list):
+  """Turns a `Saver` var_list (list or dict) into a list of SaveableObjects."""
+  names_to_saveables = (var_list if isinstance(var_list, dict) else
+                        saveable_object_util.op_list_to_dict(var_list))
+  return saveable_object_util.validate_and_slice_inputs(names_to_saveables)
+
+
+# ----------------------------------------------------------------------------
+# Checking a checkpoint before restoring from it.
+# ----------------------------------------------------------------------------
+
+# Restores are checked against the checkpoint before anything is assigned.
+# A plan lists what a restore reads: `entries` of `(key, dtype enum,
+# expected shape as a list or None, mode)`, where the mode says how the
+# stored shape must relate to the expected one. The other fields hold the
+# same information arranged for a quick comparison with a checkpoint's maps:
+# `keys` (a frozenset), the keys and expected values of every dtype, those
+# of the shapes that must be equal, and the entries whose sizes must be.
+_RestorePlan = collections.namedtuple("_RestorePlan", [
+    "entries", "keys", "dtype_keys", "dtypes", "shape_keys", "shapes",
+    "size_checks"])
+_SAME_SHAPE = 0  # Equal shapes (the variable's).
+_SAME_SIZE = 1  # Equal numbers of elements (the saver reshapes).
+_FULL_SHAPE = 2  # Equal to the full shape of a partitioned variable.
+
+
+def _make_plan(entries):
+  entries = tuple(entries)
+  equal_shapes = [(key, shape) for key, _, shape, mode in entries
+                  if shape is not None and mode != _SAME_SIZE]
+  return _RestorePlan(
+      entries=entries,
+      keys=frozenset(entry[0] for entry in entries),
+      dtype_keys=[entry[0] for entry in entries],
+      dtypes=[entry[1] for entry in entries],
+      shape_keys=[key for key, _ in equal_shapes],
+      shapes=[shape for _, shape in equal_shapes],
+      size_checks=[(key, math.prod(shape)) for key, _, shape, mode in entries
+                   if shape is not None and mode == _SAME_SIZE])
+
+
+def _plan_entry(key, slice_spec, dtype, shape, reshape):
+  """A plan entry; `shape` (a TensorShape or None) is the one assigned to."""
+  key = compat.as_str(key)
+  dtype = dtypes.as_dtype(dtype).base_dtype.as_datatype_enum
+  slice_spec = compat.as_str(slice_spec)
+  if slice_spec:
+    # "<full shape dims> <slice>": the key holds the full tensor.
+    full_shape = [int(dim) for dim in slice_spec.split()[:-1]]
+    return key, dtype, full_shape, _FULL_SHAPE
+  if shape is None or not shape.is_fully_defined():
+    return key, dtype, None, _SAME_SHAPE
+  return key, dtype, shape.as_list(), _SAME_SIZE if reshape else _SAME_SHAPE
+
+
+_VARIABLE_SAVEABLES = (saveable_object_util.ResourceVariableSaveable,
+                       saveable_object_util.ReferenceVariableSaveable,
+                       tf_saveable_object_util.ResourceVariableSaveable,
+                       tf_saveable_object_util.ReferenceVariableSaveable)
+
+
+def _plan_from_saveables(saveables, reshape):
+  """The restore plan of saveables about to be restored by a builder."""
+  entries = []
+  for saveable in saveables:
+    # Only variables insist on a shape; other saveables (tables, ...) may
+    # legitimately restore values of any shape.
+    is_variable = isinstance(saveable, _VARIABLE_SAVEABLES)
+    shape = tensor_shape.TensorShape(saveable.op.shape) if is_variable else None
+    for spec in saveable.specs:
+      entries.append(_plan_entry(spec.name, spec.slice_spec, spec.dtype,
+                                 shape, reshape))
+  return _make_plan(entries)
+
+
+def _walk_identities(tensor):
+  """Follows `tensor` through Identity ops to its only non-Identity consumer.
+
+  Returns:
+    `(consumer_op, input_tensor)` or `(None, None)` when the value is used in
+    more than one place.
+  """
+  while True:
+    consumers = tensor.consumers()
+    if len(consumers) != 1:
+      return None, None
+    consumer = consumers[0]
+    if consumer.type != "Identity":
+      return consumer, tensor
+    tensor = consumer.outputs[0]
+
+
+def _assigned_shape(restored):
+  """The shape a restored tensor must have, read from the graph.
+
+  Returns:
+    `(shape, reshaped)`: `shape` is a fully defined `TensorShape` or None when
+    nothing enforces it; `reshaped` tells that the value goes through a
+    Reshape (the saver was built with `reshape=True`).
+  """
+  consumer, value = _walk_identities(restored)
+  if consumer is None:
+    return None, False
+  if consumer.type == "Reshape":
+    shape = consumer.outputs[0].shape
+    return (shape if shape.is_fully_defined() else None), True
+  if len(consumer.inputs) < 2 or consumer.inputs[1].name != value.name:
+    return None, False
+  shape = None
+  if consumer.type == "Assign":
+    if consumer.get_attr("validate_shape"):
+      shape = consumer.inputs[0].shape
+  elif consumer.type == "AssignVariableOp":
+    handle_op = consumer.inputs[0].op
+    if handle_op.type == "VarHandleOp":
+      shape = tensor_shape.TensorShape(handle_op.get_attr("shape"))
+  if shape is not None and not shape.is_fully_defined():
+    shape = None
+  return shape, False
+
+
+def _plan_from_graph(graph, restore_op_name):
+  """The restore plan of the `RestoreV2` ops feeding a graph's restore op.
+
+  Used for savers made from a `SaverDef` (imported meta graphs, possibly
+  written by TensorFlow), whose saveables are unknown: shapes come from the
+  ops assigning the restored tensors. Tensors whose keys are not constants
+  are left out (the restore op itself still checks them).
+  """
+  root = graph.as_graph_element(restore_op_name)
+  if not isinstance(root, ops.Operation):
+    root = root.op
+  seen = {root}
+  pending = [root]
+  restore_ops = []
+  while pending:
+    op = pending.pop()
+    if op.type == "RestoreV2":
+      restore_ops.append(op)
+      continue
+    for dep in op.control_inputs + [t.op for t in op.inputs]:
+      if dep not in seen:
+        seen.add(dep)
+        pending.append(dep)
+  entries = []
+  for op in sorted(restore_ops, key=lambda o: o.name):
+    names = tensor_util.constant_value(op.inputs[1])
+    slices = tensor_util.constant_value(op.inputs[2])
+    if names is None or slices is None:
+      continue
+    for output, key, slice_spec, dtype in zip(
+        op.outputs, names.flat, slices.flat, op.get_attr("dtypes")):
+      shape, reshaped = _assigned_shape(output)
+      entries.append(_plan_entry(key, slice_spec, dtype, shape, reshaped))
+  return _make_plan(entries)
+
+
+def _checkpoint_identity(save_path):
+  """Identifies the version of a local V2 checkpoint (None if unknown)."""
+  try:
+    stat = os.stat(compat.as_str(save_path) + ".index")
+  except (OSError, ValueError):
+    return None
+  return (compat.as_str(save_path), stat.st_ino, stat.st_size,
+          stat.st_mtime_ns)
+
+
+def _name_list(names):
+  names = sorted(names)
+  text = ", ".join(names[:_MAX_NAMES_IN_MESSAGE])
+  if len(names) > _MAX_NAMES_IN_MESSAGE:
+    text += ", ... (%d more)" % (len(names) - _MAX_NAMES_IN_MESSAGE)
+  return text or "(none)"
+
+
+def _verify_restore_plan(save_path, plan):
+  """Raises TensorFlow's error if `plan` cannot be restored from `save_path`.
+
+  Raises:
+    NotFoundError: some keys are not in the checkpoint. The message names
+      them, and the checkpoint keys nothing asks for.
+    InvalidArgumentError: a dtype or shape differs from the checkpoint's.
+  """
+  if not plan.keys:
+    return
+  save_path = compat.as_str(save_path)
+  reader = py_checkpoint_reader.NewCheckpointReader(save_path)
+  stored_shapes = reader.get_variable_to_shape_map()
+  missing = plan.keys.difference(stored_shapes)
+  if missing:
+    unexpected = set(stored_shapes).difference(plan.keys)
+    unexpected.discard(base.OBJECT_GRAPH_PROTO_KEY)
+    raise errors.NotFoundError(
+        None, None,
+        "Key %s not found in checkpoint %s. Nothing was restored.\n"
+        "Keys the saver restores that the checkpoint lacks (%d): %s\n"
+        "Keys in the checkpoint that the saver does not restore (%d): %s"
+        % (min(missing), save_path, len(missing), _name_list(missing),
+           len(unexpected), _name_list(unexpected)))
+  stored_dtypes = reader._GetVariableToDataTypeMap()  # pylint: disable=protected-access
+  # Compared without a Python loop over the keys when all is well.
+  if (list(map(stored_dtypes.__getitem__, plan.dtype_keys)) == plan.dtypes and
+      list(map(stored_shapes.__getitem__, plan.shape_keys)) == plan.shapes and
+      all(math.prod(stored_shapes[key]) == size
+          for key, size in plan.size_checks)):
+    return
+  problems = []
+  for key, dtype, shape, mode in plan.entries:
+    stored_dtype = stored_dtypes[key]
+    if stored_dtype != dtype:
+      problems.append("%s: the checkpoint holds %s but %s is requested" % (
+          key, dtypes.as_dtype(stored_dtype).name, dtypes.as_dtype(dtype).name))
+      continue
+    stored = stored_shapes[key]
+    if shape is None or stored == shape:
+      continue
+    if mode == _SAME_SHAPE:
+      problems.append(
+          "%s: the checkpoint holds shape %s but the variable has shape %s"
+          % (key, stored, shape))
+    elif mode == _FULL_SHAPE:
+      problems.append(
+          "%s: the checkpoint holds shape %s but the partitioned variable "
+          "has full shape %s" % (key, stored, shape))
+    elif math.prod(stored) != math.prod(shape):
+      problems.append(
+          "%s: cannot reshape the checkpoint's shape %s (%d elements) to %s "
+          "(%d elements)" % (key, stored, math.prod(stored), shape,
+                             math.prod(shape)))
+  if problems:
+    raise errors.InvalidArgumentError(
+        None, None,
+        "Checkpoint %s does not match the variables to restore; nothing was "
+        "restored. Mismatches (%d):\n  %s" %
+        (save_path, len(problems), "\n  ".join(problems)))
+
+
+# ----------------------------------------------------------------------------
+# Builders.
+# ----------------------------------------------------------------------------
+
+
+class BaseSaverBuilder(object):
+  """Adds the save and restore ops of a `Saver` to the graph.
+
+  Subclasses may override `save_op`, `restore_op`, `bulk_restore` and
+  `sharded_filename` to emit other ops.
+  """
+
+  SaveSpec = saveable_object.SaveSpec
+  SaveableObject = saveable_object.SaveableObject
+
+  # Historical names of the variable saveables.
+  VariableSaveable = (
+      saveable_object_util.ReferenceVariableSaveable)
+  ResourceVariableSaveable = (
+      saveable_object_util.ResourceVariableSaveable)
+
+  def __init__(self,
+               write_version=saver_pb2.SaverDef.V2):
+    self._write_version = write_version
+
+  def save_op(self, filename_tensor, saveables):
+    """Returns an op writing every spec of `saveables` to `filename_tensor`.
+
+    For the V2 format `filename_tensor` is a checkpoint prefix, not a file.
+
+    Raises:
+      RuntimeError: if the builder's write version is unknown.
+    """
+    names, slices, tensors = [], [], []
+    for saveable in saveables:
+      for spec in saveable.specs:
+        names.append(spec.name)
+        slices.append(spec.slice_spec)
+        tensors.append(spec.tensor)
+    if self._write_version == saver_pb2.SaverDef.V2:
+      return io_ops.save_v2(filename_tensor, names, slices, tensors)
+    if self._write_version == saver_pb2.SaverDef.V1:
+      return io_ops._save(  # pylint: disable=protected-access
+          filename=filename_tensor, tensor_names=names, tensors=tensors,
+          tensor_slices=slices)
+    raise RuntimeError("Unexpected write_version: %r" % (self._write_version,))
+
+  def bulk_restore(self, filename_tensor, saveables,
+                   preferred_shard, restore_sequentially):
+    """Reads the tensors of all `saveables`, one `restore_op` per saveable.
+
+    Args:
+      filename_tensor: scalar string tensor, the checkpoint prefix.
+      saveables: list of SaveableObjects.
+      preferred_shard: shard to open first (unused by `RestoreV2`).
+      restore_sequentially: ignored.
+
+    Returns:
+      The restored tensors, in the order of the saveables' specs.
+    """
+    del restore_sequentially  # Unused.
+    restored = []
+    for saveable in saveables:
+      device = (saveable_object_util.set_cpu0(saveable.device)
+                if saveable.device else None)
+      with ops.device(device):
+        restored.extend(self.restore_op(
+            filename_tensor, saveable, preferred_shard))
+    return restored
+
+  def restore_op(self, filename_tensor, saveable,
+                 preferred_shard):
+    """Returns the tensors of one saveable read from the checkpoint."""
+    del preferred_shard  # Unused.
+    restored = []
+    for spec in saveable.specs:
+      restored.extend(io_ops.restore_v2(
+          filename_tensor, [spec.name], [spec.slice_spec], [spec.dtype]))
+    return restored
+
+  def sharded_filename(self, filename_tensor, shard,
+                       num_shards):
+    """Returns `filename_tensor` with the `-SSSSS-of-NNNNN` shard suffix."""
+    return gen_io_ops.sharded_filename(
+        filename_tensor, shard, num_shards)
+
+  def _AddSaveOps(self, filename_tensor,
+                  saveables):
+    """Saves `saveables`; returns `filename_tensor` once they are written."""
+    save = self.save_op(filename_tensor, saveables)
+    return control_flow_ops.with_dependencies(
+        [save], filename_tensor)
+
+  def _AddShardedSaveOpsForV2(self, checkpoint_prefix,
+                              per_device):
+    """Writes one V2 shard per device, then merges them into one checkpoint.
+
+    Each device writes `<prefix>_temp/part-SSSSS-of-NNNNN` (`<prefix>.part-...`
+    on S3, where renames are not atomic anyway); `MergeV2Checkpoints` then
+    produces `<prefix>.index` and `<prefix>.data-SSSSS-of-NNNNN` and removes
+    the temporary directory.
+
+    Args:
+      checkpoint_prefix: scalar string tensor, the checkpoint prefix.
+      per_device: `(device, saveables)` pairs from `_GroupByDevices`.
+
+    Returns:
+      A string tensor evaluating to `checkpoint_prefix` after the merge.
+    """
+    with ops.device("CPU"):
+      on_s3 = string_ops.regex_full_match(checkpoint_prefix, "^s3://.*")
+      suffix = array_ops.where(on_s3, constant_op.constant(".part"),
+                               constant_op.constant(
+                                   os.path.normpath("_temp/part")))
+      temp_prefix = string_ops.string_join([checkpoint_prefix, suffix])
+
+    num_shards = constant_op.constant(len(per_device), name="num_shards")
+    shard_prefixes = []
+    written = []
+    cpu = None
+    for index, (device, group) in enumerate(per_device):
+      cpu = saveable_object_util.set_cpu0(device)
+      with ops.device(cpu):
+        shard_prefix = self.sharded_filename(temp_prefix, index, num_shards)
+        shard_prefixes.append(shard_prefix)
+        written.append(self._AddSaveOps(shard_prefix, group))
+
+    # The merge waits for every shard and runs beside the last one. (Tensors,
+    # not their ops, so that this also runs eagerly.)
+    with ops.control_dependencies(written), ops.device(cpu):
+      merge = gen_io_ops.merge_v2_checkpoints(
+          shard_prefixes, checkpoint_prefix, delete_old_dirs=True)
+      with ops.control_dependencies([merge]):
+        return array_ops.identity(checkpoint_prefix)
+
+  def _AddShardedSaveOps(self, filename_tensor,
+                         per_device):
+    """Saves one shard per device; returns the saved path tensor."""
+    if self._write_version == saver_pb2.SaverDef.V2:
+      return self._AddShardedSaveOpsForV2(
+          filename_tensor, per_device)
+    # V1: every shard is its own file; the result is the sharded filespec.
+    num_shards = constant_op.constant(len(per_device), name="num_shards")
+    written = []
+    for index, (device, group) in enumerate(per_device):
+      with ops.device(device):
+        shard_file = self.sharded_filename(filename_tensor, index, num_shards)
+        written.append(self._AddSaveOps(shard_file, group))
+    with ops.control_dependencies(written):
+      return gen_io_ops.sharded_filespec(filename_tensor, num_shards)
+
+  def _AddRestoreOps(self,
+                     filename_tensor,
+                     saveables,
+                     restore_sequentially,
+                     reshape,
+                     preferred_shard=-1,
+                     name="restore_all"):
+    """Reads `saveables` from the checkpoint and assigns them.
+
+    Args:
+      filename_tensor: scalar string tensor, the checkpoint prefix.
+      saveables: list of SaveableObjects.
+      restore_sequentially: passed to `bulk_restore`.
+      reshape: reshape each value to its variable's shape before assigning.
+      preferred_shard: shard to open first.
+      name: name of the returned op.
+
+    Returns:
+      An op grouping every assignment (None when executing eagerly).
+    """
+    restored = self.bulk_restore(filename_tensor, saveables, preferred_shard,
+                                 restore_sequentially)
+    assigns = []
+    start = 0
+    for saveable in saveables:
+      stop = start + len(saveable.specs)
+      shapes = None
+      if reshape:
+        shapes = []
+        for spec in saveable.specs:
+          value = spec.tensor
+          shape = value.get_shape()
+          shapes.append(shape if shape.is_fully_defined() else
+                        array_ops.shape(value))
+      assigns.append(saveable.restore(restored[start:stop], shapes))
+      start = stop
+    return control_flow_ops.group(*assigns, name=name)
+
+  def _AddShardedRestoreOps(self, filename_tensor,
+                            per_device, restore_sequentially, reshape):
+    """Restores each device's saveables on that device."""
+    shard_restores = []
+    for index, (device, group) in enumerate(per_device):
+      with ops.device(device):
+        shard_restores.append(
+            self._AddRestoreOps(filename_tensor, group,
+                                restore_sequentially, reshape,
+                                preferred_shard=index, name="restore_shard"))
+    return control_flow_ops.group(*shard_restores, name="restore_all")
+
+  def _GroupByDevices(self, saveables):
+    """Groups saveables by the (canonical) device of their tensors.
+
+    Returns:
+      A list of `(device, [saveables])` pairs sorted by device name.
+
+    Raises:
+      ValueError: if the specs of one saveable are on different devices.
+    """
+    per_device = collections.defaultdict(list)
+    for saveable in saveables:
+      devices = {pydev.canonical_name(spec.device) for spec in saveable.specs}
+      if len(devices) != 1:
+        raise ValueError(
+            "All tensors of a saveable object must be on the same device: "
+            "%s" % saveable.name)
+      per_device[devices.pop()].append(saveable)
+    return sorted(per_device.items(), key=lambda item: item[0])
+
+  def build(self,
+            names_to_saveables,
+            reshape=False,
+            sharded=False,
+            max_to_keep=5,
+            keep_checkpoint_every_n_hours=10000.0,
+            name=None,
+            restore_sequentially=False,
+            filename="model"):
+    """Adds save and restore ops for `names_to_saveables`; returns a SaverDef.
+
+    Args:
+      names_to_saveables: dict from checkpoint name to variable or
+        SaveableObject, or a list of them (keyed by their op names).
+      reshape: allow restoring values of another shape with as many elements.
+      sharded: write one shard per device.
+      max_to_keep: recorded in the SaverDef (None means 0: keep all).
+      keep_checkpoint_every_n_hours: recorded in the SaverDef.
+      name: name scope of the ops (default "save").
+      restore_sequentially: passed on to `bulk_restore`.
+      filename: default checkpoint prefix fed to the ops ("model" if None).
+
+    Returns:
+      A `SaverDef`.
+
+    Raises:
+      TypeError: if `names_to_saveables` has unsupported entries.
+      ValueError: if a name or a variable appears twice.
+    """
+    return self._build_internal(names_to_saveables, reshape, sharded,
+                                max_to_keep, keep_checkpoint_every_n_hours,
+                                name, restore_sequentially, filename)
+
+  def _build_internal(self,
+                      names_to_saveables,
+                      reshape=False,
+                      sharded=False,
+                      max_to_keep=5,
+                      keep_checkpoint_every_n_hours=10000.0,
+                      name=None,
+                      restore_sequentially=False,
+                      filename="model",
+                      build_save=True,
+                      build_restore=True):
+    """`build`, optionally for only the save or only the restore side.
+
+    Executing eagerly, the save and/or restore happen right away (against
+    `filename`), and the returned SaverDef carries the saved path as its
+    save tensor name. A restore is checked against the checkpoint first.
+    """
+    eager = context.executing_eagerly()
+    if not eager and not (build_save and build_restore):
+      raise ValueError(
+          "save and restore operations need to be built together when eager "
+          "execution is not enabled.")
+    saveables = _saveables_from_var_list(names_to_saveables)
+    hours = keep_checkpoint_every_n_hours
+    saver_def = saver_pb2.SaverDef(
+        max_to_keep=max_to_keep or 0, sharded=sharded,
+        keep_checkpoint_every_n_hours=hours, version=self._write_version)
+
+    with ops.name_scope(name, "save",
+                        [saveable.op for saveable in saveables]):
+      default_prefix = array_ops.placeholder_with_default(
+          filename or "model", shape=(), name="filename")
+      # Savers are fed through "<scope>/Const:0", the name TF1 always used.
+      prefix = array_ops.placeholder_with_default(
+          default_prefix, shape=(), name="Const")
+      if build_restore:
+        plan = _plan_from_saveables(saveables, reshape)
+        if eager:
+          _verify_restore_plan(prefix.numpy(), plan)
+      groups = self._GroupByDevices(saveables) if sharded else None
+      if build_save:
+        save_tensor = (
+            self._AddShardedSaveOps(prefix, groups) if sharded else
+            self._AddSaveOps(prefix, saveables))
+      if build_restore:
+        restore_op = (
+            self._AddShardedRestoreOps(prefix, groups, restore_sequentially,
+                                       reshape) if sharded else
+            self._AddRestoreOps(prefix, saveables, restore_sequentially,
+                                reshape))
+
+    if eager:
+      # The work is done: record the path written (if any) instead of names.
+      saver_def.filename_tensor_name = prefix.numpy()
+      if build_save:
+        saver_def.save_tensor_name = save_tensor.numpy()
+      return saver_def
+
+    saver_def.filename_tensor_name = prefix.name
+    saver_def.save_tensor_name = save_tensor.name
+    saver_def.restore_op_name = restore_op.name
+    # For the Saver, which checks checkpoints before running the restore.
+    self._last_restore_plan = (restore_op.name, plan)
+    # Importing a meta graph looks up each PartitionedVariable of a
+    # collection by name, so its concatenation op has to exist.
+    graph = ops.get_default_graph()
+    for key in graph.get_all_collection_keys():
+      for item in graph.get_collection(key):
+        if not isinstance(item, variables.PartitionedVariable):
+          continue
+        try:
+          graph.get_operation_by_name(item.name)
+        except KeyError:
+          item.as_tensor()
+    return saver_def
+
+
+class BulkSaverBuilder(BaseSaverBuilder):
+  """A builder whose restore reads all tensors with a single `RestoreV2`."""
+
+  def bulk_restore(self, filename_tensor, saveables,
+                   preferred_shard, restore_sequentially):
+    del preferred_shard, restore_sequentially  # One op does it all.
+    names, slices, dtypes_ = [], [], []
+    for saveable in saveables:
+      for spec in saveable.specs:
+        names.append(spec.name)
+        slices.append(spec.slice_spec)
+        dtypes_.append(spec.dtype)
+    # Values are read on the CPU, as TensorFlow's savers do.
+    with ops.device("cpu:0"):
+      return io_ops.restore_v2(filename_tensor, names, slices, dtypes_)
+
+
+def _get_saver_or_default():
+  """Returns the only `Saver` in the SAVERS collection, or adds a new one.
+
+  The new saver is sharded and allowed to be empty.
+
+  Raises:
+    RuntimeError: if the collection holds more than one saver.
+  """
+  key = ops.GraphKeys.SAVERS
+  savers = ops.get_collection(key)
+  if len(savers) > 1:
+    raise RuntimeError(
+        "More than one item in collection {}. Please indicate which one to "
+        "use by passing it to the constructor.".format(key))
+  if savers:
+    return savers[0]
+  saver = Saver(sharded=True, allow_empty=True)
+  ops.add_to_collection(key, saver)
+  return saver
+
+
+# ----------------------------------------------------------------------------
+# Saver.
+# ----------------------------------------------------------------------------
+
+
+class Saver(object):
+  """Saves variables to, and restores them from, name-based checkpoints.
+
+  A drop-in replacement for `tf.compat.v1.train.Saver`: the same arguments,
+  methods, graph ops and files. Each variable is stored under its name (the
+  op name of a variable given in a list, or the key of a dict). Checkpoints
+  written by either restore through the other.
+
+  Saving with `global_step` appends `-<step>` to the prefix; the saver keeps
+  the `max_to_keep` most recent checkpoints (plus one every
+  `keep_checkpoint_every_n_hours`), deletes older ones, and records them in
+  the `checkpoint` state file of the directory.
+
+  When executing eagerly a `var_list` is required and `save`/`restore` run
+  immediately (object-based `tf_objckpt.Checkpoint` is the better tool there).
+  """
+
+  def __init__(self,
+               var_list=None,
+               reshape=False,
+               sharded=False,
+               max_to_keep=5,
+               keep_checkpoint_every_n_hours=10000.0,
+               name=None,
+               restore_sequentially=False,
+               saver_def=None,
+               builder=None,
+               defer_build=False,
+               allow_empty=False,
+               write_version=saver_pb2.SaverDef.V2,
+               pad_step_number=False,
+               save_relative_paths=False,
+               filename=None):
+    """Creates a saver, adding its ops to the graph unless deferred.
+
+    Args:
+      var_list: variables / SaveableObjects as a list (keyed by op name) or a
+        dict from checkpoint name; None means every saveable object in the
+        graph (only when building a graph).
+      reshape: allow restoring values of another shape with as many elements.
+      sharded: one shard per device.
+      max_to_keep: how many recent checkpoints to keep (None or 0: all).
+      keep_checkpoint_every_n_hours: additionally keep one checkpoint per
+        this many hours.
+      name: name scope of the ops; with `saver_def`, the import scope.
+      restore_sequentially: restore variables one by one on each device.
+      saver_def: an existing `SaverDef` to use instead of building ops.
+      builder: the `BaseSaverBuilder` (default `BulkSaverBuilder`).
+      defer_build: add the ops only when `build()` is called.
+      allow_empty: with no variables, make a no-op saver instead of failing.
+      write_version: `SaverDef.V2` (default) or `SaverDef.V1`.
+      pad_step_number: write the step as 8 digits (`prefix-00000042`).
+      save_relative_paths: record relative paths in the state file.
+      filename: default checkpoint prefix baked into the graph.
+
+    Raises:
+      TypeError: if `var_list` is invalid.
+      ValueError: if names or variables repeat, or `defer_build` is given
+        with a `var_list`.
+      RuntimeError: if executing eagerly without a `var_list`.
+    """
+    if defer_build and var_list:
+      raise ValueError(
+          "If `var_list` is provided then build cannot be deferred. Either "
+          "set defer_build=False or var_list=None.")
+    eager = context.executing_eagerly()
+    if eager:
+      logging.warning(
+          "Saver is deprecated: use tf.train.Checkpoint (or tf_objckpt's "
+          "Checkpoint) or tf.keras.Model.save_weights instead. Eagerly "
+          "created variables need not have unique names, which makes a "
+          "name-based Saver fragile.")
+      if var_list is None:
+        raise RuntimeError(
+            "When eager execution is enabled, `var_list` must specify a "
+            "list or dict of variables to save")
+    # Construction arguments (names as in TensorFlow's Saver).
+    self._var_list = var_list
+    self._reshape = reshape
+    self._sharded = sharded
+    self._max_to_keep = max_to_keep
+    self._keep_checkpoint_every_n_hours = (
+        keep_checkpoint_every_n_hours)
+    self._name = name
+    self._restore_sequentially = restore_sequentially
+    self._builder = builder
+    self._allow_empty = allow_empty
+    self._write_version = write_version
+    self._pad_step_number = pad_step_number
+    self._save_relative_paths = save_relative_paths
+    self._filename = filename
+    self.saver_def = saver_def
+    # State.
+    self._is_built = False
+    self._is_empty = None
+    self._last_checkpoints = []  # (prefix, timestamp), oldest first.
+    self._checkpoints_to_be_deleted = []
+    # (weakref to the graph, restore op name, plan) of the restore op.
+    self._restore_plan_cache = None
+    # (checkpoint file identity, plan) of the last successful check.
+    self._last_verified = None
+    self._object_restore_saver = None  # For object-based checkpoints.
+    if eager:
+      self._next_checkpoint_time = (
+          time.time() + 3600 * keep_checkpoint_every_n_hours)
+    elif not defer_build:
+      self.build()
+    if self.saver_def:
+      self._check_saver_def()
+      self._write_version = self.saver_def.version
+
+  def build(self):
+    """Adds the save and restore ops (needed once with `defer_build=True`)."""
+    if context.executing_eagerly():
+      raise RuntimeError(
+          "Use save/restore instead of build in eager mode.")
+    self._build(self._filename, True, True)
+
+  def _build_eager(self, checkpoint_path, build_save,
+                   build_restore):
+    self._build(checkpoint_path, build_save, build_restore)
+
+  def _build(self, checkpoint_path, build_save,
+             build_restore):
+    """Builds (or, eagerly, runs) the save/restore and sets `saver_def`."""
+    eager = context.executing_eagerly()
+    if not eager:
+      if self._is_built:
+        return
+      self._is_built = True
+
+    if eager or not self.saver_def:
+      if self._var_list is None:
+        self._var_list = _all_saveables()
+      if not self._var_list:
+        if not self._allow_empty:
+          raise ValueError("No variables to save")
+        self._is_empty = True
+        return
+      self._is_empty = False
+      if self._builder is None:
+        self._builder = BulkSaverBuilder(
+            write_version=self._write_version)
+      build = self._builder._build_internal  # pylint: disable=protected-access
+      self.saver_def = build(
+          self._var_list, self._reshape, self._sharded, self._max_to_keep,
+          self._keep_checkpoint_every_n_hours, self._name,
+          self._restore_sequentially, checkpoint_path,
+          build_save, build_restore)
+      if not eager:
+        self._keep_restore_plan(ops.get_default_graph(), *getattr(
+            self._builder, "_last_restore_plan", (None, None)))
+    elif self._name:
+      # With a given saver_def, `name` is the scope it was imported under.
+      for field in _SAVER_DEF_NAME_FIELDS:
+        setattr(self.saver_def, field, ops.prepend_name_scope(
+            getattr(self.saver_def, field), self._name))
+
+    self._check_saver_def()
+    if not eager:
+      hours = self.saver_def.keep_checkpoint_every_n_hours
+      self._next_checkpoint_time = time.time() + 3600 * hours
+
+  def _check_saver_def(self):
+    saver_def = self.saver_def
+    if not isinstance(saver_def, saver_pb2.SaverDef):
+      raise ValueError(
+          "saver_def must be a saver_pb2.SaverDef: %s" % (self.saver_def,))
+    if context.executing_eagerly():
+      return
+    for field in _SAVER_DEF_NAME_FIELDS[1:]:
+      if not getattr(self.saver_def, field):
+        raise ValueError("saver_def must specify the %s: %s" %
+                         (field, self.saver_def))
+
+  def _CheckpointFilename(self, p):
+    """The checkpoint prefix of a `(prefix, timestamp)` pair."""
+    return p[0]
+
+  def _RecordLastCheckpoint(self,
+                            latest_save_path):
+    """Appends a checkpoint to the kept list, queueing the oldest excess."""
+    keep = self.saver_def.max_to_keep
+    if not keep:
+      return
+    kept = [p for p in self._last_checkpoints
+            if self._CheckpointFilename(p) != latest_save_path]
+    kept.append((latest_save_path, time.time()))
+    if len(kept) > keep:
+      self._checkpoints_to_be_deleted.append(kept.pop(0))
+    self._last_checkpoints = kept
+
+  def _MaybeDeleteOldCheckpoints(self,
+                                 meta_graph_suffix="meta"):
+    """Deletes the oldest queued checkpoint unless it is an hourly keeper.
+
+    A checkpoint newer than the next keep time survives (and moves the keep
+    time on by `keep_checkpoint_every_n_hours`); others are removed with
+    their meta graph.
+    """
+    if not self._checkpoints_to_be_deleted:
+      return
+    path, timestamp = self._checkpoints_to_be_deleted.pop(0)
+    if timestamp > self._next_checkpoint_time:
+      hours = self.saver_def.keep_checkpoint_every_n_hours
+      self._next_checkpoint_time += 3600 * hours
+      return
+    try:
+      checkpoint_management.remove_checkpoint(
+          path, self.saver_def.version, meta_graph_suffix)
+    except Exception as e:  # pylint: disable=broad-except  # Best effort.
+      logging.warning("Ignoring: %s", e)
+
+  def as_saver_def(self):
+    """Returns the `SaverDef` of this saver."""
+    return self.saver_def
+
+  def to_proto(self, export_scope=None):
+    """Returns the `SaverDef` with `export_scope` stripped from its names.
+
+    Returns None when some name is outside `export_scope`.
+    """
+    if export_scope is None:
+      return self.saver_def
+    names = [getattr(self.saver_def, f) for f in _SAVER_DEF_NAME_FIELDS]
+    if not all(n.startswith(export_scope) for n in names):
+      return None
+    saver_def = saver_pb2.SaverDef()
+    saver_def.CopyFrom(self.saver_def)
+    for field, value in zip(_SAVER_DEF_NAME_FIELDS, names):
+      setattr(saver_def, field, ops.strip_name_scope(value, export_scope))
+    return saver_def
+
+  @staticmethod
+  def from_proto(saver_def, import_scope=None):
+    """Returns a `Saver` using `saver_def` (its names under `import_scope`)."""
+    return Saver(name=import_scope, saver_def=saver_def)
+
+  @property
+  def last_checkpoints(self):
+    """The checkpoints this saver still keeps, oldest first."""
+    return [self._CheckpointFilename(p) for p in self._last_checkpoints]
+
+  def set_last_checkpoints(self, last_checkpoints):
+    """Deprecated: sets the kept checkpoints (never deleted by age).
+
+    Raises:
+      AssertionError: if `last_checkpoints` is not a list.
+    """
+    assert isinstance(last_checkpoints, list)
+    # An infinite timestamp makes them hourly keepers: never deleted.
+    self._last_checkpoints = [(path, math.inf) for path in last_checkpoints]
+
+  def set_last_checkpoints_with_time(self,
+                                     last_checkpoints_with_time):
+    """Sets the kept checkpoints as `(prefix, timestamp)` pairs.
+
+    Raises:
+      AssertionError: if the argument is not a list.
+    """
+    assert isinstance(last_checkpoints_with_time, list), (
+        last_checkpoints_with_time)
+    self._last_checkpoints = list(last_checkpoints_with_time)
+
+  def recover_last_checkpoints(self,
+                               checkpoint_paths):
+    """Restores the kept-checkpoint list after a restart.
+
+    Paths whose files still exist are kept, timestamped by their mtime.
+    """
+    kept = []
+    for path in checkpoint_paths:
+      try:
+        mtimes = checkpoint_management.get_checkpoint_mtimes([path])
+      except errors.NotFoundError:
+        continue  # Deleted meanwhile by someone else.
+      if mtimes:
+        kept.append((path, mtimes[0]))
+    self.set_last_checkpoints_with_time(kept)
+
+  def _numbered_prefix(self, sess, save_path, global_step, latest_filename):
+    """The prefix `save` writes: `save_path`, numbered by `global_step`."""
+    if global_step is None:
+      if (not self._sharded and
+          os.path.basename(save_path) == latest_filename):
+        # The data file would overwrite the state file.
+        raise ValueError(
+            "'latest_filename' collides with 'save_path': '{}' and '{}'"
+            .format(latest_filename, save_path))
+      return save_path
+    step = global_step
+    if not isinstance(step, compat.integral_types):
+      step = training_util.global_step(sess, step)
+    if self._pad_step_number:
+      # Fixed width keeps the files sorted by step in listings.
+      return "{}-{:08d}".format(save_path, step)
+    return "{}-{}".format(save_path, step)
+
+  def save(self,
+           sess,
+           save_path,
+           global_step=None,
+           latest_filename=None,
+           meta_graph_suffix="meta",
+           write_meta_graph=True,
+           write_state=True,
+           strip_default_attrs=False,
+           save_debug_info=False):
+    """Saves the variables; returns the checkpoint prefix written.
+
+    Args:
+      sess: the `Session` to run the save in (ignored when eager).
+      save_path: checkpoint prefix.
+      global_step: optional step (int, tensor or tensor name) appended to
+        `save_path` as `-<step>`.
+      latest_filename: name of the state file (default "checkpoint"),
+        written next to the checkpoint.
+      meta_graph_suffix: extension of the meta graph file.
+      write_meta_graph: also write `<prefix>.<meta_graph_suffix>`.
+      write_state: update the state file and delete old checkpoints.
+      strip_default_attrs: drop default-valued attributes from the meta graph.
+      save_debug_info: also write the GraphDebugInfo next to the meta graph.
+
+    Returns:
+      The checkpoint prefix, or None for an empty saver.
+
+    Raises:
+      TypeError: if `sess` is not a session (graph mode).
+      ValueError: if `latest_filename` has path components or collides with
+        `save_path`, or the parent directory does not exist.
+      RuntimeError: if the saver was deferred and never built.
+    """
+    eager = context.executing_eagerly()
+    if not (eager or self._is_built):
+      raise RuntimeError(
+          "`build()` should be called before save if "
+          "defer_build==True")
+    if latest_filename is None:
+      latest_filename = "checkpoint"
+    if self._write_version != saver_pb2.SaverDef.V2:
+      logging.warning("TensorFlow's V1 checkpoint format has been deprecated;"
+                      " consider the V2 format (the default).")
+    if os.path.dirname(latest_filename):
+      raise ValueError(
+          "'latest_filename' must not contain path components")
+    save_path = compat.as_str(save_path)
+    checkpoint_file = self._numbered_prefix(sess, save_path, global_step,
+                                            latest_filename)
+    if not (eager or isinstance(sess, session_lib.SessionInterface)):
+      raise TypeError("'sess' must be a Session; %s" % (sess,))
+
+    save_dir = os.path.dirname(save_path)
+    saved = None
+    if not self._is_empty:
+      try:
+        if eager:
+          self._build_eager(checkpoint_file, True, False)
+          if not self._is_empty:
+            saved = self.saver_def.save_tensor_name
+        else:
+          saved = sess.run(
+              self.saver_def.save_tensor_name,
+              feed_dict={self.saver_def.filename_tensor_name: checkpoint_file})
+        if saved is not None:
+          saved = compat.as_str(saved)
+          if write_state:
+            self._RecordLastCheckpoint(saved)
+            update_state = (
+                checkpoint_management.update_checkpoint_state_internal)
+            update_state(
+                save_dir=save_dir, model_checkpoint_path=saved,
+                all_model_checkpoint_paths=self.last_checkpoints,
+                latest_filename=latest_filename,
+                save_relative_paths=self._save_relative_paths)
+            self._MaybeDeleteOldCheckpoints(meta_graph_suffix)
+      except (errors.NotFoundError,
+              errors.FailedPreconditionError) as exc:
+        if gfile.IsDirectory(save_dir):
+          raise
+        raise ValueError(
+            f"Parent directory of {save_path} doesn't exist, can't save."
+        ) from exc
+
+    if write_meta_graph and not eager:
+      meta_file = checkpoint_management.meta_graph_filename(
+          checkpoint_file, meta_graph_suffix)
+      with sess.graph.as_default():
+        self.export_meta_graph(meta_file,
+                               strip_default_attrs=strip_default_attrs,
+                               save_debug_info=save_debug_info)
+    return None if self._is_empty else saved
+
+  def export_meta_graph(self,
+                        filename=None,
+                        collection_list=None,
+                        as_text=False,
+                        export_scope=None,
+                        clear_devices=False,
+                        clear_extraneous_savers=False,
+                        strip_default_attrs=False,
+                        save_debug_info=False):
+    """Returns the default graph's `MetaGraphDef` with this saver's SaverDef.
+
+    Args:
+      filename: file to write it to, if any.
+      collection_list: collections to include (default: all).
+      as_text: write the text format.
+      export_scope: only export this name scope (stripped from names).
+      clear_devices: remove device placements.
+      clear_extraneous_savers: drop the ops and SaverDefs of other savers.
+      strip_default_attrs: drop default-valued attributes.
+      save_debug_info: also write the GraphDebugInfo.
+    """
+    graph_def = ops.get_default_graph().as_graph_def(
+        add_shapes=True, use_pybind11_proto=True)
+    return export_meta_graph(
+        filename=filename,
+        graph_def=graph_def,
+        saver_def=self.saver_def,
+        collection_list=collection_list,
+        as_text=as_text,
+        export_scope=export_scope,
+        clear_devices=clear_devices,
+        clear_extraneous_savers=clear_extraneous_savers,
+        strip_default_attrs=strip_default_attrs,
+        save_debug_info=save_debug_info)
+
+  def _keep_restore_plan(self, graph, restore_op_name, plan):
+    if restore_op_name is not None:
+      self._restore_plan_cache = (weakref.ref(graph), restore_op_name, plan)
+
+  def _restore_plan(self, graph):
+    """The plan of this saver's restore op in `graph` (read from the graph
+    when the saver did not build it)."""
+    name = self.saver_def.restore_op_name
+    cached = self._restore_plan_cache
+    if cached is None or cached[0]() is not graph or cached[1] != name:
+      self._keep_restore_plan(graph, name, _plan_from_graph(graph, name))
+    return self._restore_plan_cache[2]
+
+  def _restore_by_name(self, sess, save_path):
+    """Checks the checkpoint, then restores (eagerly or through `sess`)."""
+    if context.executing_eagerly():
+      # The builder checks before it assigns anything.
+      self._build_eager(save_path, False, True)
+      return
+    graph = getattr(sess, "graph", None) or ops.get_default_graph()
+    plan = self._restore_plan(graph)
+    # Checking an unchanged checkpoint against the same plan again would
+    # find the same: skip it when restoring repeatedly from one file.
+    identity = _checkpoint_identity(save_path)
+    last = self._last_verified
+    if identity is None or last is None or last[0] != identity or (
+        last[1] is not plan):
+      _verify_restore_plan(save_path, plan)
+      self._last_verified = (identity, plan)
+    sess.run(self.saver_def.restore_op_name,
+             feed_dict={self.saver_def.filename_tensor_name: save_path})
+
+  def _restore_object_based(self, sess, save_path, names_to_keys):
+    """Restores from an object-based checkpoint, keyed by variable names."""
+    logging.warning(
+        "Restoring an object-based checkpoint with a name-based saver, "
+        "which is fragile and builds a second saver; object-based "
+        "checkpoints are better loaded with tf.train.Checkpoint().")
+    remapped = saver_from_object_based_checkpoint(
+        save_path, var_list=self._var_list, builder=self._builder,
+        names_to_keys=names_to_keys, cached_saver=self._object_restore_saver)
+    self._object_restore_saver = remapped
+    remapped.restore(sess, save_path)
+
+  def restore(self, sess, save_path):
+    """Restores the variables from the checkpoint at `save_path`.
+
+    The checkpoint's keys, dtypes and shapes are checked before anything is
+    assigned. If the checkpoint is object-based (written by
+    `tf.train.Checkpoint`), variables are matched through the names recorded
+    in its object graph.
+
+    Args:
+      sess: the `Session` (None when eager).
+      save_path: checkpoint prefix, e.g. a value returned by `save`.
+
+    Raises:
+      ValueError: if `save_path` is None or not a checkpoint.
+      NotFoundError: if variables are missing from the checkpoint.
+      InvalidArgumentError: if the checkpoint does not match the variables.
+    """
+    if self._is_empty:
+      return
+    if save_path is None:
+      raise ValueError(
+          "Can't load save_path when it is None.")
+    prefix = compat.as_text(save_path)
+    if not checkpoint_management.checkpoint_exists_internal(prefix):
+      raise ValueError(
+          "The passed save_path is not a valid checkpoint: " + prefix)
+    logging.info("Restoring parameters from %s", prefix)
+    try:
+      self._restore_by_name(sess, save_path)
+    except errors.NotFoundError as err:
+      # Names changed, or the checkpoint is object-based: then its object
+      # graph maps the variable names to its keys.
+      try:
+        mapping = object_graph_key_mapping(save_path)
+      except errors.NotFoundError:
+        raise _wrap_restore_error_with_msg(
+            err, "a Variable name or other graph key that is missing"
+        ) from None
+      self._restore_object_based(sess, save_path, mapping)
+    except errors.InvalidArgumentError as err:
+      raise _wrap_restore_error_with_msg(
+          err, "a mismatch between the current graph and the graph"
+      ) from None
+
+  @staticmethod
+  def _add_collection_def(meta_graph_def, key,
+                          export_scope=None):
+    """Adds collection `key` of the default graph to `meta_graph_def`."""
+    meta_graph.add_collection_def(
+        meta_graph_def, key, export_scope=export_scope)
+
+
+# ----------------------------------------------------------------------------
+# Meta graphs.
+# ----------------------------------------------------------------------------
+
+# Depth of `import_meta_graph` calls in progress on this thread: savers
+# recreated from SAVERS collections meanwhile are ours, not TensorFlow's.
+_IMPORTING = threading.local()
+
+
+def import_meta_graph(meta_graph_or_file,
+                      clear_devices=False,
+                      import_scope=None,
+                      **kwargs):
+  """Imports a `MetaGraphDef` into the default graph and returns its saver.
+
+  Nodes and collections are added to the current graph (under
+  `import_scope`); the returned `Saver` uses the meta graph's `saver_def`, or
+  covers every imported variable when there is none. Meta graphs written by
+  TensorFlow's `Saver` work as well as ours.
+
+  Args:
+    meta_graph_or_file: a `MetaGraphDef` or the path of a file holding one.
+    clear_devices: drop device placements while importing.
+    import_scope: name scope to import under.
+    **kwargs: passed to `import_scoped_meta_graph_with_return_elements`.
+
+  Returns:
+    A `Saver`, or None when the graph has no variables to restore.
+
+  Raises:
+    RuntimeError: when executing eagerly.
+  """
+  saver, _ = _import_meta_graph_with_return_elements(
+      meta_graph_or_file, clear_devices, import_scope, **kwargs)
+  return saver
+
+
+_NO_GRAPH_WHEN_EAGER = (
+    "Exporting/importing meta graphs is not supported when eager execution "
+    "is enabled. No graph exists when eager execution is enabled.")
+
+
+def _import_meta_graph_with_return_elements(
+    meta_graph_or_file, clear_devices=False,
+    import_scope=None, return_elements=None, **kwargs):
+  """`import_meta_graph` that also returns the requested graph elements."""
+  if context.executing_eagerly():
+    raise RuntimeError(_NO_GRAPH_WHEN_EAGER)
+  meta_graph_def = meta_graph_or_file
+  if not isinstance(meta_graph_def, meta_graph_pb2.MetaGraphDef):
+    meta_graph_def = meta_graph.read_meta_graph_file(meta_graph_def)
+
+  _IMPORTING.depth = getattr(_IMPORTING, "depth", 0) + 1
+  try:
+    import_scoped = meta_graph.import_scoped_meta_graph_with_return_elements
+    imported_vars, elements = (
+        import_scoped(
+            meta_graph_def,
+            clear_devices=clear_devices,
+            import_scope=import_scope,
+            return_elements=return_elements,
+            **kwargs))
+  finally:
+    _IMPORTING.depth -= 1
+  saver = _create_saver_from_imported_meta_graph(
+      meta_graph_def, import_scope, imported_vars)
+  return saver, elements
+
+
+def _create_saver_from_imported_meta_graph(
+    meta_graph_def, import_scope, imported_vars):
+  """A `Saver` for the variables of a just-imported meta graph, or None."""
+  if meta_graph_def.HasField("saver_def"):
+    scope = import_scope
+    if imported_vars:
+      # The scope actually used may have been uniquified (e.g. "scope_1").
+      key, var = next(iter(imported_vars.items()))
+      scope = var.name[:-len(key)]
+    return Saver(name=scope, saver_def=meta_graph_def.saver_def)
+  if _all_saveables(scope=import_scope):
+    return Saver()
+  logging.info("Saver not created because there are no variables in the "
+               "graph to restore")
+  return None
+
+
+def export_meta_graph(filename=None,
+                      meta_info_def=None,
+                      graph_def=None,
+                      saver_def=None,
+                      collection_list=None,
+                      as_text=False,
+                      graph=None,
+                      export_scope=None,
+                      clear_devices=False,
+                      clear_extraneous_savers=False,
+                      strip_default_attrs=False,
+                      save_debug_info=False,
+                      **kwargs):
+  """Returns a `MetaGraphDef` of a graph, optionally writing it to a file.
+
+  Args:
+    filename: file to write the proto to, if any.
+    meta_info_def: a `MetaInfoDef` to include.
+    graph_def: the `GraphDef` to include (default: from `graph`).
+    saver_def: the `SaverDef` to include.
+    collection_list: collections to include (default: all).
+    as_text: write the text format.
+    graph: the graph (default: the default graph).
+    export_scope: only export this name scope, stripped from names.
+    clear_devices: remove device placements.
+    clear_extraneous_savers: drop the ops and SaverDefs of other savers.
+    strip_default_attrs: drop default-valued attributes.
+    save_debug_info: also write the GraphDebugInfo.
+    **kwargs: passed to `export_scoped_meta_graph`.
+
+  Raises:
+    ValueError: if the `GraphDef` is larger than 2GB.
+    RuntimeError: when executing eagerly, unless `graph_def` and `graph` are
+      both given.
+  """
+  if context.executing_eagerly() and (graph_def is None or graph is None):
+    raise RuntimeError(_NO_GRAPH_WHEN_EAGER)
+  exported, _ = meta_graph.export_scoped_meta_graph(
+      filename=filename,
+      meta_info_def=meta_info_def,
+      graph_def=graph_def,
+      saver_def=saver_def,
+      collection_list=collection_list,
+      as_text=as_text,
+      graph=graph,
+      export_scope=export_scope,
+      clear_devices=clear_devices,
+      clear_extraneous_savers=clear_extraneous_savers,
+      strip_default_attrs=strip_default_attrs,
+      save_debug_info=save_debug_info,
+      **kwargs)
+  return exported
+
+
+def _wrap_restore_error_with_msg(err,
+                                 extra_verbiage):
+  """The same error type as `err`, with a hint about its likely cause."""
+  message = (
+      "Restoring from checkpoint failed. This is most likely due to {} from "
+      "the checkpoint. Please ensure that you have not altered the graph "
+      "expected based on the checkpoint. Original error:\n\n{}").format(
+          extra_verbiage, err.message)
+  return err.__class__(err.node_def, err.op, message)
+
+
+def _saver_to_proto(saver, export_scope=None):
+  # Either kind of saver (ours or TensorFlow's) converts itself.
+  return saver.to_proto(export_scope=export_scope)
+
+
+def _register_saver_proto_functions():
+  """Makes the SAVERS collection round-trip through meta graphs.
+
+  TensorFlow registers its own conversion for the collection. We take the
+  registration over: each saver converts itself on export, and on import
+  the savers become ours inside `import_meta_graph` and TensorFlow's
+  otherwise, so `tf.compat.v1.train.import_meta_graph` behaves unchanged.
+  """
+  key = ops.GraphKeys.SAVERS
+  registry = ops._proto_function_registry  # pylint: disable=protected-access
+  try:
+    tf_from_proto = registry.lookup(key)[2]
+  except LookupError:
+    tf_from_proto = None
+  # After a reload of this module, delegate to TensorFlow's, not our old one.
+  tf_from_proto = getattr(tf_from_proto, "tf_from_proto", tf_from_proto)
+
+  def saver_from_proto(saver_def, import_scope=None):
+    if getattr(_IMPORTING, "depth", 0) or tf_from_proto is None:
+      return Saver.from_proto(saver_def, import_scope=import_scope)
+    return tf_from_proto(saver_def, import_scope=import_scope)
+
+  saver_from_proto.tf_from_proto = tf_from_proto
+  registry._registry.pop(key, None)  # pylint: disable=protected-access
+  ops.register_proto_function(
+      key,
+      proto_type=saver_pb2.SaverDef,
+      to_proto=_saver_to_proto,
+      from_proto=saver_from_proto)
+
+
+_register_saver_proto_functions()
+
+
+# ----------------------------------------------------------------------------
+# Object-based checkpoints read by name.
+# ----------------------------------------------------------------------------
+
+
+def object_graph_key_mapping(checkpoint_path):
+  """Maps variable names to keys in an object-based checkpoint.
+
+  Args:
+    checkpoint_path: prefix of a checkpoint written by `tf.train.Checkpoint`
+      (or `tf_objckpt.Checkpoint`).
+
+  Returns:
+    A dict from each attribute's `full_name` (the variable name it had when
+    saved) to its checkpoint key.
+
+  Raises:
+    NotFoundError: if the checkpoint has no object graph.
+  """
+  serialized = py_checkpoint_reader.NewCheckpointReader(
+      checkpoint_path).get_tensor(base.OBJECT_GRAPH_PROTO_KEY)
+  graph_proto = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph_proto.ParseFromString(serialized)
+  return {
+      attribute.full_name: attribute.checkpoint_key
+      for node in graph_proto.nodes
+      for attribute in node.attributes
+  }
+
+
+def saver_from_object_based_checkpoint(
+    checkpoint_path, var_list=None, builder=None,
+    names_to_keys=None, cached_saver=None):
+  """Returns a `Saver` restoring variables by name from an object-based one.
+
+  Every spec of `var_list` must have a key in the checkpoint's object graph
+  (or in `names_to_keys`); the saver reads each from that key. With
+  `cached_saver`, the mapping is only validated and `cached_saver` returned,
+  so repeated restores do not grow the graph.
+
+  Args:
+    checkpoint_path: prefix of an object-based checkpoint.
+    var_list: variables to restore (default: all saveable objects).
+    builder: unused beyond compatibility; a `BaseSaverBuilder`.
+    names_to_keys: name-to-key dict (default: read from the checkpoint).
+    cached_saver: a saver made by an earlier call for the same variables.
+
+  Returns:
+    A `Saver`.
+
+  Raises:
+    ValueError: if the checkpoint is not object-based.
+    NotFoundError: if some variables have no key in the checkpoint.
+  """
+  del builder  # The remapped saver uses the default builder, as TF's does.
+  if names_to_keys is None:
+    try:
+      names_to_keys = object_graph_key_mapping(
+          checkpoint_path)
+    except errors.NotFoundError:
+      raise ValueError(
+          f"Checkpoint in {checkpoint_path} not an object-based checkpoint."
+      ) from None
+  if var_list is None:
+    var_list = _all_saveables()
+  saveables = _saveables_from_var_list(var_list)
+  current = {spec.name for saveable in saveables for spec in saveable.specs}
+  previous = set(names_to_keys)
+  missing = current - previous
+  if missing:
+    raise errors.NotFoundError(None, None, (
+        "\n\nExisting variables not in the checkpoint: {}"
+        "\n\nVariables names when this checkpoint was written which don't "
+        "exist now: {}\n\n({} variable name(s) did match)\n\n"
+        "Could not find some variables in the checkpoint (see names above). "
+        "Saver was attempting to load an object-based checkpoint (saved "
+        "using tf.train.Checkpoint or tf.keras.Model.save_weights) using "
+        "variable names. If the checkpoint was written with eager execution "
+        "enabled, variable names may have changed (for example a missing "
+        "'_1' suffix), or there may be new variables which did not exist "
+        "when it was written. Construct a Saver(var_list=...) with only the "
+        "variables which previously existed, as a dictionary keyed by the "
+        "old names if names changed.").format(
+            ", ".join(sorted(missing)), ", ".join(sorted(previous - current)),
+            len(previous & current)))
+  if cached_saver is not None:
+    return cached_saver
+  for saveable in saveables:
+    for spec in saveable.specs:
+      spec.name = names_to_keys[spec.name]
+  # Keyed by a renamed spec: the slices of a partitioned variable share the
+  # saveable name and would otherwise collapse into one entry.
+  return Saver({saveable.specs[0].name: saveable for saveable in saveables})
