@@ -346,25 +346,27 @@ class CheckpointPosition:
     attributes = self.object_proto.attributes
     if not attributes:
       return [], {}, []
+    trackable = self.trackable
     factories = saveable_object_util.saveable_objects_from_trackable(
-        self.trackable)
-    if set(factories) == {trackable_utils.SERIALIZE_TO_TENSORS_NAME}:
-      return self._whole_object_saveable(factories)
+        trackable)
+    if (len(factories) == 1 and
+        trackable_utils.SERIALIZE_TO_TENSORS_NAME in factories):
+      return self._whole_object_saveable(factories, attributes, trackable)
     return self._saveables_by_attribute(factories)
 
-  def _whole_object_saveable(self, factories):
+  def _whole_object_saveable(self, factories, attributes, trackable):
     """One saveable restores every attribute (`_serialize_to_tensors`)."""
-    first_key = self.object_proto.attributes[0].checkpoint_key
+    first_key = attributes[0].checkpoint_key
     key = first_key[:first_key.index(_ATTRIBUTES_SEGMENT) +
                     len(_ATTRIBUTES_SEGMENT)]
     checkpoint = self._checkpoint
     # Cached under the attribute name saves use too, so that saves and
     # restores share saveables; restore ops are cached by saveable name.
     attribute = trackable_utils.SERIALIZE_TO_TENSORS_NAME
-    saveable = checkpoint.cached_saveable(self.trackable, attribute)
+    saveable = checkpoint.cached_saveable(trackable, attribute)
     if saveable is None or key not in saveable.name:
       saveable = factories[attribute](name=key)
-      checkpoint.cache_saveable(self.trackable, attribute, saveable)
+      checkpoint.cache_saveable(trackable, attribute, saveable)
     existing_op = checkpoint.cached_restore_op(saveable.name)
     if existing_op is not None:
       return [existing_op], {}, []

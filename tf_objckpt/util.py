@@ -33,7 +33,6 @@ from tensorflow.python.ops import gen_io_ops
 from tensorflow.python.ops import init_ops
 from tensorflow.python.ops import variable_scope
 from tensorflow.python.ops import variable_v1
-from tensorflow.python.ops import variables
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training import py_checkpoint_reader
@@ -387,7 +386,9 @@ class _CheckpointRestoreCoordinator:
         if saved_dtype is None:
           raise errors.NotFoundError(
               None, None, f"Missing {self.describe_key(spec.name)}.")
-        if saved_dtype != spec.dtype.base_dtype:
+        # DTypes are interned, so identity settles the common case.
+        if (saved_dtype is not spec.dtype and
+            saved_dtype != spec.dtype.base_dtype):
           raise errors.InvalidArgumentError(
               None, None,
               f"Cannot restore {self.describe_key(spec.name)}: the checkpoint "
@@ -455,9 +456,8 @@ class _NameBasedRestoreCoordinator:
     Attributes with no global name are recorded as unused (unless their
     restore is optional), so assertions fail for them.
     """
-    factories = trackable._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
-    if not factories and isinstance(trackable, variables.Variable):
-      factories = {base.VARIABLE_VALUE_KEY: trackable}
+    factories = saveable_object_util.saveable_objects_from_trackable(
+        trackable, tf1_saver=True)
     for attribute, factory in factories.items():
       if callable(factory):
         try:
