@@ -150,9 +150,14 @@ def _build_saver_def(impl, **kwargs):
     tf.compat.v1.get_variable(
         "q", [4, 2], use_resource=False,
         partitioner=tf.compat.v1.fixed_size_partitioner(2))
+    with tf.device("/cpu:1"):
+      tf.compat.v1.get_variable(
+          "r", [4, 2], partitioner=tf.compat.v1.fixed_size_partitioner(2))
     first = SAVERS[impl](**kwargs).as_saver_def()
     second = SAVERS[impl](**kwargs).as_saver_def()
-    ops = sorted((op.name, op.type) for op in graph.get_operations())
+    ops = sorted((op.name, op.type, op.device,
+                  tuple(t.name for t in op.inputs))
+                 for op in graph.get_operations())
     return first, second, ops
 
 
@@ -180,11 +185,10 @@ def test_saver_def_and_graph_ops_match_tensorflow(kwargs):
   assert main_ops(results["ours"][2]) == main_ops(results["tf"][2])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "tf_objckpt.saveable_object_util.ResourceVariableSaveable.restore does "
-    "not add TensorFlow's Identity copy to the variable's device"))
-def test_graph_ops_identical_to_tensorflow():
-  assert _build_saver_def("ours")[2] == _build_saver_def("tf")[2]
+@pytest.mark.parametrize("sharded", [False, True])
+def test_graph_ops_identical_to_tensorflow(sharded):
+  assert (_build_saver_def("ours", sharded=sharded)[2] ==
+          _build_saver_def("tf", sharded=sharded)[2])
 
 
 def test_saver_def_conventional_names():

@@ -76,7 +76,7 @@ class ResourceVariableSaveable(saveable_object.SaveableObject):
       tensor = var
     elif resource_variable_ops.is_resource_variable(var):
       self.handle_op = var.handle
-      tensor = functools.partial(_read_to_cpu, var)
+      tensor = functools.partial(_read_slice_to_cpu, var)
     else:
       raise ValueError(
           "Expected a resource variable or a read of one to save as "
@@ -89,14 +89,36 @@ class ResourceVariableSaveable(saveable_object.SaveableObject):
     value = restored_tensors[0]
     if restored_shapes is not None:
       value = array_ops.reshape(value, restored_shapes[0])
+    if not context.executing_eagerly():
+      # A copy on the variable's device, as in TensorFlow's graphs.
+      with ops.device(self._var_device):
+        value = array_ops.identity(value)
     return assign_checked(self.handle_op, self._var_shape, self._var_device,
                           value, self.name)
+
+
+def _read_slice_to_cpu(var):
+  """Reads a variable given to the v1 `Saver` whole (partitioned slices).
+
+  When graph building, with TensorFlow's ops: a no-copy read in a "Read"
+  scope and copies on the variable's device and on the CPU.
+  """
+  if context.executing_eagerly():
+    return _read_to_cpu(var)
+  with ops.device(var.device):
+    value = var.read_value_no_copy()
+    with ops.device("/device:CPU:0"):
+      return array_ops.identity(value)
 
 
 def _read_to_cpu(var):
   """Reads `var` on its device, then moves the value to the CPU."""
   if context.executing_eagerly():
     value = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
+  elif _has_reusable_read(var):
+    # The read made with the variable; a new op per variable would cost
+    # more to build and add to the graph than the save itself.
+    value = var._graph_element  # pylint: disable=protected-access
   else:
     with ops.device(var.device):
       value = gen_resource_variable_ops.read_variable_op(var.handle,
@@ -105,6 +127,18 @@ def _read_to_cpu(var):
     return value
   with ops.device("/device:CPU:0"):
     return array_ops.identity(value)
+
+
+def _has_reusable_read(var):
+  """Whether a graph variable's own read op can be saved from this graph.
+
+  Graph-mode resource variables read themselves once when created, outside
+  any control flow or control dependencies, like the v1 `Saver` expects.
+  """
+  value = getattr(var, "_graph_element", None)
+  return (value is not None and getattr(var, "_in_graph_mode", False) and
+          value.graph is ops.get_default_graph() and
+          value.op.type == "ReadVariableOp" and not value.op.control_inputs)
 
 
 def assign_checked(handle, variable_shape, device, value, name):
@@ -366,6 +400,12 @@ class VariableSaveable(ResourceVariableSaveable):
     self.handle_op = var.handle
     self._var_device = var.device
     self._var_shape = var.shape
+
+  def restore(self, restored_tensors, restored_shapes):
+    """Assigns the value as read: no copy op, unlike v1 `Saver` graphs."""
+    del restored_shapes  # Whole variables only.
+    return assign_checked(self.handle_op, self._var_shape, self._var_device,
+                          restored_tensors[0], self.name)
 
   def get_proto_names_and_checkpoint_keys(self):
     return [(VARIABLE_VALUE_KEY, self.name)]

@@ -29,6 +29,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 from tensorflow.python.framework import tensor_util
 from tensorflow.python.lib.io import file_io
+from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.ops import gen_io_ops
 from tensorflow.python.ops import init_ops
 from tensorflow.python.ops import variable_scope
@@ -205,8 +206,10 @@ class _CheckpointRestoreCoordinator:
       save_path: The checkpoint path, a string.
       save_path_tensor: A string tensor holding (or fed) the path.
       reader: A checkpoint reader opened on `save_path`.
-      restore_op_cache: A dict of restore ops by name, shared by all
-        restores of one saver, so graph-mode restores reuse ops.
+      restore_op_cache: A dict of restore ops by name (and of the ops
+        grouping them, by the set of ops grouped; see `restore_ops_to_run`),
+        shared by all restores of one saver, so graph-mode restores reuse
+        ops.
       graph_view: The `ObjectGraphView` of the objects being restored.
     """
     self.object_graph_proto = object_graph_proto
@@ -266,6 +269,27 @@ class _CheckpointRestoreCoordinator:
     self.restore_ops.extend(new_ops)
     if self.new_restore_ops_callback:
       self.new_restore_ops_callback(new_ops)  # pylint: disable=not-callable
+
+  def restore_ops_to_run(self):
+    """What to fetch to run every restore op so far (graph mode).
+
+    `Session.run` spends more Python time on each fetched op than a restore
+    takes to run, so restore ops run through one no-op depending on them.
+    It is cached with the restore ops (by the set of ops it groups), so
+    restoring the same objects again adds no op. A finalized graph gets the
+    restore ops themselves.
+    """
+    restore_ops = frozenset(self.restore_ops)
+    grouped = self.restore_ops_by_name.get(restore_ops)
+    if grouped is None:
+      graph = self.save_path_tensor.graph
+      if graph.finalized:
+        return self.restore_ops
+      with graph.as_default(), graph.control_dependencies(None):
+        with graph.control_dependencies(restore_ops):
+          grouped = gen_control_flow_ops.no_op(name="restore_all")
+      self.restore_ops_by_name[restore_ops] = grouped
+    return grouped
 
   def node_has_values(self, node_id):
     """Whether a node or anything below it holds checkpointed values."""
@@ -778,7 +802,7 @@ class CheckpointLoadStatus(_LoadStatus):
     """Runs the restore ops created so far (graph mode)."""
     if context.executing_eagerly():
       return
-    _default_session(session).run(self._checkpoint.restore_ops,
+    _default_session(session).run(self._checkpoint.restore_ops_to_run(),
                                   feed_dict=self._feed_dict)
 
   def initialize_or_restore(self, session=None):
@@ -1181,14 +1205,17 @@ class _CheckpointBase(tracking.AutoTrackable):
             "update metadata. tf.train.latest_checkpoint and related APIs will "
             "not see this checkpoint.")
       session = _default_session(session)
-      if self._save_counter is None:
-        session.run(self.save_counter.initializer)
+      new_counter = self._save_counter is None
     if not graph_building or self._save_assign_op is None:
       with ops.colocate_with(self.save_counter):
         assign_op = self.save_counter.assign_add(1, read_value=True)
       if graph_building:
         self._save_assign_op = data_structures.NoDependency(assign_op)
     if graph_building:
+      # Runs after building the increment: each run that finds new ops
+      # re-sends the whole graph to the session.
+      if new_counter:
+        session.run(self.save_counter.initializer)
       checkpoint_number = session.run(self._save_assign_op)
     else:
       checkpoint_number = assign_op.numpy()

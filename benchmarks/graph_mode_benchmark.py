@@ -1,0 +1,208 @@
+"""Times graph-mode CheckpointV1 against tf.compat.v1.train.Checkpoint.
+
+Workloads (as in checkpoint_benchmark.py): (b) 4096 variables of 64x64
+float32, (c) 20,000 scalar variables, all `tf.compat.v1.get_variable`
+resource variables in one `tf.Graph` and `tf.compat.v1.Session`, tracked
+as a list on an AutoTrackable.
+
+For each library: the first `save()` (which builds the save ops), later
+saves, the first `restore()` + `run_restore_ops()` in a fresh graph (which
+builds the restore ops) and a later one, and the ops added after 1, 2 and 10
+saves. Later saves of both libraries and of the name-based v1
+`tf.compat.v1.train.Saver` (for reference) are interleaved, each writing a
+new numbered checkpoint, so that disk and page-cache effects hit all alike;
+the median is printed. The v1 Saver is timed without writing its meta graph
+(the save alone), and with it (its default), which costs more than the save
+for graphs this large.
+
+Run: python benchmarks/graph_mode_benchmark.py [--workloads=b,c]
+     [--repeats=7] [--profile=<library>:<operation>]
+"""
+
+import cProfile
+import glob
+import os
+import pstats
+import statistics
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.trackable import autotrackable as tf_autotrackable
+
+import tf_objckpt
+
+_WORKLOADS = flags.DEFINE_list("workloads", ["b", "c"], "Which workloads.")
+_REPEATS = flags.DEFINE_integer("repeats", 7, "Timed later saves.")
+_PROFILE = flags.DEFINE_string(
+    "profile", None, "Profile one measurement of one library, e.g. "
+    "'tf_objckpt:first save' or 'tensorflow:first restore'.")
+
+_LIBRARIES = {
+    "tensorflow": (tf_autotrackable.AutoTrackable,
+                   tf.compat.v1.train.Checkpoint),
+    "tf_objckpt": (tf_objckpt.AutoTrackable, tf_objckpt.CheckpointV1),
+}
+_SHAPES = {"b": ([64, 64], 4096), "c": ([], 20000)}
+
+
+class _Program:
+  """A graph and session holding one workload's variables."""
+
+  def __init__(self, library, workload, initial_value):
+    autotrackable_cls, checkpoint_cls = _LIBRARIES[library]
+    shape, count = _SHAPES[workload]
+    self.graph = tf.Graph()
+    with self.graph.as_default():
+      self.variables = [
+          tf.compat.v1.get_variable(
+              f"v{i}", shape,
+              initializer=tf.constant_initializer(initial_value))
+          for i in range(count)]
+      self.root = autotrackable_cls()
+      self.root.variables = self.variables
+      self.checkpoint = checkpoint_cls(root=self.root)
+      self.session = tf.compat.v1.Session()
+
+  def num_ops(self):
+    return len(self.graph.get_operations())
+
+
+def _timed(label, fn):
+  """Returns (seconds, fn()); profiles the call if --profile names `label`."""
+  profiler = cProfile.Profile() if label == _PROFILE.value else None
+  start = time.perf_counter()
+  if profiler:
+    profiler.enable()
+  result = fn()
+  if profiler:
+    profiler.disable()
+  seconds = time.perf_counter() - start
+  if profiler:
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+  return seconds, result
+
+
+def _remove(path):
+  """Deletes the files of a checkpoint (untimed), to keep disk use flat."""
+  for filename in glob.glob(path + ".*"):
+    os.remove(filename)
+
+
+def _bench_saves(workload, directory, repeats):
+  """First and later save times and op counts of both libraries."""
+  results = {library: {} for library in _LIBRARIES}
+  programs = {library: _Program(library, workload, initial_value=1.)
+              for library in _LIBRARIES}
+  paths = {}
+  for library, program in programs.items():
+    prefix = os.path.join(directory, workload, library, "ckpt")
+    with program.graph.as_default():
+      program.session.run(tf.compat.v1.global_variables_initializer())
+      start_ops = program.num_ops()
+
+      def save(program=program, prefix=prefix):
+        with program.graph.as_default():
+          return program.checkpoint.save(prefix, session=program.session)
+
+      results[library]["first save"], paths[library] = _timed(
+          f"{library}:first save", save)
+      counts = [program.num_ops() - start_ops]
+      for index in range(9):
+        _remove(paths[library])
+        paths[library] = save()
+        if index == 0:
+          counts.append(program.num_ops() - start_ops)
+      counts.append(program.num_ops() - start_ops)
+      results[library]["ops after 1/2/10 saves"] = counts
+      results[library]["save"] = save
+
+  v1_program = _Program("tensorflow", workload, initial_value=1.)
+  with v1_program.graph.as_default():
+    v1_saver = tf.compat.v1.train.Saver(v1_program.variables, max_to_keep=None)
+    v1_program.session.run(tf.compat.v1.global_variables_initializer())
+  v1_prefix = os.path.join(directory, workload, "v1_saver", "model")
+  v1_step = [0]
+
+  def v1_save(write_meta_graph=False):
+    v1_step[0] += 1
+    with v1_program.graph.as_default():
+      return v1_saver.save(v1_program.session, v1_prefix,
+                           global_step=v1_step[0],
+                           write_meta_graph=write_meta_graph)
+
+  paths["v1"] = paths["v1 with meta graph"] = v1_save()
+  saves = {library: results[library]["save"] for library in _LIBRARIES}
+  saves["v1"] = v1_save
+  saves["v1 with meta graph"] = lambda: v1_save(write_meta_graph=True)
+  later = {name: [] for name in saves}
+  for _ in range(repeats):
+    for name, save in saves.items():
+      old = paths[name]
+      seconds, paths[name] = _timed(f"{name}:later save", save)
+      later[name].append(seconds)
+      _remove(old)
+  for library in _LIBRARIES:
+    results[library]["later save"] = statistics.median(later[library])
+    del results[library]["save"]
+    programs[library].session.close()
+  v1_program.session.close()
+  v1_times = [statistics.median(later[name])
+              for name in ("v1", "v1 with meta graph")]
+  return results, v1_times, paths
+
+
+def _bench_restores(workload, paths, results):
+  """Times a first and a later restore + run_restore_ops in fresh graphs."""
+  for library in _LIBRARIES:
+    program = _Program(library, workload, initial_value=0.)
+    with program.graph.as_default():
+
+      def restore(program=program, path=paths[library]):
+        status = program.checkpoint.restore(path)
+        status.run_restore_ops(program.session)
+
+      results[library]["first restore"], _ = _timed(
+          f"{library}:first restore", restore)
+      ops_before = program.num_ops()
+      results[library]["later restore"], _ = _timed(
+          f"{library}:later restore", restore)
+      results[library]["ops added by a later restore"] = (
+          program.num_ops() - ops_before)
+      restored = program.session.run(program.variables[-1])
+      assert np.all(restored == 1.), "restored the wrong values"
+    program.session.close()
+
+
+def _report(workload, results, v1_times):
+  ours, theirs = results["tf_objckpt"], results["tensorflow"]
+  print(f"workload {workload}: {_SHAPES[workload][1]} variables of shape "
+        f"{_SHAPES[workload][0]}")
+  for operation in ("first save", "later save", "first restore",
+                    "later restore"):
+    print(f"  {operation:<14} tensorflow {theirs[operation]:8.3f}s  "
+          f"tf_objckpt {ours[operation]:8.3f}s  "
+          f"tensorflow / tf_objckpt x{theirs[operation] / ours[operation]:.2f}")
+  for label, v1_save in zip(("v1 Saver save", "  + meta graph"), v1_times):
+    print(f"  {label:<14} {v1_save:8.3f}s; later saves / this: "
+          f"tf_objckpt x{ours['later save'] / v1_save:.2f}, "
+          f"tensorflow x{theirs['later save'] / v1_save:.2f}")
+  for key in ("ops after 1/2/10 saves", "ops added by a later restore"):
+    print(f"  {key}: tensorflow {theirs[key]}, tf_objckpt {ours[key]}")
+
+
+def main(argv):
+  del argv
+  with tempfile.TemporaryDirectory() as directory:
+    for workload in _WORKLOADS.value:
+      results, v1_times, paths = _bench_saves(workload, directory,
+                                              _REPEATS.value)
+      _bench_restores(workload, paths, results)
+      _report(workload, results, v1_times)
+
+
+if __name__ == "__main__":
+  app.run(main)

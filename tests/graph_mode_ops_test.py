@@ -1,0 +1,162 @@
+"""Graph growth of graph-mode save and restore, against TensorFlow's.
+
+Each scenario is a list of steps (save, write, restore and run its ops,
+...) run once with `tf.compat.v1.train.Checkpoint` and once with
+`tf_objckpt.CheckpointV1`, counting `len(graph.get_operations())` after
+every step. Repeating a step adds no op, and no step adds more ops than the
+same step adds in TensorFlow.
+"""
+
+import functools
+import os
+
+import pytest
+import tensorflow as tf
+from tensorflow.python.trackable import python_state
+
+from graph_mode_testlib import Model
+from graph_mode_testlib import VARIABLE_KINDS
+import tf_objckpt
+from tf_objckpt import base
+
+
+def _save(model, prefix):
+  model.checkpoint.save(prefix, session=model.session)
+
+
+def _write(model, prefix):
+  model.checkpoint.write(prefix, session=model.session)
+
+
+def _restore(model, prefix):
+  """Restores the newest checkpoint under `prefix` and runs its restore ops."""
+  path = tf_objckpt.latest_checkpoint(os.path.dirname(prefix))
+  status = model.checkpoint.restore(path)
+  status.run_restore_ops(model.session)
+
+
+def _initialize_or_restore(model, prefix):
+  path = tf_objckpt.latest_checkpoint(os.path.dirname(prefix))
+  model.checkpoint.restore(path).initialize_or_restore(model.session)
+
+
+def _grow(model, prefix):
+  """Adds a dependency: the object graph changes, so the save op is rebuilt."""
+  del prefix
+  model.root.extra = tf.compat.v1.get_variable("extra", [5])
+  model.session.run(model.root.extra.initializer)
+
+
+def _op_growth(impl, kind, steps, directory, prepare=None):
+  """Runs `steps` on a trained model; returns the ops each step added."""
+  model = Model(impl, kind)
+  prefix = os.path.join(directory, impl, "ckpt")
+  growth = []
+  with model.graph.as_default():
+    model.initialize()
+    model.train()
+    if prepare is not None:
+      prepare(model, prefix)
+    for step in steps:
+      before = len(model.graph.get_operations())
+      step(model, prefix)
+      growth.append(len(model.graph.get_operations()) - before)
+  model.close()
+  return growth
+
+
+def _assert_no_more_than_tensorflow(tmp_path, kind, steps, prepare=None):
+  theirs = _op_growth("tf", kind, steps, tmp_path, prepare)
+  ours = _op_growth("ours", kind, steps, tmp_path, prepare)
+  assert all(o <= t for o, t in zip(ours, theirs)), (ours, theirs)
+  return ours
+
+
+@pytest.mark.parametrize("kind", VARIABLE_KINDS)
+def test_repeated_saves_and_writes_add_no_ops(tmp_path, kind):
+  ours = _assert_no_more_than_tensorflow(
+      tmp_path, kind, [_save] * 10 + [_write] * 3)
+  assert ours[0] > 0
+  assert ours[1:] == [0] * 12
+
+
+@pytest.mark.parametrize("kind", VARIABLE_KINDS)
+def test_repeated_restores_add_no_ops(tmp_path, kind):
+  """Restore ops are cached by key, shared by every restore of the objects."""
+  ours = _assert_no_more_than_tensorflow(
+      tmp_path, kind, [_restore] * 5 + [_initialize_or_restore] * 2 +
+      [_save] * 2 + [_restore], prepare=_save)
+  assert ours[0] > 0  # The first restore builds the restore ops.
+  assert ours[1:] == [0] * 9
+
+
+@pytest.mark.parametrize("kind", VARIABLE_KINDS)
+def test_restore_first_then_save(tmp_path, kind):
+  """Saves reuse the saveables restores made, and the other way round."""
+  ours = _assert_no_more_than_tensorflow(
+      tmp_path, kind, [_restore, _save, _save, _restore, _save],
+      prepare=_save)
+  assert ours[2:] == [0, 0, 0]
+
+
+def test_changes_to_the_object_graph_rebuild_the_save_op_once(tmp_path):
+  ours = _assert_no_more_than_tensorflow(
+      tmp_path, "resource", [_save, _save, _grow, _save, _save, _restore,
+                             _restore])
+  assert ours[1] == 0 and ours[4] == 0 and ours[6] == 0
+  assert ours[3] > 0
+
+
+def test_op_counts_after_one_two_and_ten_saves(tmp_path):
+  """The issue's table: total ops added after 1, 2 and 10 saves."""
+  totals = {}
+  for impl in ("tf", "ours"):
+    growth = _op_growth(impl, "resource", [_save] * 10, tmp_path)
+    totals[impl] = [sum(growth[:n]) for n in (1, 2, 10)]
+  ours, theirs = totals["ours"], totals["tf"]
+  assert ours[0] == ours[1] == ours[2] < theirs[0]
+
+
+class _StringState(tf_objckpt.AutoTrackable):
+
+  def __init__(self):
+    super().__init__()
+    self.state = "0"
+
+  def _gather_saveables_for_checkpoint(self):
+    return {python_state.PYTHON_STATE: functools.partial(
+        base.PythonStringStateSaveable, state_callback=lambda: self.state)}
+
+
+def test_python_state_saves_add_no_ops(tmp_path):
+  """Changing Python state is fed; the save op is not rebuilt."""
+  state = _StringState()
+  with tf.Graph().as_default() as graph, tf.compat.v1.Session() as session:
+    checkpoint = tf_objckpt.CheckpointV1(state=state)
+    growth = []
+    for step in range(5):
+      state.state = str(step)
+      before = len(graph.get_operations())
+      path = checkpoint.save(os.path.join(tmp_path, "ckpt"), session=session)
+      growth.append(len(graph.get_operations()) - before)
+      assert tf.train.load_checkpoint(path).get_tensor(
+          "state/.ATTRIBUTES/py_state") == str(step).encode()
+  assert growth[1:] == [0] * 4
+
+
+def test_deferred_restore_ops_are_cached_too(tmp_path):
+  """Restore ops made for dependencies added after restore() are reused."""
+  saved = Model("ours")
+  saved.initialize()
+  path = saved.save(os.path.join(tmp_path, "ckpt"))
+  saved.close()
+  model = Model("ours", create_optimizer=False)
+  with model.graph.as_default():
+    status = model.restore(path)
+    model.create_slots()  # Slot restore ops are created here.
+    status.assert_consumed().run_restore_ops(model.session)
+    before = len(model.graph.get_operations())
+    for _ in range(3):
+      model.restore(path).assert_consumed().run_restore_ops(model.session)
+    assert len(model.graph.get_operations()) == before
+  model.close()
