@@ -122,7 +122,8 @@ def _bench_saves(workload, directory, repeats):
 
   v1_program = _Program("tensorflow", workload, initial_value=1.)
   with v1_program.graph.as_default():
-    v1_saver = tf.compat.v1.train.Saver(v1_program.variables, max_to_keep=None)
+    v1_saver = tf.compat.v1.train.Saver(v1_program.variables,
+                                        max_to_keep=None)
     v1_program.session.run(tf.compat.v1.global_variables_initializer())
   v1_prefix = os.path.join(directory, workload, "v1_saver", "model")
   v1_step = [0]
@@ -196,6 +197,7 @@ def _report(workload, results, v1_times):
 
 def main(argv):
   del argv
+  tf.get_logger().setLevel("ERROR")
   with tempfile.TemporaryDirectory() as directory:
     for workload in _WORKLOADS.value:
       results, v1_times, paths = _bench_saves(workload, directory,

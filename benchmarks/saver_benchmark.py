@@ -2,17 +2,19 @@
 
 Graph mode. Workloads (as in the other benchmarks): (b) 4096 variables of
 64x64 float32, (c) 20,000 scalar variables, all `tf.compat.v1.get_variable`
-resource variables in one `tf.Graph` and `tf.compat.v1.Session`.
+resource variables in one `tf.Graph`, alternating between /cpu:0 and
+/cpu:1 of a `tf.compat.v1.Session` with two CPU devices.
 
-For each library: building the `Saver`, `save()` (without the meta graph)
-and `restore()` into a fresh graph, each the median of `--repeats` runs,
-the libraries taking turns. Then, in a session with two CPU devices and
-half of the variables on each, a sharded save (one shard per device)
-against an unsharded one, for each library.
+For each library: building the `Saver` (once in the saving graph, once in
+the restoring one), `save()` without the meta graph, unsharded and sharded
+(one shard per device), and `restore()` into a fresh graph. Saves and
+restores are the median of `--repeats` runs after one untimed run (the
+first run of a new op in a session pays for preparing the graph); the
+savers take turns.
 
 Run: python benchmarks/saver_benchmark.py [--workloads=b,c] [--repeats=5]
-Prints the median seconds and TensorFlow's time divided by ours (above 1
-means we are faster), and sharded / unsharded save time ratios.
+Prints the seconds, TensorFlow's time divided by ours (above 1 means we are
+faster), and sharded / unsharded save time (below 1 means sharding pays).
 """
 
 import os
@@ -36,26 +38,25 @@ _SHAPES = {"b": ([64, 64], 4096), "c": ([], 20000)}
 
 
 class _Program:
-  """A graph and a session holding one workload's variables.
+  """A graph and a two-CPU session holding one workload's variables."""
 
-  With `devices=2`, the session has two CPU devices and the variables
-  alternate between them.
-  """
-
-  def __init__(self, workload, initial_value, devices=1):
+  def __init__(self, workload, initial_value):
     shape, count = _SHAPES[workload]
     self.graph = tf.Graph()
     initializer = tf.constant_initializer(initial_value)
     with self.graph.as_default():
       self.variables = []
       for i in range(count):
-        with tf.device(f"/cpu:{i % devices}"):
+        with tf.device(f"/cpu:{i % 2}"):
           self.variables.append(tf.compat.v1.get_variable(
               f"v{i}", shape, initializer=initializer))
-      initialize = tf.compat.v1.global_variables_initializer()
-    config = tf.compat.v1.ConfigProto(device_count={"CPU": devices})
+      self._initialize = tf.compat.v1.global_variables_initializer()
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
     self.session = tf.compat.v1.Session(graph=self.graph, config=config)
-    self.session.run(initialize)
+    self.initialize()
+
+  def initialize(self):
+    self.session.run(self._initialize)
 
   def saver(self, library, **kwargs):
     with self.graph.as_default():
@@ -70,91 +71,92 @@ class _Program:
       saver.restore(self.session, path)
 
   def check(self, value):
-    last = self.session.run(self.variables[-1])
-    assert np.all(last == value), f"expected {value}, got {last}"
+    first, last = self.session.run([self.variables[0], self.variables[-1]])
+    assert np.all(first == value) and np.all(last == value), (
+        f"expected {value}, got {first} and {last}")
 
 
-def _seconds(fn):
+def _timed(fn):
+  """(seconds, result) of `fn()`."""
   start = time.perf_counter()
-  fn()
-  return time.perf_counter() - start
+  result = fn()
+  return time.perf_counter() - start, result
 
 
 def _medians(runs, repeats):
-  """Runs each of `{label: fn}` `repeats` times, taking turns; medians."""
+  """Medians of `{label: fn}` over `repeats` runs after an untimed one.
+
+  The functions take turns, in alternating order, so slow phases of the
+  machine and the order of runs hit all alike.
+  """
+  for fn in runs.values():
+    fn()
   times = {label: [] for label in runs}
+  order = list(runs)
   for _ in range(repeats):
-    for label, fn in runs.items():
-      times[label].append(_seconds(fn))
+    for label in order:
+      times[label].append(_timed(runs[label])[0])
+    order.reverse()
   return {label: statistics.median(t) for label, t in times.items()}
 
 
 def _bench(workload, directory, repeats):
-  """{operation: {library: median seconds}} for build, save and restore."""
-  sources = {library: _Program(workload, 1.) for library in _SAVERS}
-  build = _medians({library: lambda p=program, l=library: p.saver(l)
-                    for library, program in sources.items()}, repeats)
-  savers = {library: program.saver(library)
-            for library, program in sources.items()}
-  paths = {library: os.path.join(directory, f"{workload}_{library}")
-           for library in _SAVERS}
-
-  results = {"build": build, "save": _medians(
-      {library: lambda l=library: sources[l].save(savers[l], paths[l])
-       for library in _SAVERS}, repeats)}
-  for program in sources.values():
-    program.session.close()
-
-  targets = {library: _Program(workload, 0.) for library in _SAVERS}
-  savers = {library: program.saver(library)
-            for library, program in targets.items()}
-  results["restore"] = _medians(
-      {library: lambda l=library: targets[l].restore(savers[l], paths[l])
-       for library in _SAVERS}, repeats)
-  for program in targets.values():
-    program.check(1.)
-    program.session.close()
-  return results
-
-
-def _bench_sharded(workload, directory, repeats):
-  """{library: {"sharded"/"unsharded": median save seconds}}, two devices."""
-  program = _Program(workload, 1., devices=2)
-  runs = {}
+  """{measurement: {library: seconds}}."""
+  source = _Program(workload, 1.)
+  build = {library: [] for library in _SAVERS}
+  savers = {}
   for library in _SAVERS:
-    for sharded in (True, False):
-      label = (library, "sharded" if sharded else "unsharded")
-      saver = program.saver(library, sharded=sharded)
-      path = os.path.join(directory, "_".join((workload,) + label))
-      runs[label] = lambda s=saver, p=path: program.save(s, p)
-  medians = _medians(runs, repeats)
-  program.session.close()
-  results = {library: {} for library in _SAVERS}
-  for (library, kind), seconds in medians.items():
-    results[library][kind] = seconds
+    for kind in ("unsharded", "sharded"):
+      seconds, savers[library, kind] = _timed(
+          lambda l=library, k=kind: source.saver(l, sharded=k == "sharded"))
+      if kind == "unsharded":
+        build[library].append(seconds)
+  paths = {key: os.path.join(directory, "_".join((workload,) + key))
+           for key in savers}
+  saves = _medians({key: lambda k=key: source.save(savers[k], paths[k])
+                    for key in savers}, repeats)
+  source.session.close()
+
+  target = _Program(workload, 0.)
+  restorers = {}
+  for library in reversed(_SAVERS):  # The graph grows: the other order.
+    seconds, restorers[library] = _timed(lambda l=library: target.saver(l))
+    build[library].append(seconds)
+    target.initialize()
+    target.restore(restorers[library], paths[library, "unsharded"])
+    target.check(1.)
+  restores = _medians(
+      {library: lambda l=library: target.restore(
+          restorers[l], paths[l, "unsharded"]) for library in _SAVERS},
+      repeats)
+  target.session.close()
+
+  results = {"build": {l: statistics.median(t) for l, t in build.items()}}
+  for kind in ("unsharded", "sharded"):
+    results[f"save, {kind}"] = {l: saves[l, kind] for l in _SAVERS}
+  results["restore"] = restores
   return results
 
 
-def _report(workload, results, sharded):
+def _report(workload, results):
   shape, count = _SHAPES[workload]
-  print(f"workload {workload}: {count} variables of shape {shape}")
-  for operation, seconds in results.items():
+  print(f"workload {workload}: {count} variables of shape {shape} on two "
+        "CPUs")
+  for measurement, seconds in results.items():
     theirs, ours = seconds["tensorflow"], seconds["tf_objckpt"]
-    print(f"  {operation:<8} tensorflow {theirs:8.3f}s  tf_objckpt "
-          f"{ours:8.3f}s  speedup x{theirs / ours:6.2f}")
-  for library, seconds in sharded.items():
-    print(f"  two CPUs, {library:<10}: sharded save {seconds['sharded']:7.3f}s"
-          f"  unsharded {seconds['unsharded']:7.3f}s  sharded / unsharded "
-          f"x{seconds['sharded'] / seconds['unsharded']:5.2f}")
+    print(f"  {measurement:<16} tensorflow {theirs:8.3f}s  tf_objckpt "
+          f"{ours:8.3f}s  speedup x{theirs / ours:5.2f}")
+  for library in _SAVERS:
+    ratio = (results["save, sharded"][library] /
+             results["save, unsharded"][library])
+    print(f"  sharded / unsharded save, {library}: x{ratio:5.2f}")
 
 
 def main(argv):
   del argv
   with tempfile.TemporaryDirectory() as directory:
     for workload in _WORKLOADS.value:
-      results = _bench(workload, directory, _REPEATS.value)
-      sharded = _bench_sharded(workload, directory, _REPEATS.value)
-      _report(workload, results, sharded)
+      _report(workload, _bench(workload, directory, _REPEATS.value))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ ours, and what it observes (values, uninitialized variables, which
 assertions pass, exception types) must be equal.
 """
 
-import functools
 import os
 
 import numpy as np
@@ -15,11 +14,11 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint
 from tensorflow.python.trackable import autotrackable as tf_autotrackable
-from tensorflow.python.trackable import python_state
 
 import compat_util
+from graph_mode_testlib import StringState
+from graph_mode_testlib import TfStringState
 import tf_objckpt
-from tf_objckpt import base
 from tf_objckpt import util
 
 IMPLS = ("tf", "ours")
@@ -360,40 +359,12 @@ def test_list_objects_and_gather_initializers(tmp_path):
   _assert_same(results)
 
 
-class _StringState(tf_objckpt.AutoTrackable):
-  """Python state saved through a PythonStringStateSaveable factory."""
-
-  def __init__(self):
-    super().__init__()
-    self.state = "initial"
-    self.restored = []
-
-  def _gather_saveables_for_checkpoint(self):
-    return {python_state.PYTHON_STATE: functools.partial(
-        base.PythonStringStateSaveable, state_callback=lambda: self.state,
-        restore_callback=self.restored.append)}
-
-
-class _TfStringState(python_state.PythonState):
-  """TensorFlow's way to save the same Python state."""
-
-  def __init__(self):
-    self.state = "initial"
-    self.restored = []
-
-  def serialize(self):
-    return self.state
-
-  def deserialize(self, string_value):
-    self.restored.append(string_value.decode())
-
-
 def test_python_state_is_fed_at_save_time(tmp_path):
   """Each save writes the current state; the cached save op is reused."""
   key = "state/.ATTRIBUTES/py_state"
 
   def scenario(program):
-    state = _StringState() if program.impl == "ours" else _TfStringState()
+    state = StringState() if program.impl == "ours" else TfStringState()
     checkpoint = program.checkpoint(state=state)
     saved = []
     for value in ("first", "second"):

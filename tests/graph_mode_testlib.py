@@ -6,10 +6,14 @@ by a `tf.compat.v1.train` optimizer, so checkpoints hold slot variables and
 non-slot optimizer variables such as Adam's `beta1_power`.
 """
 
+import functools
+
 import tensorflow as tf
 from tensorflow.python.trackable import autotrackable as tf_autotrackable
+from tensorflow.python.trackable import python_state
 
 import tf_objckpt
+from tf_objckpt import base
 
 IMPLS = {
     "tf": (tf_autotrackable.AutoTrackable, tf.compat.v1.train.Checkpoint),
@@ -28,6 +32,8 @@ class Model:
 
   def __init__(self, impl, kind="resource", optimizer="adam",
                create_optimizer=True, seed=1):
+    self.impl = impl
+    self.kind = kind
     autotrackable_cls, self.checkpoint_cls = IMPLS[impl]
     self.graph = tf.Graph()
     self.session = tf.compat.v1.Session(graph=self.graph)
@@ -108,3 +114,35 @@ def labelled_variables(variables, optimizer):
   for (name, _), variable in optimizer._non_slot_dict.items():  # pylint: disable=protected-access
     labelled[name] = variable
   return labelled
+
+
+class StringState(tf_objckpt.AutoTrackable):
+  """Python state saved through a PythonStringStateSaveable factory."""
+
+  impl = "ours"
+
+  def __init__(self):
+    super().__init__()
+    self.state = "initial"
+    self.restored = []
+
+  def _gather_saveables_for_checkpoint(self):
+    return {python_state.PYTHON_STATE: functools.partial(
+        base.PythonStringStateSaveable, state_callback=lambda: self.state,
+        restore_callback=self.restored.append)}
+
+
+class TfStringState(python_state.PythonState):
+  """The same Python state, saved TensorFlow's way."""
+
+  impl = "tf"
+
+  def __init__(self):
+    self.state = "initial"
+    self.restored = []
+
+  def serialize(self):
+    return self.state
+
+  def deserialize(self, string_value):
+    self.restored.append(string_value.decode())
