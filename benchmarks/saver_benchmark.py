@@ -12,7 +12,7 @@ restores are the median of `--repeats` runs after one untimed run (the
 first run of a new op in a session pays for preparing the graph); the
 savers take turns.
 
-Run: python benchmarks/saver_benchmark.py [--workloads=b,c] [--repeats=5]
+Run: python benchmarks/saver_benchmark.py [--workloads=b,c] [--repeats=15]
 Prints the seconds, TensorFlow's time divided by ours (above 1 means we are
 faster), and sharded / unsharded save time (below 1 means sharding pays).
 """
@@ -30,7 +30,7 @@ import tensorflow as tf
 import tf_objckpt
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["b", "c"], "Which workloads.")
-_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed runs per measurement.")
+_REPEATS = flags.DEFINE_integer("repeats", 15, "Timed runs per measurement.")
 
 _SAVERS = {"tensorflow": tf.compat.v1.train.Saver,
            "tf_objckpt": tf_objckpt.Saver}

@@ -447,6 +447,28 @@ def test_generate_checkpoint_state_proto(tmp_path):
   assert _differential(tmp_path, body)[-1] == "ValueError"
 
 
+def test_paths_list_argument_is_updated_in_place(tmp_path):
+  """TensorFlow appends the latest path to (and relativizes) the caller's
+  list, except when it writes relative paths."""
+  def body(mod, d):
+    out = []
+    given = ["rel/dir/a"]
+    mod.generate_checkpoint_state_proto("rel/dir", "rel/dir/b", given)
+    out.append(list(given))
+    given = [os.path.join(d, "a")]
+    mod.update_checkpoint_state(d, os.path.join(d, "b"), given)
+    out.append(list(given))
+    given = [os.path.join(d, "a")]
+    mod.update_checkpoint_state_internal(d, os.path.join(d, "c"), given,
+                                         save_relative_paths=True)
+    out.append(list(given))
+    return out
+
+  out = _differential(tmp_path, body)
+  assert out[0] == ["a", "b"]
+  assert out[1] == ["<dir>/a", "<dir>/b"]
+
+
 def test_update_and_get_checkpoint_state(tmp_path):
   def body(mod, d):
     out = []

@@ -129,7 +129,10 @@ class StringState(tf_objckpt.AutoTrackable):
   def _gather_saveables_for_checkpoint(self):
     return {python_state.PYTHON_STATE: functools.partial(
         base.PythonStringStateSaveable, state_callback=lambda: self.state,
-        restore_callback=self.restored.append)}
+        restore_callback=self._restore)}
+
+  def _restore(self, string_value):
+    self.restored.append(string_value.decode())
 
 
 class TfStringState(python_state.PythonState):

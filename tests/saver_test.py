@@ -889,11 +889,17 @@ def test_get_saver_or_default():
 @pytest.mark.parametrize("sharded", [False, True])
 def test_eager_round_trip(tmp_path, writer, reader, sharded):
   assert tf.executing_eagerly()
-  if sharded and writer == "tf":
-    pytest.skip("TensorFlow 2.21's eager sharded save fails (Tensor.op)")
   v = tf.Variable([1., 2.], name="ev")
   w = tf.Variable([[3]], name="ew")
   saver = SAVERS[writer]([v, w], sharded=sharded, max_to_keep=1)
+  if sharded and writer == "tf":
+    # TensorFlow 2.21's eager sharded save asks for a tensor's op and fails
+    # after writing its shard, before the merge (so no checkpoint and no
+    # state file); ours is covered by the other parameters.
+    with pytest.raises(AttributeError, match="Tensor.op"):
+      saver.save(None, str(tmp_path / "m"), global_step=1)
+    assert os.listdir(tmp_path) == ["m-1_temp"]
+    return
   first = saver.save(None, str(tmp_path / "m"), global_step=1)
   path = saver.save(None, str(tmp_path / "m"), global_step=2)
   assert path == str(tmp_path / "m-2")
@@ -929,7 +935,12 @@ def test_eager_errors(tmp_path):
   # A shape mismatch is reported before anything is assigned.
   x = tf.Variable([9.], name="x")
   u = tf.Variable([5., 5., 5.], name="u")
-  with pytest.raises(errors.InvalidArgumentError, match="shape"):
+  # Eagerly TensorFlow reports a variable's wrong shape as a ValueError.
+  for saver_cls in SAVERS.values():
+    with pytest.raises(ValueError, match="shape"):
+      saver_cls({"ev": u}).restore(None, path)
+  u.assign([5., 5., 5.])
+  with pytest.raises(ValueError, match="nothing was restored"):
     saver_lib.Saver({"ev": u}).restore(None, path)
   np.testing.assert_array_equal(u.numpy(), [5., 5., 5.])
   with pytest.raises(errors.NotFoundError, match="lacks"):

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
 from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 from tensorflow.python.ops import gen_control_flow_ops
@@ -60,9 +61,8 @@ class CheckpointInitialValueCallable(tf_base.CheckpointInitialValueCallable):
     self._checkpoint_position = checkpoint_position
 
   def __call__(self, shape=None, dtype=None, shard_info=None):
-    del dtype  # The checkpoint decides; a mismatch fails when restoring.
     return CheckpointInitialValue(self._checkpoint_position, shape,
-                                  shard_info=shard_info)
+                                  shard_info=shard_info, dtype=dtype)
 
 
 class CheckpointInitialValue(tf_base.CheckpointInitialValue):
@@ -73,12 +73,13 @@ class CheckpointInitialValue(tf_base.CheckpointInitialValue):
   """
 
   # pylint: disable=super-init-not-called
-  def __init__(self, checkpoint_position, shape=None, shard_info=None):
+  def __init__(self, checkpoint_position, shape=None, shard_info=None,
+               dtype=None):
+    checkpoint_position.check_initial_value(
+        None if shard_info else shape, dtype)
     shape_and_slice = _shape_and_slice(shape, shard_info)
     self.wrapped_value = checkpoint_position.value_tensors(
         {VARIABLE_VALUE_KEY: shape_and_slice})[VARIABLE_VALUE_KEY]
-    if shape is not None and not shard_info:
-      checkpoint_position.check_value_shape(shape)
     self._checkpoint_position = checkpoint_position
 
 
@@ -169,13 +170,14 @@ class PythonStringStateSaveable(PythonStateSaveable):
                              dtype=dtypes.string, device="cpu:0")
 
   def python_restore(self, restored_strings):
-    """Hands the restored string to the restore callback."""
+    """Hands the restored string, as bytes, to the restore callback.
+
+    Bytes, not text: the state may be binary (a `np.save` buffer, say).
+    """
     if self._restore_callback is not None:
       restored, = restored_strings
-      if isinstance(restored, bytes):
-        restored = restored.decode("utf-8")
-      elif hasattr(restored, "numpy"):
-        restored = restored.numpy().decode("utf-8")
+      if hasattr(restored, "numpy"):
+        restored = restored.numpy()
       self._restore_callback(restored)
 
   def restore(self, restored_tensors, restored_shapes):
@@ -218,15 +220,22 @@ class CheckpointPosition:
     """Restores this node, and what is reachable from it, into `trackable`."""
     del reader  # Values are read through the coordinator.
     with ops.init_scope():
-      if self.bind_object(trackable):
-        restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
-                             None)
+      if not self.bind_object(trackable):
+        return
+      restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
+                           None)
+      try:
         if restore_fn is None:
           restore_ops = restore_breadth_first(self)
         else:
           restore_ops = restore_fn(self)
-        if restore_ops:
-          self._checkpoint.new_restore_ops(restore_ops)
+      except (ValueError, errors.OpError) as e:
+        # Graph building, a value that does not fit is reported when the
+        # restore ops run: creating the object goes on, as in TensorFlow.
+        self._checkpoint.report_mismatch(e)
+        return
+      if restore_ops:
+        self._checkpoint.new_restore_ops(restore_ops)
 
   def bind_object(self, trackable):
     """Records that `trackable` is this node; processes its slot variables.
@@ -318,15 +327,28 @@ class CheckpointPosition:
           shape_and_slices.get(attribute.name, ""))
     return values
 
-  def check_value_shape(self, shape):
-    """Raises ValueError if the checkpointed value cannot have `shape`."""
+  def check_initial_value(self, shape=None, dtype=None):
+    """Raises unless the value can initialize a variable of shape and dtype.
+
+    Raises:
+      ValueError: Naming the checkpoint key and object path, if the
+        checkpointed shape or dtype differs (None: not checked).
+    """
+    key = self.object_proto.attributes[0].checkpoint_key
     saved_shape = self.value_shape()
-    if saved_shape is not None and not saved_shape.is_compatible_with(shape):
-      key = self.object_proto.attributes[0].checkpoint_key
+    if (shape is not None and saved_shape is not None and
+        not saved_shape.is_compatible_with(shape)):
       raise ValueError(
           f"Cannot restore {self._checkpoint.describe_key(key)}: the "
           f"checkpoint holds shape {saved_shape} but the variable being "
           f"created has shape {tuple(shape)}.")
+    saved_dtype = self._checkpoint.dtype_map.get(key)
+    if (dtype is not None and saved_dtype is not None and
+        dtypes.as_dtype(dtype).base_dtype != saved_dtype):
+      raise ValueError(
+          f"Cannot restore {self._checkpoint.describe_key(key)}: the "
+          f"checkpoint holds dtype {saved_dtype.name} but the variable being "
+          f"created has dtype {dtypes.as_dtype(dtype).name}.")
 
   def value_shape(self):
     """The checkpointed shape of VARIABLE_VALUE, or None if there is none."""
@@ -367,7 +389,7 @@ class CheckpointPosition:
     if saveable is None or key not in saveable.name:
       saveable = factories[attribute](name=key)
       checkpoint.cache_saveable(trackable, attribute, saveable)
-    existing_op = checkpoint.cached_restore_op(saveable.name)
+    existing_op = checkpoint.cached_restore_op(saveable.name, saveable)
     if existing_op is not None:
       return [existing_op], {}, []
     return [], {key: saveable}, []
@@ -378,10 +400,6 @@ class CheckpointPosition:
     existing_ops, named_saveables, python_saveables = [], {}, []
     for attribute in self.object_proto.attributes:
       key = attribute.checkpoint_key
-      existing_op = checkpoint.cached_restore_op(key)
-      if existing_op is not None:
-        existing_ops.append(existing_op)
-        continue
       saveable = checkpoint.cached_saveable(self.trackable, attribute.name)
       if saveable is not None and key not in saveable.name:
         saveable = None  # The object moved in the graph; names changed.
@@ -395,7 +413,10 @@ class CheckpointPosition:
           continue
         saveable = factory(name=key) if callable(factory) else factory
         checkpoint.cache_saveable(self.trackable, attribute.name, saveable)
-      if isinstance(saveable, PythonStateSaveable):
+      existing_op = checkpoint.cached_restore_op(key, saveable)
+      if existing_op is not None:
+        existing_ops.append(existing_op)
+      elif isinstance(saveable, PythonStateSaveable):
         python_saveables.append(saveable)
       else:
         named_saveables[key] = saveable
@@ -407,11 +428,9 @@ class CheckpointPosition:
     Returns:
       Restore ops when graph building; an empty list when executing eagerly.
     """
-    restore_ops, tensor_saveables, python_saveables = (
-        self.gather_ops_or_named_saveables())
-    restore_ops.extend(self._checkpoint.restore_saveables(
-        tensor_saveables, python_saveables))
-    return restore_ops
+    batch = _RestoreBatch()
+    batch.add_node(self)
+    return batch.restore(self._checkpoint)
 
   @property
   def checkpoint(self):
@@ -437,38 +456,101 @@ class CheckpointPosition:
     return repr(self.object_proto)
 
 
-def _restore_one(position, visit_queue):
-  """Gathers `position`'s own saveables and queues its children.
+class _RestoreBatch:
+  """What one walk of a checkpoint found to restore; restored together."""
+
+  __slots__ = ("restore_ops", "tensor_saveables", "python_saveables",
+               "variables")
+
+  def __init__(self):
+    self.restore_ops = []  # Cached restore ops (graph mode).
+    self.tensor_saveables = {}  # Checkpoint key -> SaveableObject.
+    self.python_saveables = []  # PythonStateSaveables.
+    self.variables = []  # (checkpoint key, stock resource variable).
+
+  def add_node(self, position):
+    """Adds the saveables of `position`'s own attributes."""
+    restore_ops, tensor_saveables, python_saveables = (
+        position.gather_ops_or_named_saveables())
+    self.restore_ops.extend(restore_ops)
+    self.tensor_saveables.update(tensor_saveables)
+    self.python_saveables.extend(python_saveables)
+
+  def restore(self, checkpoint):
+    """Restores everything gathered; returns all restore ops (graph mode)."""
+    self.restore_ops.extend(checkpoint.restore_saveables(
+        self.tensor_saveables, self.python_saveables, self.variables))
+    return self.restore_ops
+
+
+def _plain_variable_key(checkpoint, node_id, variable):
+  """The key of a variable that can skip per-node bookkeeping, or None.
+
+  Restoring many variables spends most of its time on bookkeeping that a
+  stock resource variable read from a plain node (its value only, no
+  dependencies, no optimizer slots waiting for it) does not need.
+  """
+  if (node_id in checkpoint.slot_restorations or
+      not saveable_object_util.has_default_variable_saving(variable)):
+    return None
+  node = checkpoint.object_graph_proto.nodes[node_id]
+  if node.children or node.slot_variables or len(node.attributes) != 1:
+    return None
+  attribute = node.attributes[0]
+  if attribute.name != VARIABLE_VALUE_KEY:
+    return None
+  return attribute.checkpoint_key
+
+
+def _bind_plain_variable(checkpoint, node_id, variable, key, batch):
+  """Binds `variable` to node `node_id` and queues its value (eager only)."""
+  checkpoint.all_python_objects.add(variable)
+  checkpoint.matched_proto_ids.add(node_id)
+  checkpoint.object_by_proto_id[node_id] = variable
+  variable._maybe_initialize_trackable()  # pylint: disable=protected-access
+  if checkpoint.restore_uid > variable._update_uid:  # pylint: disable=protected-access
+    variable._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
+    batch.variables.append((key, variable))
+
+
+def _restore_one(position, visit_queue, batch):
+  """Gathers `position`'s own saveables into `batch`; queues its children.
 
   Children not yet present on the Python object are deferred: queued in
-  the object's `_deferred_dependencies` until it tracks them.
-
-  Returns:
-    (restore ops, {key: saveable}, Python saveables) for this node.
+  the object's `_deferred_dependencies` until it tracks them. When
+  executing eagerly, plain variable children are bound and gathered here
+  directly instead of being queued.
   """
   trackable = position.trackable
   trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
   checkpoint = position.checkpoint
-  gathered = ([], {}, [])
   if checkpoint.restore_uid > trackable._update_uid:  # pylint: disable=protected-access
-    gathered = position.gather_ops_or_named_saveables()
+    batch.add_node(position)
     trackable._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
   children = position.object_proto.children
-  if children:
-    object_by_proto_id = checkpoint.object_by_proto_id
-    current_children = trackable._trackable_children()  # pylint: disable=protected-access
-    for child in children:
-      if child.node_id in object_by_proto_id:
-        continue  # Already bound through another path.
-      child_position = CheckpointPosition(checkpoint, child.node_id)
-      local_object = trackable._lookup_dependency(  # pylint: disable=protected-access
-          child.local_name, current_children)
-      if local_object is None:
-        if checkpoint.node_has_values(child.node_id):
-          checkpoint.defer(trackable, child.local_name, child_position)
-      elif child_position.bind_object(local_object):
-        visit_queue.append(child_position)
-  return gathered
+  if not children:
+    return
+  eager = context.executing_eagerly()
+  object_by_proto_id = checkpoint.object_by_proto_id
+  current_children = trackable._trackable_children()  # pylint: disable=protected-access
+  for child in children:
+    node_id = child.node_id
+    if node_id in object_by_proto_id:
+      continue  # Already bound through another path.
+    local_object = trackable._lookup_dependency(  # pylint: disable=protected-access
+        child.local_name, current_children)
+    if local_object is None:
+      if checkpoint.node_has_values(node_id):
+        checkpoint.defer(trackable, child.local_name,
+                         CheckpointPosition(checkpoint, node_id))
+      continue
+    key = eager and _plain_variable_key(checkpoint, node_id, local_object)
+    if key:
+      _bind_plain_variable(checkpoint, node_id, local_object, key, batch)
+      continue
+    child_position = CheckpointPosition(checkpoint, node_id)
+    if child_position.bind_object(local_object):
+      visit_queue.append(child_position)
 
 
 def restore_breadth_first(position):
@@ -481,18 +563,10 @@ def restore_breadth_first(position):
     Restore ops when graph building, else an empty list.
   """
   visit_queue = collections.deque([position])
-  restore_ops = []
-  tensor_saveables = {}
-  python_saveables = []
+  batch = _RestoreBatch()
   while visit_queue:
-    ops_found, saveables, python_found = _restore_one(
-        visit_queue.popleft(), visit_queue)
-    restore_ops.extend(ops_found)
-    tensor_saveables.update(saveables)
-    python_saveables.extend(python_found)
-  restore_ops.extend(position.checkpoint.restore_saveables(
-      tensor_saveables, python_saveables))
-  return restore_ops
+    _restore_one(visit_queue.popleft(), visit_queue, batch)
+  return batch.restore(position.checkpoint)
 
 
 @contextlib.contextmanager
@@ -694,7 +768,10 @@ class Trackable(tf_base.Trackable):
     reference = TrackableReference(name=name, ref=trackable)
     current = self._lookup_dependency(name)
     if current is None:
+      # Recorded before restoring, so that a failed restore leaves it
+      # tracked consistently.
       self._self_unconditional_checkpoint_dependencies.append(reference)
+      self._self_unconditional_dependency_names[name] = trackable
       self._handle_deferred_dependencies(name=name, trackable=trackable)
     elif current is not trackable:
       if not overwrite:
@@ -728,11 +805,9 @@ class Trackable(tf_base.Trackable):
   def _single_restoration_from_checkpoint_position(self, checkpoint_position,
                                                    visit_queue):
     """Restores this object's own values and queues its dependencies."""
-    restore_ops, tensor_saveables, python_saveables = _restore_one(
-        checkpoint_position, visit_queue)
-    restore_ops.extend(checkpoint_position.checkpoint.restore_saveables(
-        tensor_saveables, python_saveables))
-    return restore_ops
+    batch = _RestoreBatch()
+    _restore_one(checkpoint_position, visit_queue, batch)
+    return batch.restore(checkpoint_position.checkpoint)
 
   def _gather_saveables_for_checkpoint(self):
     """Returns `{attribute name: saveable factory}` for this object's state.

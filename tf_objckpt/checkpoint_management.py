@@ -56,6 +56,24 @@ def _atomic_write(path, contents):
     raise
 
 
+def _recorded_paths(all_model_checkpoint_paths, model_checkpoint_path):
+  """The managed paths, ending with the latest one.
+
+  A list argument is itself extended (and returned), like TensorFlow's;
+  other sequences are copied.
+  """
+  paths = all_model_checkpoint_paths
+  if paths is None:
+    paths = []
+  elif not isinstance(paths, list):
+    paths = list(paths)
+  if not paths or paths[-1] != model_checkpoint_path:
+    logging.info("Adding %s to all_model_checkpoint_paths.",
+                 model_checkpoint_path)
+    paths.append(model_checkpoint_path)
+  return paths
+
+
 def generate_checkpoint_state_proto(save_dir,
                                     model_checkpoint_path,
                                     all_model_checkpoint_paths=None,
@@ -75,17 +93,15 @@ def generate_checkpoint_state_proto(save_dir,
 
   Returns:
     The `CheckpointState`. When `save_dir` is relative, relative paths are
-    rewritten to be relative to `save_dir`.
+    rewritten to be relative to `save_dir`. A list given as
+    `all_model_checkpoint_paths` is updated to the recorded paths, as
+    TensorFlow does.
 
   Raises:
     ValueError: If timestamps are given and their number differs from the
       number of paths.
   """
-  paths = list(all_model_checkpoint_paths or [])
-  if not paths or paths[-1] != model_checkpoint_path:
-    logging.info("Adding %s to all_model_checkpoint_paths.",
-                 model_checkpoint_path)
-    paths.append(model_checkpoint_path)
+  paths = _recorded_paths(all_model_checkpoint_paths, model_checkpoint_path)
   if (all_model_checkpoint_timestamps and
       len(all_model_checkpoint_timestamps) != len(paths)):
     raise ValueError(
@@ -97,7 +113,7 @@ def generate_checkpoint_state_proto(save_dir,
     def rel(p):
       return p if os.path.isabs(p) else os.path.relpath(p, save_dir)
     model_checkpoint_path = rel(model_checkpoint_path)
-    paths = [rel(p) for p in paths]
+    paths[:] = [rel(p) for p in paths]
   return CheckpointState(
       model_checkpoint_path=model_checkpoint_path,
       all_model_checkpoint_paths=paths,
@@ -129,8 +145,9 @@ def update_checkpoint_state_internal(save_dir,
     RuntimeError: If the checkpoint path is the state file's own path.
   """
   state_path = _state_path(save_dir, latest_filename)
-  paths = list(all_model_checkpoint_paths or [])
+  paths = all_model_checkpoint_paths  # Passed on as given, as TF does.
   if save_relative_paths:
+    paths = paths or []
     def rel(p):
       return os.path.relpath(p, save_dir) if os.path.isabs(p) else p
     model_checkpoint_path = rel(model_checkpoint_path)
@@ -317,6 +334,19 @@ def _evaluate(value):
   if tf.executing_eagerly():
     return value.numpy()
   return tf.compat.v1.get_default_session().run(value)
+
+
+def with_write_callback(options, callback):
+  """A copy of `tf.train.CheckpointOptions` (or new ones) adding `callback`.
+
+  Write callbacks run once a checkpoint's files are complete; the copy
+  keeps the caller's options unchanged.
+  """
+  options = (checkpoint_options.CheckpointOptions() if options is None
+             else copy.copy(options))
+  options.experimental_write_callbacks = (
+      list(options.experimental_write_callbacks or []) + [callback])
+  return options
 
 
 def _accepts_options(fn):
@@ -520,10 +550,7 @@ class CheckpointManager(object):
       recorded.append(save_path)
       self._record_and_sweep(save_path)
 
-    options = (checkpoint_options.CheckpointOptions()
-               if options is None else copy.copy(options))
-    options.experimental_write_callbacks = (
-        list(options.experimental_write_callbacks or []) + [callback])
+    options = with_write_callback(options, callback)
     save_path = writer(prefix, options=options)
     if not recorded and not getattr(
         options, "experimental_enable_async_checkpoint", False):

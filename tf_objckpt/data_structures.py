@@ -23,6 +23,7 @@ import sys
 
 import wrapt
 from tensorflow.python.trackable import base as tf_base
+from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt import base
 
@@ -33,18 +34,20 @@ _TrackableBase = tf_base.Trackable
 _CHECKPOINT = "checkpoint"
 
 
-class NoDependency:
+# TensorFlow's `NoDependency` is honoured too: ours derives from it.
+_AnyNoDependency = tf_data_structures.NoDependency
+
+
+class NoDependency(_AnyNoDependency):
   """Marks a value to be stored on a trackable without a dependency.
 
   `obj.attr = NoDependency(value)` stores the bare `value` (a list stays a
   plain list) and adds no checkpoint dependency, which is how a user keeps
-  an object or container out of the checkpoint.
+  an object or container out of the checkpoint. TensorFlow's containers
+  honour it as their own.
   """
 
-  __slots__ = ("value",)
-
-  def __init__(self, value):
-    self.value = value
+  __slots__ = ()
 
 
 def _is_plain_container(value):
@@ -59,7 +62,7 @@ def _is_plain_container(value):
 def _tuple_needs_wrapper(values):
   """Whether a tuple holds anything that tracking would have to change."""
   for element in values:
-    if isinstance(element, (NoDependency, _TrackableBase)):
+    if isinstance(element, (_AnyNoDependency, _TrackableBase)):
       return True
     if _is_plain_container(element):
       return True
@@ -80,7 +83,7 @@ def wrap_or_unwrap(value):
     for a plain list, dict or a tuple with trackable content; anything else
     unchanged.
   """
-  if isinstance(value, NoDependency):
+  if isinstance(value, _AnyNoDependency):
     return value.value
   if isinstance(value, _TrackableBase):
     return value
@@ -108,7 +111,7 @@ def sticky_attribute_assignment(trackable, name, value):
   Returns:
     The value to actually store.
   """
-  wants_dependency = not isinstance(value, NoDependency)
+  wants_dependency = not isinstance(value, _AnyNoDependency)
   value = wrap_or_unwrap(value)
   if wants_dependency and isinstance(value, _TrackableBase):
     trackable._track_trackable(value, name=name, overwrite=True)  # pylint: disable=protected-access
@@ -743,7 +746,7 @@ class _DictWrapper(TrackableDataStructure, wrapt.ObjectProxy):
     """Tracks under a string key; a trackable under another key poisons."""
     if isinstance(name, str):
       return super()._track_value(value, name)
-    opted_out = isinstance(value, NoDependency)
+    opted_out = isinstance(value, _AnyNoDependency)
     value = super()._track_value(value, _NON_STRING_KEY_NAME)
     if isinstance(value, _TrackableBase) and not opted_out:
       self._self_non_string_key = True
@@ -756,7 +759,7 @@ class _DictWrapper(TrackableDataStructure, wrapt.ObjectProxy):
     if isinstance(key, str):
       value = self._track_value(value, key)
     else:
-      opted_out = isinstance(value, NoDependency)
+      opted_out = isinstance(value, _AnyNoDependency)
       value = wrap_or_unwrap(value)
       if isinstance(value, _TrackableBase) and not opted_out:
         self._self_non_string_key = True
@@ -812,7 +815,7 @@ class _TupleWrapper(TrackableDataStructure, wrapt.ObjectProxy):
   _only_trackables = False
 
   def __init__(self, original_wrapped_tuple=()):
-    tracked = [not isinstance(element, NoDependency)
+    tracked = [not isinstance(element, _AnyNoDependency)
                for element in original_wrapped_tuple]
     elements = [wrap_or_unwrap(element) for element in original_wrapped_tuple]
     fields = _namedtuple_fields(original_wrapped_tuple)

@@ -15,7 +15,6 @@ from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
-from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import gen_io_ops
 from tensorflow.python.ops import string_ops
@@ -24,6 +23,11 @@ from tf_objckpt import saveable_object_util
 
 # Shards are written under "<prefix>_temp/part-*" and merged into <prefix>.
 _TEMP_SUFFIX = "_temp/part"
+
+
+def io_device(options):
+  """The device `options` asks to read and write on, or None."""
+  return getattr(options, "experimental_io_device", None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -98,18 +102,20 @@ class Saver:
     self._groups = {device: _DeviceGroup(group)
                     for device, group in sorted(by_device.items())}
 
-  def save(self, file_prefix):
+  def save(self, file_prefix, options=None):
     """Writes a checkpoint at `file_prefix`.
 
     Args:
       file_prefix: A string or string tensor.
+      options: Optional `tf.train.CheckpointOptions`; its
+        `experimental_io_device` runs the writes.
 
     Returns:
-      When graph building, a tensor that evaluates to `file_prefix` once the
-      checkpoint is written; eagerly, `file_prefix` as a tensor.
+      When graph building, the op that writes the checkpoint; eagerly, None.
     """
+    device_for_io = io_device(options)
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
-    with ops.device("/cpu:0"):
+    with ops.device(device_for_io or "/cpu:0"):
       temp_prefix = string_ops.string_join(
           [file_prefix, constant_op.constant(_TEMP_SUFFIX)])
     num_shards = len(self._groups) or 1
@@ -117,30 +123,33 @@ class Saver:
     shard_prefixes = []
     shard_ops = []
     for shard, (device, group) in enumerate(groups.items()):
-      with ops.device(device):
+      with ops.device(device_for_io or device):
         shard_prefix = gen_io_ops.sharded_filename(temp_prefix, shard,
                                                    num_shards)
         shard_prefixes.append(shard_prefix)
         shard_ops.append(group.save(shard_prefix))
     with ops.control_dependencies(shard_ops):
-      with ops.device("/cpu:0"):
+      with ops.device(device_for_io or "/cpu:0"):
         merge = gen_io_ops.merge_v2_checkpoints(
             shard_prefixes, file_prefix, delete_old_dirs=True)
-    if context.executing_eagerly():
-      return file_prefix
-    with ops.control_dependencies([merge]):
-      return array_ops.identity(file_prefix)
+    return None if context.executing_eagerly() else merge
 
-  def restore(self, file_prefix):
+  def restore(self, file_prefix, options=None):
     """Restores every saveable from `file_prefix`.
+
+    Args:
+      file_prefix: A string or string tensor.
+      options: Optional `tf.train.CheckpointOptions`; its
+        `experimental_io_device` runs the reads.
 
     Returns:
       `{saveable name: restore op}` (ops are None when executing eagerly).
     """
+    device_for_io = io_device(options)
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
     restore_ops = {}
     for device, group in self._groups.items():
-      restore_ops.update(group.restore(file_prefix, device))
+      restore_ops.update(group.restore(file_prefix, device_for_io or device))
     return restore_ops
 
   def restore_op(self, file_prefix):

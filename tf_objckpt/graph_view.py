@@ -107,8 +107,10 @@ class ObjectGraphView:
       gathered.children.append(children)
     return gathered
 
-  def list_objects(self):
-    """All objects reachable from the root, slot variables included."""
+  def list_objects(self, skip_slot_variables=False):
+    """All objects reachable from the root, and optimizer slot variables."""
+    if skip_slot_variables:
+      return self._breadth_first_traversal().objects
     return self._gather().objects
 
   def _gather(self):
@@ -164,6 +166,17 @@ class ObjectGraphView:
 
   def _attribute_saveables(self, obj, object_name, node):
     """Yields the saveables of each attribute of `obj`, filling `node`."""
+    if (self._saveables_cache is None and
+        saveable_object_util.has_default_variable_saving(obj)):
+      # The common case, kept short: saves walk every variable.
+      saveable = saveable_object_util.VariableSaveable(
+          obj, trackable_utils.checkpoint_key(
+              object_name, trackable_utils.SERIALIZE_TO_TENSORS_NAME))
+      node.attributes.add(name=base.VARIABLE_VALUE_KEY,
+                          checkpoint_key=saveable.specs[0].name,
+                          full_name=full_name_for_variable(obj))
+      yield (saveable,)
+      return
     factories = saveable_object_util.saveable_objects_from_trackable(obj)
     if not factories:
       return

@@ -104,15 +104,15 @@ def _read_slice_to_cpu(var):
   scope and copies on the variable's device and on the CPU.
   """
   if context.executing_eagerly():
-    return _read_to_cpu(var)
+    return _read_to_cpu(var, var.device)
   with ops.device(var.device):
     value = var.read_value_no_copy()
     with ops.device("/device:CPU:0"):
       return array_ops.identity(value)
 
 
-def _read_to_cpu(var):
-  """Reads `var` on its device, then moves the value to the CPU."""
+def _read_to_cpu(var, device):
+  """Reads `var` on its device (`var.device`), then moves the value to CPU."""
   if context.executing_eagerly():
     value = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
   elif _has_reusable_read(var):
@@ -120,10 +120,10 @@ def _read_to_cpu(var):
     # more to build and add to the graph than the save itself.
     value = var._graph_element  # pylint: disable=protected-access
   else:
-    with ops.device(var.device):
+    with ops.device(device):
       value = gen_resource_variable_ops.read_variable_op(var.handle,
                                                          var.dtype)
-  if "CPU" in var.device.upper() or not var.device:
+  if not device or "CPU" in device.upper():
     return value
   with ops.device("/device:CPU:0"):
     return array_ops.identity(value)
@@ -156,6 +156,12 @@ def assign_checked(handle, variable_shape, device, value, name):
     return gen_resource_variable_ops.assign_variable_op(handle, value)
   with ops.device(device):
     return gen_resource_variable_ops.assign_variable_op(handle, value)
+
+
+def assign_variables(variables, values):
+  """Assigns already checked values to resource variables (eagerly)."""
+  for variable, value in zip(variables, values):
+    gen_resource_variable_ops.assign_variable_op(variable.handle, value)
 
 
 def _comes_from_variable(value) -> bool:
@@ -371,16 +377,16 @@ class _VariableValueSpec(saveable_object.SaveSpec):
   """The VARIABLE_VALUE spec of a variable: reads it when the save runs."""
 
   # pylint: disable=super-init-not-called
-  def __init__(self, var, name):
+  def __init__(self, var, name, device):
     self._variable = var
     self.name = name
     self.slice_spec = ""
     self.dtype = var.dtype
-    self.device = var.device
+    self.device = device
 
   @property
   def tensor(self):
-    return _read_to_cpu(self._variable)
+    return _read_to_cpu(self._variable, self.device)
 
 
 class VariableSaveable(ResourceVariableSaveable):
@@ -393,22 +399,22 @@ class VariableSaveable(ResourceVariableSaveable):
 
   # pylint: disable=super-init-not-called
   def __init__(self, var, name=""):
-    key = name + VARIABLE_VALUE_KEY
+    device = var.device
     self.op = var
-    self.name = key
-    self.specs = [_VariableValueSpec(var, key)]
+    self.name = name
+    self.specs = [_VariableValueSpec(var, name + VARIABLE_VALUE_KEY, device)]
     self.handle_op = var.handle
-    self._var_device = var.device
+    self._var_device = device
     self._var_shape = var.shape
 
   def restore(self, restored_tensors, restored_shapes):
     """Assigns the value as read: no copy op, unlike v1 `Saver` graphs."""
     del restored_shapes  # Whole variables only.
     return assign_checked(self.handle_op, self._var_shape, self._var_device,
-                          restored_tensors[0], self.name)
+                          restored_tensors[0], self.specs[0].name)
 
   def get_proto_names_and_checkpoint_keys(self):
-    return [(VARIABLE_VALUE_KEY, self.name)]
+    return [(VARIABLE_VALUE_KEY, self.specs[0].name)]
 
 
 _DEFAULT_SAVING_BY_CLASS = {}

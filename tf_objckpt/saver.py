@@ -247,71 +247,127 @@ def _name_list(names):
   return text or "(none)"
 
 
-def _verify_restore_plan(save_path, plan):
+def _open_reader(save_path):
+  """A reader of `save_path`, or None when it cannot be read.
+
+  An unreadable checkpoint is left for the restore op to report: it fails
+  before assigning anything, with TensorFlow's own error type and message.
+  """
+  try:
+    return py_checkpoint_reader.NewCheckpointReader(save_path)
+  except errors.OpError:
+    return None
+
+
+def _plan_matches(plan, stored_dtypes, stored_shapes):
+  """Whether every dtype and shape of `plan` agrees with the checkpoint."""
+  # Compared without a Python loop over the keys when all is well.
+  return (
+      list(map(stored_dtypes.__getitem__, plan.dtype_keys)) == plan.dtypes and
+      list(map(stored_shapes.__getitem__, plan.shape_keys)) == plan.shapes and
+      all(math.prod(stored_shapes[key]) == size
+          for key, size in plan.size_checks))
+
+
+def _entry_problem(entry, stored_dtypes, stored_shapes):
+  """`(is_dtype_problem, mode, message)` for one plan entry, or None."""
+  key, dtype, shape, mode = entry
+  stored_dtype = stored_dtypes[key]
+  if stored_dtype != dtype:
+    return True, mode, "%s: the checkpoint holds %s but %s is requested" % (
+        key, dtypes.as_dtype(stored_dtype).name, dtypes.as_dtype(dtype).name)
+  stored = stored_shapes[key]
+  if shape is None or stored == shape:
+    return None
+  if mode == _SAME_SHAPE:
+    return False, mode, (
+        "%s: the checkpoint holds shape %s but the variable has shape %s"
+        % (key, stored, shape))
+  if mode == _FULL_SHAPE:
+    return False, mode, (
+        "%s: the checkpoint holds shape %s but the partitioned variable "
+        "has full shape %s" % (key, stored, shape))
+  if math.prod(stored) == math.prod(shape):
+    return None
+  return False, mode, (
+      "%s: cannot reshape the checkpoint's shape %s (%d elements) to %s "
+      "(%d elements)" % (key, stored, math.prod(stored), shape,
+                         math.prod(shape)))
+
+
+def _raise_missing_keys(save_path, plan, stored_shapes):
+  missing = plan.keys.difference(stored_shapes)
+  if not missing:
+    return
+  unexpected = set(stored_shapes).difference(plan.keys)
+  unexpected.discard(base.OBJECT_GRAPH_PROTO_KEY)
+  raise errors.NotFoundError(
+      None, None,
+      "Key %s not found in checkpoint %s. Nothing was restored.\n"
+      "Keys the saver restores that the checkpoint lacks (%d): %s\n"
+      "Keys in the checkpoint that the saver does not restore (%d): %s"
+      % (min(missing), save_path, len(missing), _name_list(missing),
+         len(unexpected), _name_list(unexpected)))
+
+
+def _verify_restore_plan(save_path, plan, eager=False):
   """Raises TensorFlow's error if `plan` cannot be restored from `save_path`.
+
+  Args:
+    save_path: the checkpoint prefix.
+    plan: a `_RestorePlan`.
+    eager: whether the restore runs eagerly, where TensorFlow reports a
+      variable's shape mismatch as a ValueError.
 
   Raises:
     NotFoundError: some keys are not in the checkpoint. The message names
       them, and the checkpoint keys nothing asks for.
     InvalidArgumentError: a dtype or shape differs from the checkpoint's.
+    ValueError: executing eagerly, only variables' shapes differ.
   """
   if not plan.keys:
     return
   save_path = compat.as_str(save_path)
-  reader = py_checkpoint_reader.NewCheckpointReader(save_path)
-  stored_shapes = reader.get_variable_to_shape_map()
-  missing = plan.keys.difference(stored_shapes)
-  if missing:
-    unexpected = set(stored_shapes).difference(plan.keys)
-    unexpected.discard(base.OBJECT_GRAPH_PROTO_KEY)
-    raise errors.NotFoundError(
-        None, None,
-        "Key %s not found in checkpoint %s. Nothing was restored.\n"
-        "Keys the saver restores that the checkpoint lacks (%d): %s\n"
-        "Keys in the checkpoint that the saver does not restore (%d): %s"
-        % (min(missing), save_path, len(missing), _name_list(missing),
-           len(unexpected), _name_list(unexpected)))
-  stored_dtypes = reader._GetVariableToDataTypeMap()  # pylint: disable=protected-access
-  # Compared without a Python loop over the keys when all is well.
-  if (list(map(stored_dtypes.__getitem__, plan.dtype_keys)) == plan.dtypes and
-      list(map(stored_shapes.__getitem__, plan.shape_keys)) == plan.shapes and
-      all(math.prod(stored_shapes[key]) == size
-          for key, size in plan.size_checks)):
+  reader = _open_reader(save_path)
+  if reader is None:
     return
-  problems = []
-  for key, dtype, shape, mode in plan.entries:
-    stored_dtype = stored_dtypes[key]
-    if stored_dtype != dtype:
-      problems.append("%s: the checkpoint holds %s but %s is requested" % (
-          key, dtypes.as_dtype(stored_dtype).name, dtypes.as_dtype(dtype).name))
-      continue
-    stored = stored_shapes[key]
-    if shape is None or stored == shape:
-      continue
-    if mode == _SAME_SHAPE:
-      problems.append(
-          "%s: the checkpoint holds shape %s but the variable has shape %s"
-          % (key, stored, shape))
-    elif mode == _FULL_SHAPE:
-      problems.append(
-          "%s: the checkpoint holds shape %s but the partitioned variable "
-          "has full shape %s" % (key, stored, shape))
-    elif math.prod(stored) != math.prod(shape):
-      problems.append(
-          "%s: cannot reshape the checkpoint's shape %s (%d elements) to %s "
-          "(%d elements)" % (key, stored, math.prod(stored), shape,
-                             math.prod(shape)))
-  if problems:
-    raise errors.InvalidArgumentError(
-        None, None,
-        "Checkpoint %s does not match the variables to restore; nothing was "
-        "restored. Mismatches (%d):\n  %s" %
-        (save_path, len(problems), "\n  ".join(problems)))
+  stored_shapes = reader.get_variable_to_shape_map()
+  _raise_missing_keys(save_path, plan, stored_shapes)
+  stored_dtypes = reader._GetVariableToDataTypeMap()  # pylint: disable=protected-access
+  if _plan_matches(plan, stored_dtypes, stored_shapes):
+    return
+  problems = [problem for problem in (
+      _entry_problem(entry, stored_dtypes, stored_shapes)
+      for entry in plan.entries) if problem is not None]
+  if not problems:
+    return
+  messages = "\n  ".join(message for _, _, message in problems)
+  # TensorFlow reads every value (checking dtypes) before assigning any;
+  # eagerly, the first assignment of a wrong shape raises a ValueError.
+  if eager and not any(is_dtype for is_dtype, _, _ in problems) and (
+      problems[0][1] == _SAME_SHAPE):
+    raise ValueError(
+        "Received incompatible tensors when attempting to restore variables "
+        "from checkpoint %s; nothing was restored. Mismatches (%d):\n  %s" %
+        (save_path, len(problems), messages))
+  raise errors.InvalidArgumentError(
+      None, None,
+      "Checkpoint %s does not match the variables to restore; nothing was "
+      "restored. Mismatches (%d):\n  %s" %
+      (save_path, len(problems), messages))
 
 
 # ----------------------------------------------------------------------------
 # Builders.
 # ----------------------------------------------------------------------------
+
+
+class _UnexpectedWriteVersionError(RuntimeError, TypeError):
+  """An unknown checkpoint format version.
+
+  TensorFlow documents a RuntimeError but raises a TypeError (building its
+  message fails), so this error is both.
+  """
 
 
 class BaseSaverBuilder(object):
@@ -354,7 +410,8 @@ class BaseSaverBuilder(object):
       return io_ops._save(  # pylint: disable=protected-access
           filename=filename_tensor, tensor_names=names, tensors=tensors,
           tensor_slices=slices)
-    raise RuntimeError("Unexpected write_version: %r" % (self._write_version,))
+    raise _UnexpectedWriteVersionError(
+        "Unexpected write_version: %r" % (self._write_version,))
 
   def bulk_restore(self, filename_tensor, saveables,
                    preferred_shard, restore_sequentially):
@@ -597,10 +654,11 @@ class BaseSaverBuilder(object):
       # Savers are fed through "<scope>/Const:0", the name TF1 always used.
       prefix = array_ops.placeholder_with_default(
           default_prefix, shape=(), name="Const")
-      if build_restore:
+      plan = None
+      if build_restore and _reads_keys_of_specs(self):
         plan = _plan_from_saveables(saveables, reshape)
         if eager:
-          _verify_restore_plan(prefix.numpy(), plan)
+          _verify_restore_plan(prefix.numpy(), plan, eager=True)
       groups = self._GroupByDevices(saveables) if sharded else None
       if build_save:
         save_tensor = (
@@ -623,7 +681,8 @@ class BaseSaverBuilder(object):
     saver_def.filename_tensor_name = prefix.name
     saver_def.save_tensor_name = save_tensor.name
     saver_def.restore_op_name = restore_op.name
-    # For the Saver, which checks checkpoints before running the restore.
+    # For the Saver, which checks checkpoints before running the restore
+    # (and reads the plan from the graph when there is none here).
     self._last_restore_plan = (restore_op.name, plan)
     # Importing a meta graph looks up each PartitionedVariable of a
     # collection by name, so its concatenation op has to exist.
@@ -654,6 +713,25 @@ class BulkSaverBuilder(BaseSaverBuilder):
     # Values are read on the CPU, as TensorFlow's savers do.
     with ops.device("cpu:0"):
       return io_ops.restore_v2(filename_tensor, names, slices, dtypes_)
+
+
+# Methods deciding which checkpoint keys a builder's restore op reads.
+_RESTORE_METHODS = ("bulk_restore", "restore_op", "_AddRestoreOps",
+                    "_AddShardedRestoreOps")
+
+
+def _reads_keys_of_specs(builder):
+  """Whether `builder` restores every spec from its own name and slice.
+
+  True for our builders. A subclass overriding how values are read may read
+  other keys; its restores are then checked against the ops it builds (or,
+  eagerly, not beforehand at all).
+  """
+  cls = type(builder)
+  return all(
+      getattr(cls, name) in (getattr(BaseSaverBuilder, name),
+                             getattr(BulkSaverBuilder, name))
+      for name in _RESTORE_METHODS)
 
 
 def _get_saver_or_default():
@@ -867,12 +945,14 @@ class Saver(object):
     keep = self.saver_def.max_to_keep
     if not keep:
       return
-    kept = [p for p in self._last_checkpoints
-            if self._CheckpointFilename(p) != latest_save_path]
+    # Updated in place: a list given to `set_last_checkpoints_with_time`
+    # stays this saver's list, as in TensorFlow.
+    kept = self._last_checkpoints
+    kept[:] = [p for p in kept
+               if self._CheckpointFilename(p) != latest_save_path]
     kept.append((latest_save_path, time.time()))
     if len(kept) > keep:
       self._checkpoints_to_be_deleted.append(kept.pop(0))
-    self._last_checkpoints = kept
 
   def _MaybeDeleteOldCheckpoints(self,
                                  meta_graph_suffix="meta"):
@@ -944,7 +1024,8 @@ class Saver(object):
     """
     assert isinstance(last_checkpoints_with_time, list), (
         last_checkpoints_with_time)
-    self._last_checkpoints = list(last_checkpoints_with_time)
+    # Kept, not copied: later saves update the caller's list (as TF does).
+    self._last_checkpoints = last_checkpoints_with_time
 
   def recover_last_checkpoints(self,
                                checkpoint_paths):
@@ -978,7 +1059,8 @@ class Saver(object):
     if self._pad_step_number:
       # Fixed width keeps the files sorted by step in listings.
       return "{}-{:08d}".format(save_path, step)
-    return "{}-{}".format(save_path, step)
+    # As an integer, also when given as a bool.
+    return "{}-{:d}".format(save_path, step)
 
   def save(self,
            sess,
@@ -1110,16 +1192,23 @@ class Saver(object):
         save_debug_info=save_debug_info)
 
   def _keep_restore_plan(self, graph, restore_op_name, plan):
-    if restore_op_name is not None:
+    if restore_op_name is not None and plan is not None:
       self._restore_plan_cache = (weakref.ref(graph), restore_op_name, plan)
 
   def _restore_plan(self, graph):
-    """The plan of this saver's restore op in `graph` (read from the graph
-    when the saver did not build it)."""
+    """The plan of this saver's restore op in `graph`, or None.
+
+    Read from the graph when the saver did not build it. None when the
+    restore op is not in `graph`: running it then raises TensorFlow's error.
+    """
     name = self.saver_def.restore_op_name
     cached = self._restore_plan_cache
     if cached is None or cached[0]() is not graph or cached[1] != name:
-      self._keep_restore_plan(graph, name, _plan_from_graph(graph, name))
+      try:
+        plan = _plan_from_graph(graph, name)
+      except (KeyError, ValueError, TypeError):
+        return None
+      self._keep_restore_plan(graph, name, plan)
     return self._restore_plan_cache[2]
 
   def _restore_by_name(self, sess, save_path):
@@ -1134,7 +1223,9 @@ class Saver(object):
     # find the same: skip it when restoring repeatedly from one file.
     identity = _checkpoint_identity(save_path)
     last = self._last_verified
-    if identity is None or last is None or last[0] != identity or (
+    if plan is None:
+      pass  # Nothing to check against: the restore op reports.
+    elif identity is None or last is None or last[0] != identity or (
         last[1] is not plan):
       _verify_restore_plan(save_path, plan)
       self._last_verified = (identity, plan)

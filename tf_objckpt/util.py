@@ -19,6 +19,7 @@ import weakref
 
 import numpy as np
 from tensorflow.core.protobuf import trackable_object_graph_pb2
+from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 from tensorflow.python.client import session as session_lib
 from tensorflow.python.eager import context
 from tensorflow.python.eager import def_function
@@ -29,6 +30,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 from tensorflow.python.framework import tensor_util
 from tensorflow.python.lib.io import file_io
+from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.ops import gen_io_ops
 from tensorflow.python.ops import init_ops
@@ -36,6 +38,7 @@ from tensorflow.python.ops import variable_scope
 from tensorflow.python.ops import variable_v1
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
+from tensorflow.python.trackable import data_structures as tf_data_structures
 from tensorflow.python.training import py_checkpoint_reader
 from tensorflow.python.util import compat
 from tensorflow.python.util import deprecation
@@ -66,9 +69,10 @@ def open_checkpoint(save_path):
   except errors.NotFoundError as e:
     raise errors.NotFoundError(
         None, None,
-        f"No checkpoint found at {save_path!r}: {e.message}. Check the path; "
-        "it may be missing its number suffix (e.g. the '-1' in "
-        "'path/to/ckpt-1').") from e
+        f"Error when restoring from checkpoint or SavedModel at "
+        f"{save_path!r}: no checkpoint found there ({e.message}). Please "
+        "double-check that the path is correct. You may be missing the "
+        "checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from e
   except errors.OpError as e:
     raise errors.DataLossError(
         None, None,
@@ -126,17 +130,19 @@ class _UnrestoredValuesReport:
   """
 
   def __init__(self, object_graph_proto, matched_proto_ids,
-               unused_attributes):
+               unused_attributes, ignored_proto_ids):
     self.expect_partial = False
     self._proto = object_graph_proto
     self._matched_proto_ids = matched_proto_ids
     self._unused_attributes = unused_attributes
+    self._ignored_proto_ids = ignored_proto_ids
 
   def warn_if_incomplete(self):
     if self.expect_partial:
       return
     unmatched = [node_id for node_id, node in enumerate(self._proto.nodes)
-                 if node.attributes and node_id not in self._matched_proto_ids]
+                 if node.attributes and node_id not in self._matched_proto_ids
+                 and node_id not in self._ignored_proto_ids]
     if not unmatched and not self._unused_attributes:
       return
     names = node_paths(self._proto)
@@ -164,7 +170,7 @@ def _shape_matches(variable_shape, saved_dims):
   if variable_shape.rank is None:
     return True
   dims = variable_shape.as_list()
-  return len(dims) == len(saved_dims) and all(
+  return dims == saved_dims or len(dims) == len(saved_dims) and all(
       dim is None or dim == saved for dim, saved in zip(dims, saved_dims))
 
 
@@ -198,7 +204,7 @@ class _CheckpointRestoreCoordinator:
   """
 
   def __init__(self, object_graph_proto, save_path, save_path_tensor, reader,
-               restore_op_cache, graph_view):
+               restore_op_cache, restore_op_groups, graph_view, options=None):
     """Prepares to restore `save_path` into `graph_view`'s objects.
 
     Args:
@@ -206,18 +212,26 @@ class _CheckpointRestoreCoordinator:
       save_path: The checkpoint path, a string.
       save_path_tensor: A string tensor holding (or fed) the path.
       reader: A checkpoint reader opened on `save_path`.
-      restore_op_cache: A dict of restore ops by name (and of the ops
-        grouping them, by the set of ops grouped; see `restore_ops_to_run`),
-        shared by all restores of one saver, so graph-mode restores reuse
-        ops.
+      restore_op_cache: A dict of restore ops by name, shared by all
+        restores of one saver, so graph-mode restores reuse ops.
+      restore_op_groups: The saver's `RestoreOpGroups`.
       graph_view: The `ObjectGraphView` of the objects being restored.
+      options: Optional `tf.train.CheckpointOptions`: the device to read on,
+        and whether to skip optimizer slot variables.
     """
     self.object_graph_proto = object_graph_proto
+    self.options = options
+    self.skip_slot_variables = bool(
+        getattr(options, "experimental_skip_slot_variables", False))
+    self._io_device = functional_saver.io_device(options) or "/cpu:0"
     self.restore_uid = ops.uid()
     self.save_path_string = save_path
     self.save_path_tensor = save_path_tensor
     self.graph_view = graph_view
     self.restore_ops = []
+    self._built_restore_ops = []
+    self._mismatches = []  # Errors of deferred restores (graph building).
+    self._restore_op_groups = restore_op_groups
     self.restore_ops_by_name = restore_op_cache
     self.new_restore_ops_callback = None
     self.dtype_map = reader.get_variable_to_dtype_map()
@@ -235,7 +249,7 @@ class _CheckpointRestoreCoordinator:
     # Optimizer node id -> slots waiting for the optimizer to be bound.
     self.deferred_slot_restorations = {}
     for node_id, node in enumerate(object_graph_proto.nodes):
-      for slot in node.slot_variables:
+      for slot in () if self.skip_slot_variables else node.slot_variables:
         self.slot_restorations.setdefault(
             slot.original_variable_node_id, []).append(
                 base._SlotVariableRestoration(  # pylint: disable=protected-access
@@ -247,8 +261,17 @@ class _CheckpointRestoreCoordinator:
     self._deferred_keys = {}
     self._prefetched = {}
     self._report = _UnrestoredValuesReport(
-        object_graph_proto, self.matched_proto_ids, self.unused_attributes)
+        object_graph_proto, self.matched_proto_ids, self.unused_attributes,
+        self.skipped_slot_node_ids())
     weakref.finalize(self, self._report.warn_if_incomplete)
+
+  def skipped_slot_node_ids(self):
+    """Slot variable nodes left alone (`experimental_skip_slot_variables`)."""
+    if not self.skip_slot_variables:
+      return frozenset()
+    return frozenset(slot.slot_variable_node_id
+                     for node in self.object_graph_proto.nodes
+                     for slot in node.slot_variables)
 
   @property
   def expect_partial(self):
@@ -264,6 +287,24 @@ class _CheckpointRestoreCoordinator:
             f"{trackable_utils.object_path_of_key(key)!r}) of checkpoint "
             f"{self.save_path_string!r}")
 
+  def report_mismatch(self, error):
+    """Raises `error`, or keeps it for `raise_mismatch` (graph, deferred).
+
+    A deferred restore runs when its object is created. Eagerly, the value
+    is assigned right then, so the error is raised right then. Graph
+    building, nothing is assigned before the restore ops run, so the error
+    is raised when they would run (and by the assertions), and building the
+    model goes on, as it does in TensorFlow.
+    """
+    if context.executing_eagerly() or self.new_restore_ops_callback:
+      raise error
+    self._mismatches.append(error)
+
+  def raise_mismatch(self):
+    """Raises the first error `report_mismatch` kept, if any."""
+    if self._mismatches:
+      raise self._mismatches[0]
+
   def new_restore_ops(self, new_ops):
     """Records restore ops created after `restore()` returned."""
     self.restore_ops.extend(new_ops)
@@ -271,25 +312,12 @@ class _CheckpointRestoreCoordinator:
       self.new_restore_ops_callback(new_ops)  # pylint: disable=not-callable
 
   def restore_ops_to_run(self):
-    """What to fetch to run every restore op so far (graph mode).
+    """What to fetch to run every restore op so far (graph mode)."""
+    return self._restore_op_groups.fetches(self.restore_ops)
 
-    `Session.run` spends more Python time on each fetched op than a restore
-    takes to run, so restore ops run through one no-op depending on them.
-    It is cached with the restore ops (by the set of ops it groups), so
-    restoring the same objects again adds no op. A finalized graph gets the
-    restore ops themselves.
-    """
-    restore_ops = frozenset(self.restore_ops)
-    grouped = self.restore_ops_by_name.get(restore_ops)
-    if grouped is None:
-      graph = self.save_path_tensor.graph
-      if graph.finalized:
-        return self.restore_ops
-      with graph.as_default(), graph.control_dependencies(None):
-        with graph.control_dependencies(restore_ops):
-          grouped = gen_control_flow_ops.no_op(name="restore_all")
-      self.restore_ops_by_name[restore_ops] = grouped
-    return grouped
+  def group_built_restore_ops(self):
+    """Groups the restore ops this restore built (see `RestoreOpGroups`)."""
+    self._restore_op_groups.group(self._built_restore_ops)
 
   def node_has_values(self, node_id):
     """Whether a node or anything below it holds checkpointed values."""
@@ -307,11 +335,20 @@ class _CheckpointRestoreCoordinator:
       self._deferred_keys[position.object_proto.attributes[0]
                           .checkpoint_key] = None
 
-  def cached_restore_op(self, key):
-    """A restore op built by an earlier restore (graph mode), or None."""
+  def cached_restore_op(self, name, saveable):
+    """The restore op an earlier restore built for `saveable`, or None.
+
+    Graph mode only. The op reads whichever checkpoint is fed, so this
+    checkpoint's value is checked against the saveable first, as for a new
+    op: a mismatch fails here rather than halfway through running the ops.
+    """
     if context.executing_eagerly():
       return None
-    return self.restore_ops_by_name.get(key)
+    restore_op = self.restore_ops_by_name.get(name)
+    if restore_op is not None:
+      self._check_saveables(
+          saveable_object_util.validate_and_slice_inputs({name: saveable}), ())
+    return restore_op
 
   def cached_saveable(self, trackable, name):
     """A saveable made for `trackable` by an earlier restore, or None."""
@@ -333,7 +370,7 @@ class _CheckpointRestoreCoordinator:
   def read_value(self, key, shape_and_slice=""):
     """Reads one checkpointed value (restore-on-create)."""
     if not context.executing_eagerly():
-      with ops.init_scope(), ops.device("/cpu:0"):
+      with ops.init_scope(), ops.device(self._io_device):
         value, = gen_io_ops.restore_v2(
             self.save_path_tensor, [key], [shape_and_slice],
             [self.dtype_map[key]])
@@ -384,7 +421,7 @@ class _CheckpointRestoreCoordinator:
   def _restore_v2(self, specs):
     """One eager RestoreV2 of `specs`; errors name the checkpoint."""
     try:
-      with ops.device("/cpu:0"):
+      with ops.device(self._io_device):
         return gen_io_ops.restore_v2(
             self.save_path_tensor, [spec.name for spec in specs],
             [spec.slice_spec for spec in specs],
@@ -395,62 +432,122 @@ class _CheckpointRestoreCoordinator:
           f"Failed to read values from checkpoint {self.save_path_string!r} "
           f"(keys such as {specs[0].name!r}): {e.message}") from e
 
-  def _check_saveables(self, saveables):
-    """Checks keys, dtypes and shapes before anything is assigned.
+  def _check_value(self, key, dtype, variable_shape):
+    """Checks that `key` holds a value of `dtype` fitting `variable_shape`.
 
     Raises:
-      NotFoundError: If a key is missing from the checkpoint.
-      InvalidArgumentError: If a dtype differs.
-      ValueError: If a variable's shape differs.
+      NotFoundError: If the key is missing from the checkpoint.
+      InvalidArgumentError: If the dtype differs.
+      ValueError: If the shape differs (`variable_shape` None: unchecked).
     """
+    saved_dtype = self.dtype_map.get(key)
+    if saved_dtype is None:
+      raise errors.NotFoundError(None, None,
+                                 f"Missing {self.describe_key(key)}.")
+    # DTypes are interned, so identity settles the common case.
+    if saved_dtype is not dtype and saved_dtype != dtype.base_dtype:
+      raise errors.InvalidArgumentError(
+          None, None,
+          f"Cannot restore {self.describe_key(key)}: the checkpoint holds "
+          f"dtype {saved_dtype.name} but the object expects "
+          f"{dtype.base_dtype.name}.")
+    if (variable_shape is not None and
+        not _shape_matches(variable_shape, self.shape_map[key])):
+      raise ValueError(
+          f"Cannot restore {self.describe_key(key)}: the checkpoint holds "
+          f"shape {tuple(self.shape_map[key])} but the variable has shape "
+          f"{variable_shape}.")
+
+  def _check_saveables(self, saveables, variables):
+    """Checks keys, dtypes and shapes before anything is assigned."""
     for saveable in saveables:
       variable_shape = _expected_shape(saveable)
       for spec in saveable.specs:
-        saved_dtype = self.dtype_map.get(spec.name)
-        if saved_dtype is None:
-          raise errors.NotFoundError(
-              None, None, f"Missing {self.describe_key(spec.name)}.")
-        # DTypes are interned, so identity settles the common case.
-        if (saved_dtype is not spec.dtype and
-            saved_dtype != spec.dtype.base_dtype):
-          raise errors.InvalidArgumentError(
-              None, None,
-              f"Cannot restore {self.describe_key(spec.name)}: the checkpoint "
-              f"holds dtype {saved_dtype.name} but the object expects "
-              f"{spec.dtype.base_dtype.name}.")
-        if (variable_shape is not None and not spec.slice_spec and
-            not _shape_matches(variable_shape, self.shape_map[spec.name])):
-          raise ValueError(
-              f"Cannot restore {self.describe_key(spec.name)}: the checkpoint "
-              f"holds shape {tuple(self.shape_map[spec.name])} but the "
-              f"variable has shape {variable_shape}.")
+        self._check_value(spec.name, spec.dtype,
+                          None if spec.slice_spec else variable_shape)
+    for key, variable in variables:
+      self._check_value(key, variable.dtype, variable.shape)
 
-  def restore_saveables(self, tensor_saveables, python_saveables):
+  def restore_saveables(self, tensor_saveables, python_saveables,
+                        variables=()):
     """Restores saveables now (eagerly) or builds their restore ops.
+
+    Every value is checked before any is assigned, so a mismatch leaves the
+    objects untouched.
 
     Args:
       tensor_saveables: `{checkpoint key: SaveableObject}`.
       python_saveables: `PythonStateSaveable`s, restored immediately.
+      variables: `(checkpoint key, variable)` pairs of stock resource
+        variables, restored by assigning their values (eager only).
 
     Returns:
       The new restore ops when graph building, else an empty list.
     """
+    saveables = saveable_object_util.validate_and_slice_inputs(
+        tensor_saveables) if tensor_saveables else []
+    self._check_saveables(saveables, variables)
     for saveable in python_saveables:
       saveable.python_restore(
           [self._reader.get_tensor(spec.name) for spec in saveable.specs])
-    if not tensor_saveables:
-      return []
-    saveables = saveable_object_util.validate_and_slice_inputs(
-        tensor_saveables)
-    self._check_saveables(saveables)
     if context.executing_eagerly():
       specs = [spec for saveable in saveables for spec in saveable.specs]
-      functional_saver.apply_restored(saveables, self._read_eagerly(specs))
+      specs.extend(_KeyToRead(key, "", variable.dtype)
+                   for key, variable in variables)
+      if specs:
+        values = self._read_eagerly(specs)
+        functional_saver.apply_restored(saveables, values)
+        saveable_object_util.assign_variables(
+            [variable for _, variable in variables],
+            values[len(values) - len(variables):])
       return []
-    new_ops = functional_saver.Saver(saveables).restore(self.save_path_tensor)
+    assert not variables, "Variables are gathered only when executing eagerly."
+    if not saveables:
+      return []
+    new_ops = functional_saver.Saver(saveables).restore(self.save_path_tensor,
+                                                        self.options)
     for name, restore_op in new_ops.items():
       self.restore_ops_by_name[name] = restore_op
+    self._built_restore_ops.extend(new_ops.values())
     return list(new_ops.values())
+
+
+class RestoreOpGroups:
+  """Graph-mode restore ops grouped to run through one no-op each.
+
+  `Session.run` spends more Python time on each fetched op than a restore
+  takes to run, so the restore ops one `restore()` builds are grouped under
+  a no-op, built with them: running restore ops never adds an op. A group
+  runs all of its ops, so a restore fetches only the groups whose ops it
+  needs every one of, and its other ops one by one.
+  """
+
+  def __init__(self):
+    self._groups = {}  # frozenset of restore ops -> the no-op running them.
+
+  def group(self, restore_ops):
+    """Groups `restore_ops` (unless empty, already grouped, or finalized)."""
+    members = frozenset(restore_ops)
+    if not members or members in self._groups:
+      return
+    graph = next(iter(members)).graph
+    if graph.finalized:
+      return
+    with graph.as_default(), graph.control_dependencies(None):
+      with graph.control_dependencies(members):
+        self._groups[members] = gen_control_flow_ops.no_op(name="restore_all")
+
+  def fetches(self, restore_ops):
+    """The groups and single ops that run exactly `restore_ops`."""
+    remaining = set(restore_ops)
+    fetches = []
+    for members, group in sorted(self._groups.items(),
+                                 key=lambda item: -len(item[0])):
+      if members <= remaining:
+        fetches.append(group)
+        remaining -= members
+    fetches.extend(op for op in restore_ops if op in remaining)
+    return fetches
 
 
 class _KeyToRead:
@@ -517,6 +614,10 @@ def _default_getter(name, shape, dtype, initializer=None,
   """Creates a resource variable, never reusing one (unlike get_variable)."""
   dtype = dtypes.as_dtype(dtype)
   shape_object = tensor_shape.as_shape(shape)
+  if (type(initializer) is tf_base.CheckpointInitialValueCallable and  # pylint: disable=unidiomatic-typecheck
+      isinstance(initializer.checkpoint_position, base.CheckpointPosition)):
+    # Our value, queued by a TensorFlow owner: check it as ours checks.
+    initializer.checkpoint_position.check_initial_value(shape, dtype)
   with ops.init_scope():
     if initializer is None:
       initializer, from_value = (
@@ -644,8 +745,27 @@ def _garbage_collection_paused():
       gc.enable()
 
 
-def _default_session(session):
-  return session if session is not None else ops.get_default_session()
+def _default_session(session, action):
+  """`session`, else the default session (or the one Keras provides).
+
+  Raises:
+    RuntimeError: If there is no session to `action` in.
+  """
+  if session is None:
+    session = tf_checkpoint_lib.get_session()
+  if session is None:
+    raise RuntimeError(
+        f"Unable to {action} in graph mode without a default session. Pass "
+        "`session=`, or use `with tf.compat.v1.Session() as session:`.")
+  return session
+
+
+def _check_options(options):
+  """Rejects `tf.train.CheckpointOptions` this library does not implement."""
+  if getattr(options, "experimental_sharding_callback", None) is not None:
+    raise NotImplementedError(
+        "CheckpointOptions.experimental_sharding_callback is not supported "
+        "by tf_objckpt: checkpoints are sharded by device only.")
 
 
 class _LoadStatus(abc.ABC):
@@ -693,7 +813,7 @@ def streaming_restore(status, session=None):
   """
   if context.executing_eagerly():
     return
-  session = _default_session(session)
+  session = _default_session(session, "stream restore ops")
   if isinstance(status, NameBasedSaverStatus):
     raise NotImplementedError(
         "Streaming restore is not supported for name-based checkpoints.")
@@ -729,9 +849,10 @@ class CheckpointLoadStatus(_LoadStatus):
     checkpoint = self._checkpoint
     names = node_paths(checkpoint.object_graph_proto)
     self.assert_existing_objects_matched()
+    skipped = checkpoint.skipped_slot_node_ids()
     for node_id, node in enumerate(checkpoint.object_graph_proto.nodes):
-      if node.attributes and checkpoint.object_by_proto_id.get(
-          node_id) is None:
+      if (node.attributes and node_id not in skipped and
+          checkpoint.object_by_proto_id.get(node_id) is None):
         raise AssertionError(
             f"Unresolved object in checkpoint {names[node_id]}: {node}")
     if checkpoint.slot_restorations:
@@ -751,16 +872,19 @@ class CheckpointLoadStatus(_LoadStatus):
     """Asserts every existing object in the dependency graph got a value.
 
     Weaker than `assert_consumed`: checkpointed values whose objects do not
-    exist yet (an unbuilt Keras layer, say) do not fail it.
+    exist yet (an unbuilt Keras layer, say) do not fail it. A value that
+    did not fit an object created after `restore()` raises its error.
     """
     checkpoint = self._checkpoint
+    checkpoint.raise_mismatch()
     for node_id, node in enumerate(checkpoint.object_graph_proto.nodes):
       trackable = checkpoint.object_by_proto_id.get(node_id)
       if (trackable is not None and
           trackable._update_uid < checkpoint.restore_uid):  # pylint: disable=protected-access
         raise AssertionError(
             f"Object {node} not assigned a value from checkpoint.")
-    for obj in self._graph_view.list_objects():
+    for obj in self._graph_view.list_objects(
+        skip_slot_variables=checkpoint.skip_slot_variables):
       if (isinstance(obj, data_structures.TrackableDataStructure) and
           not obj._trackable_children()):  # pylint: disable=protected-access
         continue
@@ -783,7 +907,9 @@ class CheckpointLoadStatus(_LoadStatus):
 
   def assert_nontrivial_match(self):
     """Asserts that something besides the root object matched."""
-    for obj in self._graph_view.list_objects():
+    self._checkpoint.raise_mismatch()
+    for obj in self._graph_view.list_objects(
+        skip_slot_variables=self._checkpoint.skip_slot_variables):
       self._checkpoint.all_python_objects.add(obj)
     if len(self._checkpoint.object_by_proto_id) <= 1:
       unmatched = self._unmatched_objects()
@@ -799,11 +925,17 @@ class CheckpointLoadStatus(_LoadStatus):
     return self
 
   def run_restore_ops(self, session=None):
-    """Runs the restore ops created so far (graph mode)."""
+    """Runs the restore ops created so far (graph mode).
+
+    Raises:
+      NotFoundError, InvalidArgumentError, ValueError: If a value of an
+        object created after `restore()` does not fit it; nothing runs.
+    """
     if context.executing_eagerly():
       return
-    _default_session(session).run(self._checkpoint.restore_ops_to_run(),
-                                  feed_dict=self._feed_dict)
+    self._checkpoint.raise_mismatch()
+    _default_session(session, "run restore ops").run(
+        self._checkpoint.restore_ops_to_run(), feed_dict=self._feed_dict)
 
   def initialize_or_restore(self, session=None):
     """Restores matched objects and initializes the others (graph mode).
@@ -812,7 +944,7 @@ class CheckpointLoadStatus(_LoadStatus):
     """
     if context.executing_eagerly():
       return
-    session = _default_session(session)
+    session = _default_session(session, "initialize or restore")
     restore_uid = self._checkpoint.restore_uid
     bound = object_identity.ObjectIdentitySet(
         self._checkpoint.object_by_proto_id.values())
@@ -866,7 +998,7 @@ class InitializationOnlyStatus(_LoadStatus):
         obj.initializer for obj in self._graph_view.list_objects()
         if getattr(obj, "initializer", None) is not None and
         getattr(obj, "_update_uid", self._restore_uid - 1) < self._restore_uid]
-    _default_session(session).run(initializers)
+    _default_session(session, "initialize").run(initializers)
 
 
 _DEPRECATED_RESTORE_INSTRUCTIONS = (
@@ -933,7 +1065,8 @@ class NameBasedSaverStatus(_LoadStatus):
     with ops.device("/cpu:0"):
       saveables = self._gather_saveable_objects()
       v1_saver_lib.Saver(saveables).restore(
-          sess=_default_session(session), save_path=self._checkpoint.save_path)
+          sess=_default_session(session, "restore by name"),
+          save_path=self._checkpoint.save_path)
 
   def initialize_or_restore(self, session=None):
     self.run_restore_ops(session=session)
@@ -969,9 +1102,10 @@ class TrackableSaver:
     self._file_prefix_placeholder = None
     self._object_graph_feed_tensor = None
     self._file_prefix_feed_tensor = None
-    self._last_save_object_graph = None
+    self._last_save_key = None
     self._cached_save_operation = None
     self._restore_op_cache = {}
+    self._restore_op_groups = RestoreOpGroups()
 
   def _gather_saveables(self, object_graph_tensor=None):
     """The saveables to write, the object graph's included."""
@@ -988,24 +1122,31 @@ class TrackableSaver:
         tensor=object_graph_tensor, name=base.OBJECT_GRAPH_PROTO_KEY))
     return saveables, serialized, feed_additions
 
-  def _save_cached_when_graph_building(self, file_prefix,
-                                       object_graph_tensor=None):
+  def _save_cached_when_graph_building(self, file_prefix, object_graph_tensor,
+                                       options):
     """Builds the save op, or reuses it while the object graph is unchanged.
 
     Returns:
-      (the save op or path tensor, the feed dict to run it with).
+      (the path tensor, evaluating to `file_prefix` once written; the feed
+      dict to run it with).
     """
     saveables, serialized_graph, feed_additions = self._gather_saveables(
         object_graph_tensor=object_graph_tensor)
-    if (self._last_save_object_graph != serialized_graph or
+    cache_key = (serialized_graph, functional_saver.io_device(options))
+    if (self._last_save_key != cache_key or
         context.executing_eagerly() or ops.inside_function()):
       with ops.device("/cpu:0"):
-        self._cached_save_operation = functional_saver.Saver(
-            saveables).save(file_prefix)
-      self._last_save_object_graph = serialized_graph
+        save_op = functional_saver.Saver(saveables).save(file_prefix, options)
+        if save_op is None:
+          self._cached_save_operation = file_prefix
+        else:
+          with ops.control_dependencies([save_op]):
+            self._cached_save_operation = array_ops.identity(file_prefix)
+      self._last_save_key = cache_key
     return self._cached_save_operation, feed_additions
 
-  def save(self, file_prefix, checkpoint_number=None, session=None):
+  def save(self, file_prefix, checkpoint_number=None, session=None,
+           options=None):
     """Writes a checkpoint of the root and its dependencies.
 
     Args:
@@ -1013,20 +1154,27 @@ class TrackableSaver:
       checkpoint_number: If given, appended to the prefix as "-N".
       session: The session to run the save in when graph building (default:
         the default session). Ignored eagerly.
+      options: Optional `tf.train.CheckpointOptions`.
 
     Returns:
       The checkpoint path (a tensor inside a `tf.function`).
-    """
-    with _garbage_collection_paused():
-      return self._save(file_prefix, checkpoint_number, session)
 
-  def _save(self, file_prefix, checkpoint_number, session):
+    Raises:
+      RuntimeError: When graph building without a session to run in.
+    """
+    _check_options(options)
+    with _garbage_collection_paused():
+      return self._save(file_prefix, checkpoint_number, session, options)
+
+  def _save(self, file_prefix, checkpoint_number, session, options):
     use_session = (not context.executing_eagerly() and
                    not ops.inside_function())
     if checkpoint_number:
       file_prefix = "%s-%d" % (file_prefix, checkpoint_number)
     feed_dict = {}
     if use_session:
+      session = _default_session(
+          session, f"save checkpoint to {file_prefix!r}")
       if self._object_graph_feed_tensor is None:
         with ops.device("/cpu:0"):
           self._object_graph_feed_tensor = constant_op.constant(
@@ -1044,14 +1192,14 @@ class TrackableSaver:
     if not tensor_util.is_tf_type(file_prefix):
       file_io.recursive_create_dir(os.path.dirname(file_prefix))
     save_path, feed_additions = self._save_cached_when_graph_building(
-        file_prefix_tensor, object_graph_tensor)
+        file_prefix_tensor, object_graph_tensor, options)
     if feed_additions:
       feed_dict.update(feed_additions)
     if not use_session:
       return save_path
-    return _default_session(session).run(save_path, feed_dict=feed_dict)
+    return session.run(save_path, feed_dict=feed_dict)
 
-  def restore(self, save_path):
+  def restore(self, save_path, options=None):
     """Restores a checkpoint into the root and its dependencies.
 
     Existing objects are restored now (eagerly) or get restore ops (graph
@@ -1060,17 +1208,19 @@ class TrackableSaver:
 
     Args:
       save_path: A checkpoint path, or None to only initialize.
+      options: Optional `tf.train.CheckpointOptions`.
 
     Returns:
       A `CheckpointLoadStatus`, `NameBasedSaverStatus`, or, for None, an
       `InitializationOnlyStatus`.
     """
+    _check_options(options)
     if save_path is None:
       return InitializationOnlyStatus(self._graph_view, ops.uid())
     with _garbage_collection_paused():
-      return self._restore(compat.as_str(os.fspath(save_path)))
+      return self._restore(compat.as_str(os.fspath(save_path)), options)
 
-  def _restore(self, save_path):
+  def _restore(self, save_path, options):
     reader = open_checkpoint(save_path)
     object_graph_proto = _read_object_graph(reader, save_path)
     if object_graph_proto is None:
@@ -1088,9 +1238,14 @@ class TrackableSaver:
     checkpoint = _CheckpointRestoreCoordinator(
         object_graph_proto=object_graph_proto, save_path=save_path,
         save_path_tensor=file_prefix_tensor, reader=reader,
-        restore_op_cache=self._restore_op_cache, graph_view=self._graph_view)
+        restore_op_cache=self._restore_op_cache,
+        restore_op_groups=self._restore_op_groups,
+        graph_view=self._graph_view, options=options)
     base.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
     self._restore_attached_dependencies(checkpoint)
+    checkpoint.raise_mismatch()
+    if not context.executing_eagerly():
+      checkpoint.group_built_restore_ops()
     return CheckpointLoadStatus(checkpoint, feed_dict=feed_dict,
                                 graph_view=self._graph_view)
 
@@ -1140,29 +1295,52 @@ def saver_with_op_caching(obj):
       weakref.ref(obj), saveables_cache=cache))
 
 
-def _check_trackable_arguments(checkpoint, kwargs):
-  """Assigns `kwargs` as attributes, requiring trackable values.
+def _check_trackable(name, value, accept_weak_references):
+  """Returns `value` (dereferenced if a weak reference) if it is trackable.
+
+  Raises:
+    ValueError: If it is not.
+  """
+  if accept_weak_references and isinstance(value, weakref.ref):
+    value = value()
+  if not isinstance(value, (tf_base.Trackable, def_function.Function)):
+    raise ValueError(
+        f"`Checkpoint` was expecting {name} to be a trackable object (an "
+        f"object derived from `Trackable`), got {value!r} of type "
+        f"{type(value).__name__}. Only trackable objects (variables, "
+        "modules, layers, optimizers, ...) can be checkpointed.")
+  return value
+
+
+def _assign_trackable_arguments(checkpoint, kwargs):
+  """Assigns `kwargs` as attributes of `checkpoint`, requiring trackables.
+
+  Returns:
+    `{name: trackable}` in name order, weak references dereferenced.
 
   Raises:
     ValueError: If a value is not trackable.
   """
+  assigned = {}
   for name, value in sorted(kwargs.items(), key=lambda item: item[0]):
+    if isinstance(value, tf_data_structures.NoDependency):
+      value = value.value  # Tracked all the same, as TensorFlow does.
     setattr(checkpoint, name, value)
-    if not isinstance(getattr(checkpoint, name),
-                      (tf_base.Trackable, def_function.Function)):
-      raise ValueError(
-          f"`Checkpoint` was expecting {name} to be a trackable object (an "
-          f"object derived from `Trackable`), got {value!r} of type "
-          f"{type(value).__name__}. Only trackable objects (variables, "
-          "modules, layers, optimizers, ...) can be checkpointed.")
+    assigned[name] = _check_trackable(
+        name, getattr(checkpoint, name),
+        accept_weak_references=checkpoint._ACCEPTS_WEAK_REFERENCES)  # pylint: disable=protected-access
+  return assigned
 
 
 class _CheckpointBase(tracking.AutoTrackable):
   """What `Checkpoint` and `CheckpointV1` share: objects and a save counter."""
 
+  # Whether arguments may be weak references to trackables.
+  _ACCEPTS_WEAK_REFERENCES = False
+
   def __init__(self, **kwargs):
     super().__init__()
-    _check_trackable_arguments(self, kwargs)
+    _assign_trackable_arguments(self, kwargs)
     self._save_counter = None  # Created lazily, for restore-on-create.
     self._save_assign_op = None
     self._saver = saver_with_op_caching(self)
@@ -1184,16 +1362,21 @@ class _CheckpointBase(tracking.AutoTrackable):
     self._maybe_create_save_counter()
     return self._save_counter
 
-  def _write(self, file_prefix, session=None):
-    output = self._saver.save(file_prefix=file_prefix, session=session)
+  def _write(self, file_prefix, session=None, options=None):
+    """Writes a checkpoint, then runs the options' write callbacks."""
+    output = self._saver.save(file_prefix=_as_path(file_prefix),
+                              session=session, options=options)
     if tensor_util.is_tf_type(output):
-      if context.executing_eagerly():
-        return compat.as_str(output.numpy())
-      return output
-    return compat.as_str(output)
+      if not context.executing_eagerly():
+        return output  # Inside a function: the path is a tensor.
+      output = output.numpy()
+    output = compat.as_str(output)
+    _run_write_callbacks(options, output)
+    return output
 
-  def _save(self, file_prefix, session=None):
+  def _save(self, file_prefix, session=None, options=None):
     """Increments the save counter, writes, and updates the state file."""
+    file_prefix = _as_path(file_prefix)
     graph_building = not context.executing_eagerly()
     if graph_building:
       if ops.inside_function():
@@ -1204,7 +1387,8 @@ class _CheckpointBase(tracking.AutoTrackable):
             "tf.train.Checkpoint.write(), a lower-level API which does not "
             "update metadata. tf.train.latest_checkpoint and related APIs will "
             "not see this checkpoint.")
-      session = _default_session(session)
+      session = _default_session(
+          session, f"save checkpoint to {file_prefix!r}")
       new_counter = self._save_counter is None
     if not graph_building or self._save_assign_op is None:
       with ops.colocate_with(self.save_counter):
@@ -1219,22 +1403,56 @@ class _CheckpointBase(tracking.AutoTrackable):
       checkpoint_number = session.run(self._save_assign_op)
     else:
       checkpoint_number = assign_op.numpy()
-    file_path = self._write("%s-%d" % (file_prefix, checkpoint_number),
-                            session=session)
-    checkpoint_management.update_checkpoint_state_internal(
-        save_dir=os.path.dirname(file_prefix),
-        model_checkpoint_path=file_path,
-        all_model_checkpoint_paths=[file_path],
-        save_relative_paths=True)
-    return file_path
 
-  def _restore(self, save_path):
-    """Restores, then creates the save counter (restored on creation)."""
-    status = self._saver.restore(save_path=save_path)
+    def update_checkpoint_state(save_path):
+      checkpoint_management.update_checkpoint_state_internal(
+          save_dir=os.path.dirname(file_prefix),
+          model_checkpoint_path=save_path,
+          all_model_checkpoint_paths=[save_path],
+          save_relative_paths=True)
+
+    options = checkpoint_management.with_write_callback(
+        options, update_checkpoint_state)
+    return self._write("%s-%d" % (file_prefix, checkpoint_number),
+                       session=session, options=options)
+
+  def _restore(self, save_path, options=None):
+    """Restores the objects and the save counter.
+
+    The save counter is created first, so that every restore, the first
+    included, finds the same objects (and, graph building, the same restore
+    ops to run together).
+    """
     self._maybe_create_save_counter()
+    status = self._saver.restore(save_path=save_path, options=options)
     if isinstance(status, NameBasedSaverStatus):
       status.add_to_optionally_restored(self.save_counter)
     return status
+
+
+def _as_path(file_prefix):
+  """A path-like prefix as a string; strings and tensors unchanged."""
+  if isinstance(file_prefix, os.PathLike):
+    return os.fspath(file_prefix)
+  return file_prefix
+
+
+def _run_write_callbacks(options, save_path):
+  """Calls each write callback of `options`, with the path if it takes one.
+
+  Raises:
+    AssertionError: If a callback takes more than one argument.
+  """
+  for callback in getattr(options, "experimental_write_callbacks", None) or ():
+    num_parameters = len(inspect.signature(callback).parameters)
+    if num_parameters == 0:
+      callback()
+    elif num_parameters == 1:
+      callback(save_path)
+    else:
+      raise AssertionError(
+          "Checkpoint write callbacks must take 0 or 1 arguments (the "
+          f"checkpoint path); {callback} takes {num_parameters}.")
 
 
 class CheckpointV1(_CheckpointBase):
@@ -1246,17 +1464,17 @@ class CheckpointV1(_CheckpointBase):
   `initialize_or_restore`.
   """
 
-  def write(self, file_prefix, session=None):
+  def write(self, file_prefix, session=None, options=None):
     """Writes a checkpoint at `file_prefix`, without numbering or state."""
-    return self._write(file_prefix, session=session)
+    return self._write(file_prefix, session=session, options=options)
 
-  def save(self, file_prefix, session=None):
+  def save(self, file_prefix, session=None, options=None):
     """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
-    return self._save(file_prefix, session=session)
+    return self._save(file_prefix, session=session, options=options)
 
-  def restore(self, save_path):
+  def restore(self, save_path, options=None):
     """Restores from `save_path`; returns a load status."""
-    return self._restore(save_path)
+    return self._restore(save_path, options=options)
 
 
 class Checkpoint(_CheckpointBase):
@@ -1273,20 +1491,20 @@ class Checkpoint(_CheckpointBase):
   the other arguments (and the save counter) are attached to it.
   """
 
+  _ACCEPTS_WEAK_REFERENCES = True
+
   def __init__(self, root=None, **kwargs):
     if root is None:
       self._attached_dependencies = None
       super().__init__(**kwargs)
       return
     tracking.AutoTrackable.__init__(self)  # pylint: disable=non-parent-init-called
-    root_object = root() if isinstance(root, weakref.ref) else root
-    kwargs["root"] = root
-    _check_trackable_arguments(self, kwargs)
+    self._root = root
+    root_object = _check_trackable("root", root, accept_weak_references=True)
     root_object._maybe_initialize_trackable()  # pylint: disable=protected-access
+    kwargs["root"] = root
     attached = []
-    for name in sorted(kwargs):
-      value = getattr(self, name)
-      value = value() if isinstance(value, weakref.ref) else value
+    for name, value in _assign_trackable_arguments(self, kwargs).items():
       existing = root_object._lookup_dependency(name)  # pylint: disable=protected-access
       if existing is None:
         attached.append(base.TrackableReference(name, value))
@@ -1311,18 +1529,38 @@ class Checkpoint(_CheckpointBase):
     if waiting:
       waiting[0].restore(self._save_counter)
 
-  def write(self, file_prefix):
+  def write(self, file_prefix, options=None):
     """Writes a checkpoint at `file_prefix`, without numbering or state."""
-    return self._write(file_prefix)
+    return self._write(file_prefix, options=options)
 
-  def save(self, file_prefix):
+  def save(self, file_prefix, options=None):
     """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
-    return self._save(file_prefix)
+    return self._save(file_prefix, options=options)
 
-  def read(self, save_path):
+  def read(self, save_path, options=None):
     """Restores a checkpoint written by `write` (no save counter handling)."""
-    return self._saver.restore(save_path=save_path)
+    return self._saver.restore(save_path=save_path, options=options)
 
-  def restore(self, save_path):
-    """Restores from `save_path`; returns a load status."""
-    return self._restore(save_path)
+  def restore(self, save_path, options=None):
+    """Restores from `save_path` (a checkpoint or a SavedModel directory).
+
+    Returns:
+      A load status.
+    """
+    return self._restore(_saved_model_variables_path(save_path),
+                         options=options)
+
+  def sync(self):
+    """Waits for pending writes; there are none, writes are synchronous."""
+
+
+def _saved_model_variables_path(save_path):
+  """The checkpoint inside a SavedModel directory, else `save_path`."""
+  if save_path is None:
+    return None
+  path = _as_path(save_path)
+  if file_io.is_directory(path) and any(
+      file_io.file_exists(os.path.join(path, name))
+      for name in ("saved_model.pb", "saved_model.pbtxt")):
+    return os.path.join(path, "variables", "variables")
+  return save_path
