@@ -503,8 +503,11 @@ def _plain_variable_key(checkpoint, node_id, variable):
 
 
 def _bind_plain_variable(checkpoint, node_id, variable, key, batch):
-  """Binds `variable` to node `node_id` and queues its value (eager only)."""
-  checkpoint.all_python_objects.add(variable)
+  """Binds `variable` to node `node_id` and queues its value (eager only).
+
+  Unlike `bind_object`, leaves `all_python_objects` alone: it serves to
+  find objects that are not bound.
+  """
   checkpoint.matched_proto_ids.add(node_id)
   checkpoint.object_by_proto_id[node_id] = variable
   variable._maybe_initialize_trackable()  # pylint: disable=protected-access

@@ -9,7 +9,9 @@ saveable its tensors to assign on its own device.
 """
 
 import collections
+import concurrent.futures
 import functools
+import os
 
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
@@ -23,6 +25,70 @@ from tf_objckpt import saveable_object_util
 
 # Shards are written under "<prefix>_temp/part-*" and merged into <prefix>.
 _TEMP_SUFFIX = "_temp/part"
+
+
+# Eager reads of more than this are split across threads: RestoreV2 spends
+# its time looking up, copying and checksumming values, which runs in
+# parallel. Each value counts for its bytes plus a lookup, which costs about
+# as much as copying 8 KiB.
+_PARALLEL_READ_MIN_BYTES = 16 << 20
+_LOOKUP_COST_BYTES = 8 << 10
+_READ_THREADS = max(1, min(4, os.cpu_count() or 1))
+_read_pool = None
+
+
+def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
+                     device):
+  """RestoreV2 of `names`, executing eagerly; large reads use threads.
+
+  Args:
+    file_prefix: The checkpoint path, a string tensor.
+    names: The checkpoint keys to read.
+    slices: Their `shape_and_slice` strings.
+    dtypes_: Their dtypes.
+    byte_sizes: Their (approximate) sizes, to balance the threads.
+    device: The device to read on.
+
+  Returns:
+    The values, in the order of `names`.
+  """
+  chunks = _balanced_chunks(byte_sizes)
+
+  def read(chunk):
+    with ops.device(device):
+      return gen_io_ops.restore_v2(
+          file_prefix, [names[i] for i in chunk], [slices[i] for i in chunk],
+          [dtypes_[i] for i in chunk])
+
+  if len(chunks) == 1:
+    return read(chunks[0])
+  global _read_pool
+  if _read_pool is None:
+    _read_pool = concurrent.futures.ThreadPoolExecutor(
+        _READ_THREADS - 1, thread_name_prefix="tf_objckpt_read")
+  others = [_read_pool.submit(read, chunk) for chunk in chunks[1:]]
+  values = list(read(chunks[0]))
+  for future in others:
+    values.extend(future.result())
+  return values
+
+
+def _balanced_chunks(byte_sizes):
+  """Splits indices into runs of about equal cost, one per read thread."""
+  costs = [size + _LOOKUP_COST_BYTES for size in byte_sizes]
+  total = sum(costs)
+  count = min(_READ_THREADS, len(costs))
+  if total < _PARALLEL_READ_MIN_BYTES or count < 2:
+    return [range(len(costs))]
+  chunks, start, filled = [], 0, 0
+  for index, cost in enumerate(costs):
+    filled += cost
+    if filled >= total * (len(chunks) + 1) / count and index + 1 < len(
+        costs):
+      chunks.append(range(start, index + 1))
+      start = index + 1
+  chunks.append(range(start, len(costs)))
+  return chunks
 
 
 def io_device(options):
@@ -45,8 +111,8 @@ class _DeviceGroup:
   def save(self, shard_prefix):
     """Writes this group's tensors to `shard_prefix` with one SaveV2."""
     names, slices, tensors = [], [], []
-    for spec in self.specs:
-      tensor = spec.tensor
+    for spec, tensor in zip(self.specs,
+                            saveable_object_util.spec_tensors(self.specs)):
       if tensor is None:  # An uninitialized variable: nothing to save.
         continue
       names.append(spec.name)

@@ -143,17 +143,13 @@ class ObjectGraphView:
 
   def _serialize(self, freeze_python_state):
     gathered = self._gather()
-    proto = trackable_object_graph_pb2.TrackableObjectGraph()
     saveables = []
     feed_additions = None if freeze_python_state else {}
+    attributes = []  # Per node: SerializedTensor fields, as dicts.
     for node_id, obj in enumerate(gathered.objects):
-      node = proto.nodes.add()
-      for child_id, local_name in gathered.children[node_id]:
-        node.children.add(node_id=child_id, local_name=local_name)
-      if node_id in gathered.slots:
-        node.slot_variables.extend(gathered.slots[node_id])
+      node_attributes = []
       for attribute_saveables in self._attribute_saveables(
-          obj, gathered.names[node_id], node):
+          obj, gathered.names[node_id], node_attributes):
         if isinstance(attribute_saveables[0], base.PythonStateSaveable):
           if freeze_python_state:
             attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
@@ -161,29 +157,45 @@ class ObjectGraphView:
             for saveable in attribute_saveables:
               feed_additions.update(saveable.feed_dict_additions())
         saveables.extend(attribute_saveables)
-    _mark_nodes_with_values(proto)
+      attributes.append(node_attributes)
+    with_values = _nodes_with_values(gathered, attributes)
+    proto = trackable_object_graph_pb2.TrackableObjectGraph()
+    add_node = proto.nodes.add
+    for node_id, children in enumerate(gathered.children):
+      node = add_node()
+      for child_id, local_name in children:
+        node.children.add(node_id=child_id, local_name=local_name)
+      for attribute in attributes[node_id]:
+        node.attributes.add(**attribute)
+      if node_id in gathered.slots:
+        node.slot_variables.extend(gathered.slots[node_id])
+      node.has_checkpoint_values.value = node_id in with_values
     return saveables, proto, feed_additions
 
-  def _attribute_saveables(self, obj, object_name, node):
-    """Yields the saveables of each attribute of `obj`, filling `node`."""
+  def _attribute_saveables(self, obj, object_name, node_attributes):
+    """The saveables of each attribute of `obj`; fills `node_attributes`.
+
+    Returns:
+      A list with a tuple of saveables per attribute.
+    """
     if (self._saveables_cache is None and
         saveable_object_util.has_default_variable_saving(obj)):
       # The common case, kept short: saves walk every variable.
       saveable = saveable_object_util.VariableSaveable(
           obj, trackable_utils.checkpoint_key(
               object_name, trackable_utils.SERIALIZE_TO_TENSORS_NAME))
-      node.attributes.add(name=base.VARIABLE_VALUE_KEY,
-                          checkpoint_key=saveable.specs[0].name,
-                          full_name=full_name_for_variable(obj))
-      yield (saveable,)
-      return
+      node_attributes.append(dict(name=base.VARIABLE_VALUE_KEY,
+                                  checkpoint_key=saveable.specs[0].name,
+                                  full_name=full_name_for_variable(obj)))
+      return [(saveable,)]
     factories = saveable_object_util.saveable_objects_from_trackable(obj)
     if not factories:
-      return
+      return []
     cache = None
     if self._saveables_cache is not None:
       cache = self._saveables_cache.setdefault(obj, {})
     full_name = full_name_for_variable(obj)
+    result = []
     for name, factory in factories.items():
       key = trackable_utils.checkpoint_key(object_name, name)
       saveables = cache.get(name) if cache is not None else None
@@ -193,14 +205,12 @@ class ObjectGraphView:
           cache[name] = saveables
       names_and_keys = getattr(saveables[0],
                                "get_proto_names_and_checkpoint_keys", None)
-      if names_and_keys is not None:
-        for local_name, local_key in names_and_keys():
-          node.attributes.add(name=local_name, checkpoint_key=local_key,
-                              full_name=full_name)
-      else:
-        node.attributes.add(name=name, checkpoint_key=key,
-                            full_name=full_name)
-      yield saveables
+      for local_name, local_key in (names_and_keys() if names_and_keys
+                                    else [(name, key)]):
+        node_attributes.append(dict(name=local_name, checkpoint_key=local_key,
+                                    full_name=full_name))
+      result.append(saveables)
+    return result
 
 
 _STOCK_CHILDREN_BY_CLASS = {}
@@ -294,21 +304,18 @@ def _check_slot_variable(slot, node_ids):
         "slot variables cannot be shared this way.")
 
 
-def _mark_nodes_with_values(proto):
-  """Sets `has_checkpoint_values` on nodes that have values below them."""
-  parents = collections.defaultdict(set)
-  with_values = set()
-  for node_id, node in enumerate(proto.nodes):
-    if node.attributes or node.slot_variables or node.HasField(
-        "registered_saver"):
-      with_values.add(node_id)
-    for child in node.children:
-      parents[child.node_id].add(node_id)
+def _nodes_with_values(gathered, attributes):
+  """The ids of nodes with checkpointed values, their own or below them."""
+  parents = collections.defaultdict(list)
+  for node_id, children in enumerate(gathered.children):
+    for child_id, _ in children:
+      parents[child_id].append(node_id)
+  with_values = {node_id for node_id, node_attributes in enumerate(attributes)
+                 if node_attributes or node_id in gathered.slots}
   to_visit = list(with_values)
   while to_visit:
     for parent in parents.pop(to_visit.pop(), ()):
       if parent not in with_values:
         with_values.add(parent)
         to_visit.append(parent)
-  for node_id, node in enumerate(proto.nodes):
-    node.has_checkpoint_values.value = node_id in with_values
+  return with_values

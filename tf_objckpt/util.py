@@ -14,10 +14,10 @@ import abc
 import contextlib
 import gc
 import inspect
+import math
 import os
 import weakref
 
-import numpy as np
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 from tensorflow.python.client import session as session_lib
@@ -161,8 +161,8 @@ class _UnrestoredValuesReport:
 
 
 def _byte_size(dims, dtype):
-  elements = int(np.prod(dims, dtype=np.int64))
-  return elements * (64 if dtype == dtypes.string else dtype.size)
+  """About how many bytes a value of shape `dims` and `dtype` takes."""
+  return math.prod(dims) * (64 if dtype is dtypes.string else dtype.size)
 
 
 def _shape_matches(variable_shape, saved_dims):
@@ -234,7 +234,10 @@ class _CheckpointRestoreCoordinator:
     self._restore_op_groups = restore_op_groups
     self.restore_ops_by_name = restore_op_cache
     self.new_restore_ops_callback = None
-    self.dtype_map = reader.get_variable_to_dtype_map()
+    # Interned DTypes, so that dtype checks are identity checks.
+    self.dtype_map = {
+        key: dtypes.as_dtype(dtype_enum) for key, dtype_enum in
+        reader._GetVariableToDataTypeMap().items()}  # pylint: disable=protected-access
     self.shape_map = reader.get_variable_to_shape_map()
     self._reader = reader
     # Node id -> Python object. Weak: a pending restore must not keep the
@@ -385,6 +388,8 @@ class _CheckpointRestoreCoordinator:
     RestoreV2 (up to a byte budget) and kept, so creating N variables after
     `restore()` costs one read, not N.
     """
+    if not self._prefetched and not self._deferred_keys:
+      return self._restore_v2(specs)  # Nothing read ahead or to read ahead.
     wanted = [(spec.name, spec.slice_spec) for spec in specs]
     missing = [spec for spec, key in zip(specs, wanted)
                if key not in self._prefetched]
@@ -421,11 +426,13 @@ class _CheckpointRestoreCoordinator:
   def _restore_v2(self, specs):
     """One eager RestoreV2 of `specs`; errors name the checkpoint."""
     try:
-      with ops.device(self._io_device):
-        return gen_io_ops.restore_v2(
-            self.save_path_tensor, [spec.name for spec in specs],
-            [spec.slice_spec for spec in specs],
-            [spec.dtype.base_dtype for spec in specs])
+      return functional_saver.eager_restore_v2(
+          self.save_path_tensor, [spec.name for spec in specs],
+          [spec.slice_spec for spec in specs],
+          [spec.dtype.base_dtype for spec in specs],
+          [_byte_size(self.shape_map.get(spec.name, ()), spec.dtype)
+           for spec in specs],
+          self._io_device)
     except errors.OpError as e:
       raise type(e)(
           e.node_def, e.op,
