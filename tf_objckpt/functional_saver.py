@@ -22,6 +22,7 @@ from tensorflow.python.ops import gen_io_ops
 from tensorflow.python.ops import string_ops
 
 from tf_objckpt import saveable_object_util
+from tf_objckpt import variable_batches
 
 # Shards are written under "<prefix>_temp/part-*" and merged into <prefix>.
 _TEMP_SUFFIX = "_temp/part"
@@ -121,35 +122,88 @@ class _DeviceGroup:
     return gen_io_ops.save_v2(shard_prefix, names, slices, tensors)
 
   def restore(self, file_prefix, device):
-    """Reads this group's values with one RestoreV2; returns restore ops."""
-    with ops.device(device):
-      restored = gen_io_ops.restore_v2(
-          file_prefix,
-          [spec.name for spec in self.specs],
-          [spec.slice_spec for spec in self.specs],
-          [spec.dtype.base_dtype for spec in self.specs])
-    return apply_restored(self.saveables, restored)
+    """Reads this group's values with RestoreV2; returns restore ops."""
+    restore_ops = {}
+    for saveables in self._restore_batches():
+      specs = [spec for saveable in saveables for spec in saveable.specs]
+      with ops.device(device):
+        restored = gen_io_ops.restore_v2(
+            file_prefix, [spec.name for spec in specs],
+            [spec.slice_spec for spec in specs],
+            [spec.dtype.base_dtype for spec in specs])
+      restore_ops.update(apply_restored(saveables, restored))
+    return restore_ops
+
+  def _restore_batches(self):
+    """The saveables to read with one RestoreV2 each.
+
+    Eagerly, all of them. Graph building, batches of at most
+    `variable_batches.GRAPH_BATCH_SIZE` values: Grappler's cost grows faster
+    than linearly with an op's number of outputs.
+    """
+    if context.executing_eagerly():
+      return [self.saveables]
+    batches, batch, size = [], [], 0
+    for saveable in self.saveables:
+      if batch and size + len(saveable.specs) > (
+          variable_batches.GRAPH_BATCH_SIZE):
+        batches.append(batch)
+        batch, size = [], 0
+      batch.append(saveable)
+      size += len(saveable.specs)
+    return batches + [batch] if batch else batches
 
 
 def apply_restored(saveables, tensors):
   """Hands each saveable its slice of `tensors` (ordered like its specs).
 
+  Graph building, plain variables are assigned through batched handles
+  (`variable_batches`), which Grappler handles faster than one handle op
+  per variable.
+
   Returns:
     `{saveable name: restore op}` (ops are None when executing eagerly).
   """
-  eager = context.executing_eagerly()
+  if context.executing_eagerly():
+    restore_ops = {}
+    start = 0
+    for saveable in saveables:
+      end = start + len(saveable.specs)
+      restore_ops[saveable.name] = saveable.restore(tensors[start:end], None)
+      start = end
+    return restore_ops
+  handles = _batched_handles(saveables)
   restore_ops = {}
   start = 0
   for saveable in saveables:
     end = start + len(saveable.specs)
-    if eager:  # Eager ops run where their inputs live; no scope needed.
-      restore_ops[saveable.name] = saveable.restore(tensors[start:end], None)
-    else:
-      with ops.device(saveable.device):
+    with ops.device(saveable.device):
+      if id(saveable) in handles:
+        restore_ops[saveable.name] = saveable.restore_through(
+            handles[id(saveable)], tensors[start])
+      else:
         restore_ops[saveable.name] = saveable.restore(tensors[start:end],
                                                       None)
     start = end
   return restore_ops
+
+
+def _batched_handles(saveables):
+  """`{id(saveable): handle}` for the plain variables among `saveables`."""
+  batches = {}
+  for saveable in saveables:
+    if isinstance(saveable, saveable_object_util.VariableSaveable):
+      key = variable_batches.batch_key(saveable.op)
+      if key is not None:
+        batches.setdefault(key, []).append(saveable)
+  handles = {}
+  for batch in batches.values():
+    if not variable_batches.worth_batching(len(batch)):
+      continue
+    for saveable, handle in zip(batch, variable_batches.graph_handles(
+        [saveable.op for saveable in batch])):
+      handles[id(saveable)] = handle
+  return handles
 
 
 class Saver:

@@ -57,6 +57,7 @@ class ObjectGraphView:
     self._root_ref = root if isinstance(root, weakref.ref) else (lambda: root)
     self._saveables_cache = saveables_cache
     self._attached_dependencies = attached_dependencies or []
+    self._last_serialized = None  # A `_Serialized`, when caching saveables.
 
   @property
   def attached_dependencies(self):
@@ -121,11 +122,27 @@ class ObjectGraphView:
   def serialize_object_graph(self):
     """Describes the current object graph and what each object saves.
 
+    When caching saveables (graph building), an object graph unchanged
+    since the last call is described by the same saveables and proto, and
+    only Python state is read anew.
+
     Returns:
       A tuple (saveables to write, the `TrackableObjectGraph` proto, a feed
       dict of Python state when caching saveables or else None).
     """
-    return self._serialize(freeze_python_state=self._saveables_cache is None)
+    gathered = self._gather()
+    if self._saveables_cache is None:
+      return self._serialize(gathered, freeze_python_state=True)
+    last = self._last_serialized
+    if last is None or not last.describes(gathered):
+      saveables, proto, _ = self._serialize(gathered,
+                                            freeze_python_state=False)
+      last = self._last_serialized = _Serialized(gathered, saveables, proto)
+    feed_additions = {}
+    for saveable in last.saveables:
+      if isinstance(saveable, base.PythonStateSaveable):
+        feed_additions.update(saveable.feed_dict_additions())
+    return list(last.saveables), last.proto, feed_additions
 
   def frozen_saveable_objects(self):
     """Saveables for a static save, the object graph included as a constant.
@@ -133,7 +150,8 @@ class ObjectGraphView:
     Python state is baked in at its current value, so the result needs no
     feed dict.
     """
-    saveables, proto, _ = self._serialize(freeze_python_state=True)
+    saveables, proto, _ = self._serialize(self._gather(),
+                                          freeze_python_state=True)
     with ops.device("/cpu:0"):
       proto_tensor = constant_op.constant(proto.SerializeToString(),
                                           dtype=dtypes.string)
@@ -141,8 +159,7 @@ class ObjectGraphView:
         tensor=proto_tensor, name=base.OBJECT_GRAPH_PROTO_KEY))
     return saveables
 
-  def _serialize(self, freeze_python_state):
-    gathered = self._gather()
+  def _serialize(self, gathered, freeze_python_state):
     saveables = []
     feed_additions = None if freeze_python_state else {}
     attributes = []  # Per node: SerializedTensor fields, as dicts.
@@ -264,6 +281,28 @@ class _Gathered:
     """A readable path such as "root/model/layer" for error messages."""
     parent_name = self.names[parent_id]
     return "root/" + (f"{parent_name}/" if parent_id else "") + local_name
+
+
+class _Serialized:
+  """An object graph as serialized, to reuse while it stays the same.
+
+  Holds the objects themselves, so that their ids cannot be reused by
+  other objects while compared.
+  """
+
+  def __init__(self, gathered, saveables, proto):
+    self.gathered = gathered
+    self.saveables = saveables
+    self.proto = proto
+
+  def describes(self, gathered):
+    """Whether `gathered` has the same objects, names and edges."""
+    last = self.gathered
+    return (len(last.objects) == len(gathered.objects) and
+            all(a is b for a, b in zip(last.objects, gathered.objects)) and
+            last.names == gathered.names and
+            last.children == gathered.children and
+            last.slots == gathered.slots)
 
 
 def _gather_slot_variables(gathered):

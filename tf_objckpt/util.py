@@ -1152,6 +1152,26 @@ class TrackableSaver:
       self._last_save_key = cache_key
     return self._cached_save_operation, feed_additions
 
+  def _feed_tensors(self):
+    """The graph-mode tensors fed with the file prefix and object graph."""
+    if self._object_graph_feed_tensor is None:
+      with ops.device("/cpu:0"):
+        self._object_graph_feed_tensor = constant_op.constant(
+            "", dtype=dtypes.string)
+        self._file_prefix_feed_tensor = constant_op.constant(
+            "", dtype=dtypes.string)
+    return self._file_prefix_feed_tensor, self._object_graph_feed_tensor
+
+  def build_save_ops(self, options=None):
+    """Builds the graph-mode save ops now, without running them.
+
+    A session sends its whole graph again at each run that finds new ops,
+    so building everything a first save needs before running anything
+    saves that cost.
+    """
+    with _garbage_collection_paused():
+      self._save_cached_when_graph_building(*self._feed_tensors(), options)
+
   def save(self, file_prefix, checkpoint_number=None, session=None,
            options=None):
     """Writes a checkpoint of the root and its dependencies.
@@ -1182,14 +1202,7 @@ class TrackableSaver:
     if use_session:
       session = _default_session(
           session, f"save checkpoint to {file_prefix!r}")
-      if self._object_graph_feed_tensor is None:
-        with ops.device("/cpu:0"):
-          self._object_graph_feed_tensor = constant_op.constant(
-              "", dtype=dtypes.string)
-          self._file_prefix_feed_tensor = constant_op.constant(
-              "", dtype=dtypes.string)
-      object_graph_tensor = self._object_graph_feed_tensor
-      file_prefix_tensor = self._file_prefix_feed_tensor
+      file_prefix_tensor, object_graph_tensor = self._feed_tensors()
       feed_dict[file_prefix_tensor] = file_prefix
     else:
       with ops.device("/cpu:0"):
@@ -1402,9 +1415,8 @@ class _CheckpointBase(tracking.AutoTrackable):
         assign_op = self.save_counter.assign_add(1, read_value=True)
       if graph_building:
         self._save_assign_op = data_structures.NoDependency(assign_op)
+        self._saver.build_save_ops(options)
     if graph_building:
-      # Runs after building the increment: each run that finds new ops
-      # re-sends the whole graph to the session.
       if new_counter:
         session.run(self.save_counter.initializer)
       checkpoint_number = session.run(self._save_assign_op)
