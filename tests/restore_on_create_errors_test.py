@@ -62,6 +62,18 @@ def test_add_variable_dtype_mismatch_names_the_value(saved, owner):
   _assert_same_type_and_named(errors, saved, "i")
 
 
+def _restore_then_build(path, layer_cls):
+  """A restore of `path` into a `layer_cls` layer built afterwards."""
+
+  def restore(checkpoint_cls):
+    target = tf.Module()
+    target.sub = layer_cls()
+    checkpoint_cls(m=target).read(path)
+    target.sub.build((None, 3))
+
+  return restore
+
+
 @pytest.mark.parametrize("change", ["shape", "dtype"])
 def test_tf_keras_add_weight_mismatch_raises_tensorflows_error(saved, change):
   """tf_keras creates the variable through TensorFlow's own restore-on-create.
@@ -80,13 +92,7 @@ def test_tf_keras_add_weight_mismatch_raises_tensorflows_error(saved, change):
         self.i = self.add_weight(name="i", shape=(), dtype="int32",
                                  initializer="zeros")
 
-  def restore(cls):
-    target = tf.Module()
-    target.sub = Layer()
-    cls(m=target).read(saved)
-    target.sub.build((None, 3))
-
-  errors = _errors(restore)
+  errors = _errors(_restore_then_build(saved, Layer))
   assert isinstance(errors["tf"], ValueError), errors
   assert type(errors["ours"]) is type(errors["tf"]), errors
   assert str(errors["ours"]) == str(errors["tf"])
@@ -99,13 +105,7 @@ def test_keras3_add_weight_shape_mismatch_names_the_value(saved):
     def build(self, input_shape):
       self.v = self.add_weight(name="v", shape=(3,))
 
-  def restore(cls):
-    target = tf.Module()
-    target.sub = Layer()
-    cls(m=target).read(saved)
-    target.sub.build((None, 3))
-
-  errors = _errors(restore)
+  errors = _errors(_restore_then_build(saved, Layer))
   assert isinstance(errors["tf"], ValueError)
   _assert_same_type_and_named(errors, saved, "v")
 

@@ -8,6 +8,7 @@ unreadable checkpoints, savers used in a graph they were not built in, and
 eager restores of the wrong shape.
 """
 
+import contextlib
 import os
 
 import numpy as np
@@ -38,6 +39,17 @@ def _files_under(directory):
       for root, _, names in os.walk(directory) for name in names)
 
 
+@contextlib.contextmanager
+def _one_variable_saver(impl, **saver_kwargs):
+  """Yields a Saver of an initialized graph variable "v", and a session."""
+  with tf.Graph().as_default():
+    v = tf.compat.v1.get_variable("v", [1])
+    saver = SAVERS[impl]([v], **saver_kwargs)
+    with tf.compat.v1.Session() as sess:
+      sess.run(v.initializer)
+      yield saver, sess
+
+
 def _graph_checkpoint(directory, values):
   """A checkpoint of `{name: value}` written by TensorFlow's Saver."""
   os.makedirs(directory, exist_ok=True)
@@ -61,12 +73,8 @@ def test_global_step_is_written_as_an_integer(tmp_path, step, pad):
   for impl in SAVERS:
     directory = str(tmp_path / impl)
     os.makedirs(directory)
-    with tf.Graph().as_default():
-      v = tf.compat.v1.get_variable("v", [1])
-      saver = SAVERS[impl]([v], pad_step_number=pad)
-      with tf.compat.v1.Session() as sess:
-        sess.run(v.initializer)
-        path = saver.save(sess, os.path.join(directory, "m"), global_step=step)
+    with _one_variable_saver(impl, pad_step_number=pad) as (saver, sess):
+      path = saver.save(sess, os.path.join(directory, "m"), global_step=step)
     results[impl] = (os.path.basename(path), _files_under(directory))
   assert results["ours"] == results["tf"]
   assert "True" not in results["ours"][0]
@@ -175,12 +183,8 @@ def test_builder_reading_other_keys_eager(tmp_path, impl):
 def test_restore_in_a_graph_without_the_savers_ops(tmp_path):
   observed = {}
   for impl in SAVERS:
-    with tf.Graph().as_default():
-      v = tf.compat.v1.get_variable("v", [1])
-      saver = SAVERS[impl]([v])
-      with tf.compat.v1.Session() as sess:
-        sess.run(v.initializer)
-        path = saver.save(sess, str(tmp_path / impl))
+    with _one_variable_saver(impl) as (saver, sess):
+      path = saver.save(sess, str(tmp_path / impl))
     with tf.Graph().as_default():
       tf.compat.v1.get_variable("v", [1])
       with tf.compat.v1.Session() as sess:
@@ -217,11 +221,8 @@ def test_unreadable_checkpoint_raises_tensorflows_error(tmp_path, kind, eager):
       observed[impl] = _outcome(lambda: SAVERS[impl]([v]).restore(None, path))  # pylint: disable=cell-var-from-loop
       np.testing.assert_array_equal(v.numpy(), [3.])
       continue
-    with tf.Graph().as_default():
-      v = tf.compat.v1.get_variable("v", [1])
-      saver = SAVERS[impl]([v])
-      with tf.compat.v1.Session() as sess:
-        observed[impl] = _outcome(lambda: saver.restore(sess, path))  # pylint: disable=cell-var-from-loop
+    with _one_variable_saver(impl) as (saver, sess):
+      observed[impl] = _outcome(lambda: saver.restore(sess, path))  # pylint: disable=cell-var-from-loop
   assert observed["ours"][0] is observed["tf"][0]
   assert issubclass(observed["ours"][0], errors.DataLossError)
 

@@ -157,53 +157,44 @@ class _DeviceGroup:
 def apply_restored(saveables, tensors):
   """Hands each saveable its slice of `tensors` (ordered like its specs).
 
-  Graph building, plain variables are assigned through batched handles
-  (`variable_batches`), which Grappler handles faster than one handle op
-  per variable.
+  Graph building, plain variables of one device are assigned together
+  (`variable_batches.assign_variables`).
 
   Returns:
     `{saveable name: restore op}` (ops are None when executing eagerly).
   """
-  if context.executing_eagerly():
-    restore_ops = {}
-    start = 0
-    for saveable in saveables:
-      end = start + len(saveable.specs)
-      restore_ops[saveable.name] = saveable.restore(tensors[start:end], None)
-      start = end
-    return restore_ops
-  handles = _batched_handles(saveables)
-  restore_ops = {}
+  restored = []
   start = 0
   for saveable in saveables:
-    end = start + len(saveable.specs)
-    with ops.device(saveable.device):
-      if id(saveable) in handles:
-        restore_ops[saveable.name] = saveable.restore_through(
-            handles[id(saveable)], tensors[start])
-      else:
-        restore_ops[saveable.name] = saveable.restore(tensors[start:end],
-                                                      None)
-    start = end
+    restored.append(tensors[start:start + len(saveable.specs)])
+    start += len(saveable.specs)
+  if context.executing_eagerly():  # Eager ops run where their inputs live.
+    return {saveable.name: saveable.restore(values, None)
+            for saveable, values in zip(saveables, restored)}
+  restore_ops = {}
+  for batch in _variable_batches(saveables):
+    assign_ops = variable_batches.assign_variables(
+        [saveables[index].op for index in batch],
+        [restored[index][0] for index in batch])
+    for index, assign_op in zip(batch, assign_ops):
+      restore_ops[saveables[index].name] = assign_op
+  for saveable, values in zip(saveables, restored):
+    if saveable.name not in restore_ops:
+      with ops.device(saveable.device):
+        restore_ops[saveable.name] = saveable.restore(values, None)
   return restore_ops
 
 
-def _batched_handles(saveables):
-  """`{id(saveable): handle}` for the plain variables among `saveables`."""
+def _variable_batches(saveables):
+  """Indices of the plain variables among `saveables` worth batching."""
   batches = {}
-  for saveable in saveables:
+  for index, saveable in enumerate(saveables):
     if isinstance(saveable, saveable_object_util.VariableSaveable):
       key = variable_batches.batch_key(saveable.op)
       if key is not None:
-        batches.setdefault(key, []).append(saveable)
-  handles = {}
-  for batch in batches.values():
-    if not variable_batches.worth_batching(len(batch)):
-      continue
-    for saveable, handle in zip(batch, variable_batches.graph_handles(
-        [saveable.op for saveable in batch])):
-      handles[id(saveable)] = handle
-  return handles
+        batches.setdefault(key, []).append(index)
+  return [batch for batch in batches.values()
+          if variable_batches.worth_batching(len(batch))]
 
 
 class Saver:

@@ -440,11 +440,6 @@ class VariableSaveable(ResourceVariableSaveable):
     return assign_checked(self.handle_op, self._var_shape, self._var_device,
                           restored_tensors[0], self.specs[0].name)
 
-  def restore_through(self, handle, value):
-    """Assigns the value through `handle`, another handle to the variable."""
-    return assign_checked(handle, self._var_shape, self._var_device, value,
-                          self.specs[0].name)
-
   def get_proto_names_and_checkpoint_keys(self):
     return [(VARIABLE_VALUE_KEY, self.specs[0].name)]
 

@@ -1,75 +1,49 @@
-"""Reads many resource variables, and finds their handles, with few ops.
+"""Reads and assigns many resource variables with few ops.
 
 Checkpointing touches every variable, and one op per variable is what makes
-it slow: eagerly, each op costs a dispatch; when graph building, each op
+it slow. Eagerly, each op costs a dispatch. When graph building, each op
 costs Grappler, which optimizes the subgraph of every new `Session.run`
-fetch, a fraction of a millisecond. TensorFlow has batched kernels for this:
-`_VarHandlesOp` makes the handles of many variables (looked up by container
-and shared name, so they reach the variables of the session) and
-`_ReadVariablesOp` reads many variables.
+fetch, a fraction of a millisecond, and more than linearly with an op's
+number of outputs. So:
 
-Grappler's cost also grows faster than linearly with an op's number of
-outputs, so graph-mode batches hold at most `GRAPH_BATCH_SIZE` variables.
+- eagerly, the variables of a device are read by one `_ReadVariablesOp`;
+- graph building, variables go in batches of at most `GRAPH_BATCH_SIZE`: a
+  `_VarHandlesOp` makes their handles (it looks them up by container and
+  shared name, so it reaches the variables of the session), then one
+  `_ReadVariablesOp` reads them, or one call of a function assigns them.
+  The function is marked `_noinline`, so Grappler optimizes its body once
+  rather than once per call.
+
+Only plain resource variables on a CPU are batched (`batch_key`); others
+take the per-variable path.
 """
 
 import functools
+import weakref
 
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.eager import context
+from tensorflow.python.eager import def_function
 from tensorflow.python.eager import execute
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor_spec
+from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.ops import resource_variable_ops
 
 GRAPH_BATCH_SIZE = 64
-# Fewer variables than this are not worth a batched op when graph building:
-# it would add ops where each variable's own handle and read already exist.
+# Fewer variables than this are not worth batched ops when graph building:
+# they would add ops where each variable's own handle and read exist.
 _GRAPH_BATCH_MIN = 16
-
-
-def worth_batching(count):
-  """Whether `count` variables of one device are read or found batched."""
-  return context.executing_eagerly() or count >= _GRAPH_BATCH_MIN
-
-
-def read_variables(variables):
-  """Reads `variables`, all on one CPU device (see `batch_key`)."""
-  if context.executing_eagerly():
-    return execute.execute(
-        b"_ReadVariablesOp", num_outputs=len(variables),
-        inputs=[variable.handle for variable in variables],
-        attrs=("N", len(variables),
-               "dtypes", [variable.dtype.as_datatype_enum
-                          for variable in variables]),
-        ctx=context.context())
-  values = []
-  for start in range(0, len(variables), GRAPH_BATCH_SIZE):
-    batch = variables[start:start + GRAPH_BATCH_SIZE]
-    with ops.colocate_with(batch[0].handle.op):
-      values.extend(_create_op(
-          "_ReadVariablesOp", "ReadVariables", _batch_handles(batch),
-          [variable.dtype for variable in batch],
-          N=_int_attr(len(batch)),
-          dtypes=_list_attr(type=[variable.dtype.as_datatype_enum
-                                  for variable in batch])).outputs)
-  return values
-
-
-def graph_handles(variables):
-  """Handles to `variables`, all on one CPU device (graph building)."""
-  handles = []
-  for start in range(0, len(variables), GRAPH_BATCH_SIZE):
-    batch = variables[start:start + GRAPH_BATCH_SIZE]
-    with ops.colocate_with(batch[0].handle.op):
-      handles.extend(_batch_handles(batch))
-  return handles
+# Graph -> {dtypes of a batch: name of the function assigning such batches}.
+_ASSIGN_FUNCTIONS = weakref.WeakKeyDictionary()
 
 
 def batch_key(variable):
-  """What variables read together share (their device), or None.
+  """What the variables batched with `variable` share (a device), or None.
 
-  None when `variable` is not a plain resource variable on a CPU: of this
-  graph (or eager), without colocation constraints of its own.
+  None unless `variable` is a plain resource variable on a CPU, of the
+  default graph (or eager), without colocation constraints of its own.
   """
   if not resource_variable_ops.is_resource_variable(variable):
     return None
@@ -87,28 +61,101 @@ def batch_key(variable):
   return None
 
 
-def _batch_handles(variables):
-  """A `_VarHandlesOp` with the handles of `variables` (graph building)."""
+def worth_batching(count):
+  """Whether `count` variables of one `batch_key` are worth batching."""
+  return context.executing_eagerly() or count >= _GRAPH_BATCH_MIN
+
+
+def read_variables(variables):
+  """The values of `variables`, all of one `batch_key`."""
+  if context.executing_eagerly():
+    return execute.execute(
+        b"_ReadVariablesOp", num_outputs=len(variables),
+        inputs=[variable.handle for variable in variables],
+        attrs=("N", len(variables), "dtypes", _dtype_enums(variables)),
+        ctx=context.context())
+  values = []
+  for start in range(0, len(variables), GRAPH_BATCH_SIZE):
+    batch = variables[start:start + GRAPH_BATCH_SIZE]
+    with ops.colocate_with(batch[0].handle.op):
+      values.extend(_create_op(
+          "_ReadVariablesOp", "ReadVariables", _handles(batch),
+          [variable.dtype for variable in batch],
+          N=attr_value_pb2.AttrValue(i=len(batch)),
+          dtypes=_list_attr(type=_dtype_enums(batch))).outputs)
+  return values
+
+
+def assign_variables(variables, values):
+  """Ops assigning `values` to `variables`, all of one `batch_key` (graph).
+
+  Returns:
+    One op per batch of `GRAPH_BATCH_SIZE` variables, for each variable.
+  """
+  assign_ops = []
+  for start in range(0, len(variables), GRAPH_BATCH_SIZE):
+    batch = variables[start:start + GRAPH_BATCH_SIZE]
+    inputs = _handles(batch) + list(values[start:start + len(batch)])
+    with ops.colocate_with(batch[0].handle.op):
+      assign_op = _create_op(
+          "StatefulPartitionedCall", "AssignVariables", inputs, [],
+          Tin=_list_attr(type=[x.dtype.as_datatype_enum for x in inputs]),
+          Tout=_list_attr(type=[]),
+          f=attr_value_pb2.AttrValue(func=attr_value_pb2.NameAttrList(
+              name=_assign_function(_dtype_enums(batch)))),
+          config_proto=attr_value_pb2.AttrValue(s=b""),
+          executor_type=attr_value_pb2.AttrValue(s=b""))
+    assign_ops.extend([assign_op] * len(batch))
+  return assign_ops
+
+
+def _handles(variables):
+  """A `_VarHandlesOp`'s handles to `variables` (graph building)."""
   handle_ops = [variable.handle.op for variable in variables]
-  return _create_op(
-      "_VarHandlesOp", "VarHandles", [], [dtypes.resource] * len(variables),
-      N=_int_attr(len(variables)),
-      containers=_list_attr(s=[op.get_attr("container") for op in handle_ops]),
-      shared_names=_list_attr(s=[op.get_attr("shared_name")
+  with ops.colocate_with(handle_ops[0]):
+    return _create_op(
+        "_VarHandlesOp", "VarHandles", [], [dtypes.resource] * len(variables),
+        N=attr_value_pb2.AttrValue(i=len(variables)),
+        containers=_list_attr(s=[op.get_attr("container")
                                  for op in handle_ops]),
-      dtypes=_list_attr(type=[variable.dtype.as_datatype_enum
-                              for variable in variables]),
-      shapes=_list_attr(shape=[variable.shape.as_proto()
-                               for variable in variables])).outputs
+        shared_names=_list_attr(s=[op.get_attr("shared_name")
+                                   for op in handle_ops]),
+        dtypes=_list_attr(type=_dtype_enums(variables)),
+        shapes=_list_attr(shape=[variable.shape.as_proto()
+                                 for variable in variables])).outputs
+
+
+def _assign_function(dtype_enums):
+  """The name of this graph's function assigning values of `dtype_enums`."""
+  graph = ops.get_default_graph()
+  names = _ASSIGN_FUNCTIONS.setdefault(graph, {})
+  key = tuple(dtype_enums)
+  if key not in names:
+    count = len(key)
+
+    def assign_all(*handles_and_values):
+      for handle, value in zip(handles_and_values[:count],
+                               handles_and_values[count:]):
+        gen_resource_variable_ops.assign_variable_op(handle, value)
+
+    signature = (
+        [tensor_spec.TensorSpec([], dtypes.resource)] * count +
+        [tensor_spec.TensorSpec(None, dtypes.as_dtype(enum)) for enum in key])
+    function = def_function.function(
+        assign_all, input_signature=signature, autograph=False,
+        experimental_attributes={"_noinline": True}).get_concrete_function()
+    function.add_to_graph(graph)
+    names[key] = function.name
+  return names[key]
+
+
+def _dtype_enums(variables):
+  return [variable.dtype.as_datatype_enum for variable in variables]
 
 
 def _create_op(op_type, name, inputs, output_types, **attrs):
   return ops.get_default_graph().create_op(
       op_type, inputs, output_types, name=name, attrs=attrs)
-
-
-def _int_attr(value):
-  return attr_value_pb2.AttrValue(i=value)
 
 
 def _list_attr(**values):
