@@ -23,6 +23,7 @@ from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.ops import state_ops
 from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
+from tensorflow.python.trackable import base_delegate
 from tensorflow.python.trackable import python_state
 from tensorflow.python.training.saving import saveable_object as tf_saveable_object
 from tensorflow.python.util import nest
@@ -506,6 +507,10 @@ def trackable_has_serialize_to_tensor(obj) -> bool:
   if "_serialize_to_tensors" in getattr(obj, "__dict__", {}):
     return True
   for cls in type(obj).mro():
+    if cls is base_delegate.DelegatingTrackableMixin:
+      # It forwards `_serialize_to_tensors` to the object it wraps (a
+      # LossScaleOptimizer's optimizer, say): that object decides.
+      return trackable_has_serialize_to_tensor(obj._trackable)  # pylint: disable=protected-access
     if cls is tf_base.Trackable:
       return False
     if "_serialize_to_tensors" in cls.__dict__:

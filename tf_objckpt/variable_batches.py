@@ -12,22 +12,22 @@ number of outputs. So:
   shared name, so it reaches the variables of the session), then one
   `_ReadVariablesOp` reads them, or one call of a function assigns them.
   The function is marked `_noinline`, so Grappler optimizes its body once
-  rather than once per call.
+  rather than once per call, and named after its dtypes, so that graphs
+  and meta graphs of different programs agree on what a name means.
 
 Only plain resource variables on a CPU are batched (`batch_key`); others
 take the per-variable path.
 """
 
 import functools
-import weakref
+import hashlib
 
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.eager import context
-from tensorflow.python.eager import def_function
 from tensorflow.python.eager import execute
 from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import function
 from tensorflow.python.framework import ops
-from tensorflow.python.framework import tensor_spec
 from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.ops import resource_variable_ops
 
@@ -35,8 +35,6 @@ GRAPH_BATCH_SIZE = 64
 # Fewer variables than this are not worth batched ops when graph building:
 # they would add ops where each variable's own handle and read exist.
 _GRAPH_BATCH_MIN = 16
-# Graph -> {dtypes of a batch: name of the function assigning such batches}.
-_ASSIGN_FUNCTIONS = weakref.WeakKeyDictionary()
 
 
 def batch_key(variable):
@@ -95,16 +93,10 @@ def assign_variables(variables, values):
   assign_ops = []
   for start in range(0, len(variables), GRAPH_BATCH_SIZE):
     batch = variables[start:start + GRAPH_BATCH_SIZE]
-    inputs = _handles(batch) + list(values[start:start + len(batch)])
+    handles = _handles(batch)
     with ops.colocate_with(batch[0].handle.op):
-      assign_op = _create_op(
-          "StatefulPartitionedCall", "AssignVariables", inputs, [],
-          Tin=_list_attr(type=[x.dtype.as_datatype_enum for x in inputs]),
-          Tout=_list_attr(type=[]),
-          f=attr_value_pb2.AttrValue(func=attr_value_pb2.NameAttrList(
-              name=_assign_function(_dtype_enums(batch)))),
-          config_proto=attr_value_pb2.AttrValue(s=b""),
-          executor_type=attr_value_pb2.AttrValue(s=b""))
+      assign_op = _assign_function(tuple(_dtype_enums(batch)))(
+          *handles, *values[start:start + len(batch)])
     assign_ops.extend([assign_op] * len(batch))
   return assign_ops
 
@@ -125,28 +117,26 @@ def _handles(variables):
                                  for variable in variables])).outputs
 
 
+@functools.lru_cache(maxsize=None)
 def _assign_function(dtype_enums):
-  """The name of this graph's function assigning values of `dtype_enums`."""
-  graph = ops.get_default_graph()
-  names = _ASSIGN_FUNCTIONS.setdefault(graph, {})
-  key = tuple(dtype_enums)
-  if key not in names:
-    count = len(key)
+  """The function assigning values of `dtype_enums` through handles.
 
-    def assign_all(*handles_and_values):
-      for handle, value in zip(handles_and_values[:count],
-                               handles_and_values[count:]):
-        gen_resource_variable_ops.assign_variable_op(handle, value)
+  Named after its content, so that the same name in any graph (one
+  imported from another program's meta graph, say) means the same function.
+  """
+  count = len(dtype_enums)
+  digest = hashlib.sha256(repr(dtype_enums).encode()).hexdigest()[:16]
 
-    signature = (
-        [tensor_spec.TensorSpec([], dtypes.resource)] * count +
-        [tensor_spec.TensorSpec(None, dtypes.as_dtype(enum)) for enum in key])
-    function = def_function.function(
-        assign_all, input_signature=signature, autograph=False,
-        experimental_attributes={"_noinline": True}).get_concrete_function()
-    function.add_to_graph(graph)
-    names[key] = function.name
-  return names[key]
+  @function.Defun(*([dtypes.resource] * count +
+                    [dtypes.as_dtype(enum) for enum in dtype_enums]),
+                  func_name=f"tf_objckpt_assign_variables_{digest}",
+                  noinline=True)
+  def assign_all(*handles_and_values):
+    for handle, value in zip(handles_and_values[:count],
+                             handles_and_values[count:]):
+      gen_resource_variable_ops.assign_variable_op(handle, value)
+
+  return assign_all
 
 
 def _dtype_enums(variables):

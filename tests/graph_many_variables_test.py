@@ -1,0 +1,300 @@
+"""Graph-mode checkpoints of many variables, against TensorFlow.
+
+With 16 or more plain resource variables on a CPU, graph-mode saves read
+variables through `_VarHandlesOp` + `_ReadVariablesOp` and restores assign
+them through a `_noinline` function added to the graph's library. These
+tests check, against `tf.compat.v1.train.Checkpoint`, that such graphs
+behave as TensorFlow's: across two CPUs, with optimizer slots restored
+before and after the optimizer exists, when the graph is exported as a meta
+graph and imported (into a fresh graph, or into a graph whose library
+already holds functions), and when several checkpoints are restored in turn.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow.python.trackable import autotrackable as tf_autotrackable
+
+import tf_objckpt
+
+IMPLS = {
+    "tf": (tf_autotrackable.AutoTrackable, tf.compat.v1.train.Checkpoint),
+    "ours": (tf_objckpt.AutoTrackable, tf_objckpt.CheckpointV1),
+}
+_COUNT = 40
+
+
+def _assert_all_equal(expected, actual):
+  assert len(expected) == len(actual)
+  for want, got in zip(expected, actual):
+    np.testing.assert_array_equal(np.asarray(want), np.asarray(got))
+
+
+class _Program:
+  """`_COUNT` variables tracked by a checkpoint, in a graph of their own."""
+
+  def __init__(self, impl, scale, make_variable=None, config=None):
+    autotrackable_cls, checkpoint_cls = IMPLS[impl]
+    make_variable = make_variable or (
+        lambda i: tf.compat.v1.get_variable(
+            f"v{i}", initializer=float(i * scale), use_resource=True))
+    self.graph = tf.Graph()
+    with self.graph.as_default():
+      self.variables = [make_variable(i) for i in range(_COUNT)]
+      self.root = autotrackable_cls()
+      self.root.variables = self.variables
+      self.checkpoint = checkpoint_cls(root=self.root)
+      self.session = tf.compat.v1.Session(config=config)
+      self.session.run(tf.compat.v1.global_variables_initializer())
+
+  def values(self):
+    return self.session.run(self.variables)
+
+
+def _library_names(graph):
+  return [f.signature.name for f in graph.as_graph_def().library.function]
+
+
+def _int64_meta_graph(directory):
+  """A meta graph exported after our batched restore of int64 variables."""
+  program = _Program(
+      "ours", 1, make_variable=lambda i: tf.compat.v1.get_variable(
+          f"other{i}", initializer=tf.constant(i, tf.int64),
+          use_resource=True))
+  with program.graph.as_default():
+    path = program.checkpoint.save(os.path.join(directory, "ckpt"),
+                                   session=program.session)
+    program.checkpoint.restore(path).run_restore_ops(program.session)
+    meta_graph = tf.compat.v1.train.export_meta_graph()
+  names = _library_names(program.graph)
+  assert len(names) == 1, names
+  return meta_graph, names[0]
+
+
+def _renamed(meta_graph, old, new):
+  """`meta_graph` with its function `old` renamed `new` (and calls to it)."""
+  renamed = meta_graph_pb2.MetaGraphDef()
+  renamed.CopyFrom(meta_graph)
+  for function in renamed.graph_def.library.function:
+    if function.signature.name == old:
+      function.signature.name = new
+  for node in renamed.graph_def.node:
+    if "f" in node.attr and node.attr["f"].func.name == old:
+      node.attr["f"].func.name = new
+  return renamed
+
+
+def _restored_float_program(impl, directory):
+  """A `_Program` after one save and one restore; returns it."""
+  program = _Program(impl, 1)
+  with program.graph.as_default():
+    path = program.checkpoint.save(os.path.join(directory, "ckpt"),
+                                   session=program.session)
+    program.session.run([v.assign(-1.) for v in program.variables])
+    program.checkpoint.restore(path).run_restore_ops(program.session)
+  return program
+
+
+def test_meta_graph_import_after_many_variable_restore(tmp_path):
+  """Importing a meta graph another run exported works as with TensorFlow.
+
+  Another run of a program (other dtypes) exports a meta graph holding the
+  function its batched restore added. If function names depend on the
+  process's history (two identical graphs of this process get different
+  names), that run may have given its function the very name ours got
+  here: that is simulated by renaming the exported function. TensorFlow's
+  restore adds no function, so the import works; ours must too.
+  """
+  meta_graph, exported_name = _int64_meta_graph(str(tmp_path / "other"))
+  results = {}
+  for impl in IMPLS:
+    program = _restored_float_program(impl, str(tmp_path / impl))
+    names = _library_names(program.graph)
+    to_import = meta_graph
+    if names:
+      twin = _restored_float_program(impl, str(tmp_path / (impl + "twin")))
+      if _library_names(twin.graph) != names:  # Names follow a counter.
+        to_import = _renamed(meta_graph, exported_name, names[0])
+    with program.graph.as_default():
+      try:
+        tf.compat.v1.train.import_meta_graph(to_import, import_scope="imp")
+        results[impl] = ("ok", program.values())
+      except ValueError as e:
+        results[impl] = ("error", str(e))
+  assert results["tf"][0] == "ok"
+  assert results["ours"][0] == "ok", results["ours"][1]
+  _assert_all_equal(results["tf"][1], results["ours"][1])
+
+
+def test_variables_on_two_cpus_round_trip_like_tensorflow(tmp_path):
+  """Variables split over /cpu:0 and /cpu:1 save and restore as in TF."""
+  config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
+
+  def program(impl, scale):
+    def make_variable(i):
+      with tf.device(f"/cpu:{i % 2}"):
+        return tf.compat.v1.get_variable(
+            f"v{i}", initializer=float(i * scale), use_resource=True)
+    return _Program(impl, scale, make_variable, config)
+
+  restored = {}
+  for impl in IMPLS:
+    writer = program(impl, 1)
+    with writer.graph.as_default():
+      path = writer.checkpoint.save(str(tmp_path / impl / "ckpt"),
+                                    session=writer.session)
+    reader = program("ours" if impl == "tf" else "tf", 3)
+    with reader.graph.as_default():
+      reader.checkpoint.restore(path).assert_consumed().run_restore_ops(
+          reader.session)
+    restored[impl] = reader.values()
+    _assert_all_equal(writer.values(), restored[impl])
+  assert (sorted(tf.train.list_variables(str(tmp_path / "tf" / "ckpt-1"))) ==
+          sorted(tf.train.list_variables(str(tmp_path / "ours" / "ckpt-1"))))
+
+
+def test_imported_meta_graph_restores_with_both_savers(tmp_path):
+  """A meta graph holding our batched ops imports and restores like TF's."""
+  results = {}
+  for impl in IMPLS:
+    program = _Program(impl, 1)
+    with program.graph.as_default():
+      path = program.checkpoint.save(str(tmp_path / impl / "ckpt"),
+                                     session=program.session)
+      program.checkpoint.restore(path).run_restore_ops(program.session)
+      meta_path = str(tmp_path / impl / "graph.meta")
+      tf.compat.v1.train.export_meta_graph(meta_path)
+    graph = tf.Graph()
+    with graph.as_default():
+      tf.compat.v1.train.import_meta_graph(meta_path)
+      variables = sorted(
+          (v for v in tf.compat.v1.global_variables()
+           if v.name.startswith("v")), key=lambda v: int(v.name[1:-2]))
+      session = tf.compat.v1.Session()
+      session.run(tf.compat.v1.global_variables_initializer())
+      session.run([v.assign(-1.) for v in variables])
+      autotrackable_cls, checkpoint_cls = IMPLS[impl]
+      root = autotrackable_cls()
+      root.variables = variables
+      checkpoint = checkpoint_cls(root=root)
+      checkpoint.restore(path).assert_existing_objects_matched(
+      ).run_restore_ops(session)
+      by_object = session.run(variables)
+      session.run([v.assign(-1.) for v in variables])
+      tf.compat.v1.train.Saver(
+          {f"root/variables/{i}/.ATTRIBUTES/VARIABLE_VALUE": v
+           for i, v in enumerate(variables)}).restore(session, path)
+      results[impl] = (by_object, session.run(variables))
+  _assert_all_equal(results["tf"][0], results["ours"][0])
+  _assert_all_equal(results["tf"][1], results["ours"][1])
+  _assert_all_equal(results["ours"][0], [float(i) for i in range(_COUNT)])
+
+
+def test_momentum_slots_restore_before_and_after_the_optimizer(tmp_path):
+  """Slots of many variables (some reference ones) restore as in TF."""
+
+  def make_variable(i):
+    return tf.compat.v1.get_variable(
+        f"v{i}", initializer=float(i), use_resource=bool(i % 3))
+
+  def with_optimizer(program, build):
+    with program.graph.as_default():
+      program.optimizer = tf.compat.v1.train.MomentumOptimizer(0.1, 0.9)
+      program.root.optimizer = program.optimizer
+      if build:
+        build_train_op(program)
+
+  def build_train_op(program):
+    with program.graph.as_default():
+      program.train_op = program.optimizer.minimize(
+          tf.add_n([tf.square(v) for v in program.variables]))
+      program.session.run(
+          tf.compat.v1.variables_initializer(program.optimizer.variables()))
+
+  def slots(program):
+    with program.graph.as_default():
+      return program.session.run(
+          [program.optimizer.get_slot(v, "momentum")
+           for v in program.variables])
+
+  results = {}
+  for impl in IMPLS:
+    writer = _Program(impl, 1, make_variable)
+    with_optimizer(writer, build=True)
+    with writer.graph.as_default():
+      for _ in range(2):
+        writer.session.run(writer.train_op)
+      checkpoint = IMPLS[impl][1](root=writer.root)
+      path = checkpoint.save(str(tmp_path / impl / "ckpt"),
+                             session=writer.session)
+    outcome = []
+    for build_first in (True, False):
+      reader = _Program(impl, 5, make_variable)
+      with_optimizer(reader, build=build_first)
+      with reader.graph.as_default():
+        checkpoint = IMPLS[impl][1](root=reader.root)
+        status = checkpoint.restore(path)
+        status.run_restore_ops(reader.session)
+        if not build_first:
+          build_train_op(reader)
+          status.run_restore_ops(reader.session)
+        status.assert_consumed()
+        outcome.append((reader.values(), slots(reader)))
+    _assert_all_equal(writer.values(), outcome[0][0])
+    _assert_all_equal(slots(writer), outcome[1][1])
+    results[impl] = outcome
+  for (tf_values, tf_slots), (our_values, our_slots) in zip(
+      results["tf"], results["ours"]):
+    _assert_all_equal(tf_values, our_values)
+    _assert_all_equal(tf_slots, our_slots)
+
+
+def test_restoring_a_then_b_then_a_follows_the_checkpoints(tmp_path):
+  """Mixed dtypes, reference and partitioned variables: A, B, A again."""
+  makers = (
+      lambda i, s: tf.constant(float(i * s)),
+      lambda i, s: tf.constant(i * s, tf.int64),
+      lambda i, s: tf.constant(f"s{i * s}"),
+      lambda i, s: tf.constant(bool((i * s) % 2)),
+      lambda i, s: tf.constant([i * s, 1], tf.int32),
+  )
+
+  def program(impl, scale):
+    made = _Program(
+        impl, scale, lambda i: tf.compat.v1.get_variable(
+            f"v{i}", initializer=makers[i % len(makers)](i, scale),
+            use_resource=bool(i % 7)))
+    with made.graph.as_default():
+      made.root.parts = list(tf.compat.v1.get_variable(
+          "p", [36, 2], initializer=tf.compat.v1.constant_initializer(scale),
+          partitioner=tf.compat.v1.fixed_size_partitioner(18)))
+      made.variables = made.variables + list(made.root.parts)
+      made.session.run(tf.compat.v1.variables_initializer(made.root.parts))
+    return made
+
+  results = {}
+  for impl in IMPLS:
+    paths, expected = [], []
+    for scale in (1, 2):
+      writer = program(impl, scale)
+      with writer.graph.as_default():
+        paths.append(writer.checkpoint.save(
+            str(tmp_path / f"{impl}{scale}" / "ckpt"),
+            session=writer.session))
+      expected.append(writer.values())
+    reader = program(impl, 3)
+    seen = []
+    with reader.graph.as_default():
+      for index in (0, 1, 0):
+        reader.checkpoint.restore(paths[index]).run_restore_ops(
+            reader.session)
+        seen.append(reader.values())
+        _assert_all_equal(expected[index], seen[-1])
+        ops_after = len(reader.graph.get_operations())
+      reader.checkpoint.restore(paths[1]).run_restore_ops(reader.session)
+      assert len(reader.graph.get_operations()) == ops_after
+    results[impl] = seen
+  for tf_values, our_values in zip(results["tf"], results["ours"]):
+    _assert_all_equal(tf_values, our_values)
