@@ -73,14 +73,18 @@ class ObjectGraphView:
 
   def list_children(self, obj):
     """The dependencies of `obj`, as `TrackableReference`s."""
+    return [base.TrackableReference(name, ref)
+            for name, ref in self._child_items(obj)]
+
+  def _child_items(self, obj):
+    """The dependencies of `obj`, as (local name, object) pairs."""
     if _is_plain_leaf(obj):
-      return []
+      return ()
     obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-    children = [base.TrackableReference(name, ref)
-                for name, ref in obj._trackable_children().items()]  # pylint: disable=protected-access
+    items = list(obj._trackable_children().items())  # pylint: disable=protected-access
     if self._attached_dependencies and obj is self.root:
-      children.extend(self._attached_dependencies)
-    return children
+      items.extend(self._attached_dependencies)
+    return items
 
   def _breadth_first_traversal(self):
     """Walks the graph breadth first from the root.
@@ -91,20 +95,23 @@ class ObjectGraphView:
     """
     gathered = _Gathered()
     gathered.add(self.root, "")
+    node_ids = gathered.node_ids
     for node_id, current in enumerate(gathered.objects):
       children = []
-      for reference in self.list_children(current):
-        child = reference.ref
-        child_id = gathered.node_ids.get(id(child))
+      items = self._child_items(current)
+      if items:
+        prefix = gathered.names[node_id] + "/" if node_id else ""
+      for local_name, child in items:
+        child_id = node_ids.get(id(child))
         if child_id is None:
           if not isinstance(child, tf_base.Trackable):
             raise TypeError(
-                f"{gathered.describe(node_id, reference.name)} is a "
+                f"{gathered.describe(node_id, local_name)} is a "
                 f"{type(child).__name__}, not a trackable object; only "
                 "trackables can be checkpointed.")
-          child_id = gathered.add(child, gathered.child_name(
-              node_id, reference.name))
-        children.append((child_id, reference.name))
+          child_id = gathered.add(
+              child, prefix + trackable_utils.escape_local_name(local_name))
+        children.append((child_id, local_name))
       gathered.children.append(children)
     return gathered
 
@@ -122,27 +129,35 @@ class ObjectGraphView:
   def serialize_object_graph(self):
     """Describes the current object graph and what each object saves.
 
-    When caching saveables (graph building), an object graph unchanged
-    since the last call is described by the same saveables and proto, and
-    only Python state is read anew.
+    An object graph unchanged since the last call keeps its proto, and its
+    variables keep their saveables (which read the variables when saving);
+    the state of other objects is gathered anew (eagerly) or comes from
+    the saveables cache (graph building).
 
     Returns:
       A tuple (saveables to write, the `TrackableObjectGraph` proto, a feed
       dict of Python state when caching saveables or else None).
     """
     gathered = self._gather()
-    if self._saveables_cache is None:
-      return self._serialize(gathered, freeze_python_state=True)
+    freeze = self._saveables_cache is None
     last = self._last_serialized
-    if last is None or not last.describes(gathered):
-      saveables, proto, _ = self._serialize(gathered,
-                                            freeze_python_state=False)
-      last = self._last_serialized = _Serialized(gathered, saveables, proto)
-    feed_additions = {}
-    for saveable in last.saveables:
-      if isinstance(saveable, base.PythonStateSaveable):
-        feed_additions.update(saveable.feed_dict_additions())
-    return list(last.saveables), last.proto, feed_additions
+    node_saveables = None
+    if last is not None and last.describes(gathered):
+      node_saveables = self._current_saveables(gathered, last, freeze)
+    if node_saveables is None:
+      node_saveables, attributes = self._node_saveables(gathered, freeze)
+      last = self._last_serialized = _Serialized(
+          gathered, node_saveables, attributes,
+          _object_graph_proto(gathered, attributes))
+    saveables = [saveable for per_node in node_saveables
+                 for saveable in per_node]
+    feed_additions = None
+    if not freeze:
+      feed_additions = {}
+      for saveable in saveables:
+        if isinstance(saveable, base.PythonStateSaveable):
+          feed_additions.update(saveable.feed_dict_additions())
+    return saveables, last.proto, feed_additions
 
   def frozen_saveable_objects(self):
     """Saveables for a static save, the object graph included as a constant.
@@ -150,44 +165,57 @@ class ObjectGraphView:
     Python state is baked in at its current value, so the result needs no
     feed dict.
     """
-    saveables, proto, _ = self._serialize(self._gather(),
-                                          freeze_python_state=True)
+    gathered = self._gather()
+    node_saveables, attributes = self._node_saveables(gathered, freeze=True)
+    proto = _object_graph_proto(gathered, attributes)
     with ops.device("/cpu:0"):
       proto_tensor = constant_op.constant(proto.SerializeToString(),
                                           dtype=dtypes.string)
-    saveables.append(base.NoRestoreSaveable(
-        tensor=proto_tensor, name=base.OBJECT_GRAPH_PROTO_KEY))
-    return saveables
+    return [saveable for per_node in node_saveables
+            for saveable in per_node] + [base.NoRestoreSaveable(
+                tensor=proto_tensor, name=base.OBJECT_GRAPH_PROTO_KEY)]
 
-  def _serialize(self, gathered, freeze_python_state):
-    saveables = []
-    feed_additions = None if freeze_python_state else {}
-    attributes = []  # Per node: SerializedTensor fields, as dicts.
+  def _node_saveables(self, gathered, freeze):
+    """Each node's saveables, and its attributes (as SerializedTensor dicts)."""
+    node_saveables, attributes = [], []
     for node_id, obj in enumerate(gathered.objects):
       node_attributes = []
-      for attribute_saveables in self._attribute_saveables(
-          obj, gathered.names[node_id], node_attributes):
-        if isinstance(attribute_saveables[0], base.PythonStateSaveable):
-          if freeze_python_state:
-            attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
-          else:
-            for saveable in attribute_saveables:
-              feed_additions.update(saveable.feed_dict_additions())
-        saveables.extend(attribute_saveables)
+      node_saveables.append(self._object_saveables(
+          obj, gathered.names[node_id], node_attributes, freeze))
       attributes.append(node_attributes)
-    with_values = _nodes_with_values(gathered, attributes)
-    proto = trackable_object_graph_pb2.TrackableObjectGraph()
-    add_node = proto.nodes.add
-    for node_id, children in enumerate(gathered.children):
-      node = add_node()
-      for child_id, local_name in children:
-        node.children.add(node_id=child_id, local_name=local_name)
-      for attribute in attributes[node_id]:
-        node.attributes.add(**attribute)
-      if node_id in gathered.slots:
-        node.slot_variables.extend(gathered.slots[node_id])
-      node.has_checkpoint_values.value = node_id in with_values
-    return saveables, proto, feed_additions
+    return node_saveables, attributes
+
+  def _current_saveables(self, gathered, last, freeze):
+    """Each node's saveables, from `last` where they are still current.
+
+    Returns:
+      None if an object now saves other attributes than in `last`.
+    """
+    node_saveables = []
+    for node_id, cached in enumerate(last.node_saveables):
+      if not freeze or all(isinstance(saveable,
+                                      saveable_object_util.VariableSaveable)
+                           for saveable in cached):
+        node_saveables.append(cached)
+        continue
+      node_attributes = []
+      node_saveables.append(self._object_saveables(
+          gathered.objects[node_id], gathered.names[node_id],
+          node_attributes, freeze))
+      if node_attributes != last.attributes[node_id]:
+        return None
+    return node_saveables
+
+  def _object_saveables(self, obj, object_name, node_attributes, freeze):
+    """The saveables of `obj`; Python state frozen if `freeze`."""
+    saveables = []
+    for attribute_saveables in self._attribute_saveables(
+        obj, object_name, node_attributes):
+      if freeze and isinstance(attribute_saveables[0],
+                               base.PythonStateSaveable):
+        attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
+      saveables.extend(attribute_saveables)
+    return saveables
 
   def _attribute_saveables(self, obj, object_name, node_attributes):
     """The saveables of each attribute of `obj`; fills `node_attributes`.
@@ -272,11 +300,6 @@ class _Gathered:
     self.node_ids[id(obj)] = node_id
     return node_id
 
-  def child_name(self, parent_id, local_name):
-    escaped = trackable_utils.escape_local_name(local_name)
-    parent_name = self.names[parent_id]
-    return f"{parent_name}/{escaped}" if parent_id else escaped
-
   def describe(self, parent_id, local_name):
     """A readable path such as "root/model/layer" for error messages."""
     parent_name = self.names[parent_id]
@@ -290,9 +313,10 @@ class _Serialized:
   other objects while compared.
   """
 
-  def __init__(self, gathered, saveables, proto):
+  def __init__(self, gathered, node_saveables, attributes, proto):
     self.gathered = gathered
-    self.saveables = saveables
+    self.node_saveables = node_saveables
+    self.attributes = attributes
     self.proto = proto
 
   def describes(self, gathered):
@@ -341,6 +365,23 @@ def _check_slot_variable(slot, node_ids):
     raise NotImplementedError(
         f"The slot variable {slot} is also a dependency of another object; "
         "slot variables cannot be shared this way.")
+
+
+def _object_graph_proto(gathered, attributes):
+  """The `TrackableObjectGraph` of `gathered`, given each node's attributes."""
+  with_values = _nodes_with_values(gathered, attributes)
+  proto = trackable_object_graph_pb2.TrackableObjectGraph()
+  add_node = proto.nodes.add
+  for node_id, children in enumerate(gathered.children):
+    node = add_node()
+    for child_id, local_name in children:
+      node.children.add(node_id=child_id, local_name=local_name)
+    for attribute in attributes[node_id]:
+      node.attributes.add(**attribute)
+    if node_id in gathered.slots:
+      node.slot_variables.extend(gathered.slots[node_id])
+    node.has_checkpoint_values.value = node_id in with_values
+  return proto
 
 
 def _nodes_with_values(gathered, attributes):
