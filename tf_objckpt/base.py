@@ -613,85 +613,28 @@ class Trackable(tf_base.Trackable):
   TensorFlow's `_serialize_to_tensors`).
   """
 
-  @property
-  def _setattr_tracking(self):
-    """Whether attribute assignment adds dependencies (AutoTrackable)."""
-    return getattr(self, "_self_setattr_tracking", True)
-
-  @_setattr_tracking.setter
-  def _setattr_tracking(self, value):
-    self._self_setattr_tracking = value
-
-  @property
-  def _update_uid(self):
-    """The UID of the newest restore applied to this object's own values."""
-    return self._self_update_uid
-
-  @_update_uid.setter
-  def _update_uid(self, value):
-    self._self_update_uid = value
-
-  @property
-  def _unconditional_checkpoint_dependencies(self):
-    """Dependencies in declaration order, as `TrackableReference`s."""
-    return self._self_unconditional_checkpoint_dependencies
-
-  @property
-  def _unconditional_dependency_names(self):
-    """Dependencies by local name."""
-    return self._self_unconditional_dependency_names
-
-  @property
-  def _name_based_restores(self):
-    """Name-based restore coordinators that apply to this object."""
-    return self._self_name_based_restores
+  # TensorFlow's base class keeps the bookkeeping (its `_self_*`
+  # attributes and the properties reading them); this class changes how
+  # dependencies are tracked, looked up and restored.
 
   def _maybe_initialize_trackable(self):
-    """Creates the bookkeeping lazily, so subclasses need not call __init__."""
+    """Creates the bookkeeping lazily, so subclasses need not call __init__.
+
+    Checks before calling TensorFlow's initializer, whose decorator costs
+    more than the check on every call.
+    """
     if not hasattr(self, "_self_unconditional_checkpoint_dependencies"):
-      self._initialize_trackable()
-
-  @no_automatic_dependency_tracking
-  def _initialize_trackable(self):
-    self._self_unconditional_checkpoint_dependencies = []
-    self._self_unconditional_dependency_names = {}
-    self._self_unconditional_deferred_dependencies = {}
-    # -1 is older than every restore, so the first restore always applies.
-    self._self_update_uid = -1
-    self._self_name_based_restores = set()
-    self._self_saveable_object_factories = {}
-
-  @property
-  def _object_identifier(self):
-    """Identifies the object's type to SavedModel loaders."""
-    return "_generic_user_object"
+      tf_base.Trackable._maybe_initialize_trackable(self)  # pylint: disable=protected-access
 
   @property
   def _tracking_metadata(self):
     """Extra metadata a subclass may attach to its object graph node."""
     return ""
 
-  def _no_dependency(self, value):
-    """Returns `value` unchanged; lets subclasses opt out of tracking it."""
-    return value
-
   def _name_based_attribute_restore(self, checkpoint):
     """Restores this object's values from a name-based checkpoint."""
     self._maybe_initialize_trackable()
-    self._self_name_based_restores.add(checkpoint)
-    if self._self_update_uid < checkpoint.restore_uid:
-      checkpoint.eager_restore(self)
-      self._self_update_uid = checkpoint.restore_uid
-
-  @property
-  def _checkpoint_dependencies(self):
-    """The dependencies saved with this object, as `TrackableReference`s."""
-    return self._self_unconditional_checkpoint_dependencies
-
-  @property
-  def _deferred_dependencies(self):
-    """Checkpoint positions waiting for a dependency of a given name."""
-    return self._self_unconditional_deferred_dependencies
+    super()._name_based_attribute_restore(checkpoint)
 
   def _trackable_children(self, save_type="checkpoint", cache=None, **kwargs):
     """Returns `{local name: dependency}` (TensorFlow's traversal API)."""
@@ -789,18 +732,6 @@ class Trackable(tf_base.Trackable):
     self._self_unconditional_dependency_names[name] = trackable
     return trackable
 
-  def _handle_deferred_dependencies(self, name, trackable):
-    """Applies restores queued for `name` (newest last) to `trackable`."""
-    self._maybe_initialize_trackable()
-    trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
-    queued = self._deferred_dependencies.pop(name, ())
-    for position in sorted(queued, key=lambda p: p.restore_uid,
-                           reverse=True):
-      position.restore(trackable)
-    for name_based in sorted(self._self_name_based_restores,
-                             key=lambda c: c.restore_uid, reverse=True):
-      trackable._name_based_attribute_restore(name_based)  # pylint: disable=protected-access
-
   def _restore_from_checkpoint_position(self, checkpoint_position):
     """Restores this object and its dependencies; returns restore ops."""
     return restore_breadth_first(checkpoint_position)
@@ -811,16 +742,6 @@ class Trackable(tf_base.Trackable):
     batch = _RestoreBatch()
     _restore_one(checkpoint_position, visit_queue, batch)
     return batch.restore(checkpoint_position.checkpoint)
-
-  def _gather_saveables_for_checkpoint(self):
-    """Returns `{attribute name: saveable factory}` for this object's state.
-
-    A factory takes the checkpoint key as `name` and returns a
-    `SaveableObject`. Values shared with other objects belong in
-    dependencies instead.
-    """
-    self._maybe_initialize_trackable()
-    return self._self_saveable_object_factories
 
   def _list_extra_dependencies_for_serialization(self, serialization_cache):
     """Dependencies saved only in SavedModels; none by default."""

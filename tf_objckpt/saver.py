@@ -1221,12 +1221,10 @@ class Saver(object):
     plan = self._restore_plan(graph)
     # Checking an unchanged checkpoint against the same plan again would
     # find the same: skip it when restoring repeatedly from one file.
+    # Without a plan there is nothing to check: the restore op reports.
     identity = _checkpoint_identity(save_path)
-    last = self._last_verified
-    if plan is None:
-      pass  # Nothing to check against: the restore op reports.
-    elif identity is None or last is None or last[0] != identity or (
-        last[1] is not plan):
+    if plan is not None and (identity is None or
+                             self._last_verified != (identity, plan)):
       _verify_restore_plan(save_path, plan)
       self._last_verified = (identity, plan)
     sess.run(self.saver_def.restore_op_name,
