@@ -101,7 +101,7 @@ class NoRestoreSaveable(saveable_object.SaveableObject):
                                     device=device)
     super().__init__(tensor, [spec], name)
 
-  def restore(self, restored_tensors, restored_shapes):
+  def restore(self, restored_tensors, restored_shapes=None):
     del restored_tensors, restored_shapes  # Nothing to restore.
     if context.executing_eagerly():
       return None
@@ -147,10 +147,11 @@ class PythonStringStateSaveable(PythonStateSaveable):
     self._state_callback = current_state
     self._restore_callback = restore_callback
     with ops.device("/cpu:0"):
-      self._save_string = constant_op.constant("", dtype=dtypes.string)
-    spec = saveable_object.SaveSpec(self._save_string, "", name,
+      # Fed with the current state at each graph-mode save.
+      self._fed_state = constant_op.constant(b"")
+    spec = saveable_object.SaveSpec(self._fed_state, "", name,
                                     dtype=dtypes.string)
-    super().__init__(self._save_string, [spec], name)
+    super().__init__(self._fed_state, [spec], name)
 
   @property
   def optional_restore(self):
@@ -158,7 +159,8 @@ class PythonStringStateSaveable(PythonStateSaveable):
     return self._restore_callback is None
 
   def feed_dict_additions(self):
-    return {self._save_string: self._state_callback()}
+    state = self._state_callback()
+    return {self._fed_state: state}
 
   def freeze(self):
     state = self._state_callback
@@ -180,7 +182,7 @@ class PythonStringStateSaveable(PythonStateSaveable):
         restored = restored.numpy()
       self._restore_callback(restored)
 
-  def restore(self, restored_tensors, restored_shapes):
+  def restore(self, restored_tensors, restored_shapes=None):
     del restored_shapes  # Strings are scalars.
     self.python_restore(restored_tensors)
     if context.executing_eagerly():
@@ -191,19 +193,20 @@ class PythonStringStateSaveable(PythonStateSaveable):
 # Keys of `_serialize_to_tensors` values start with "<object path>" + this.
 _ATTRIBUTES_SEGMENT = "/" + trackable_utils.OBJECT_ATTRIBUTES_NAME + "/"
 
-_DeferredSlotVariableRestoration = collections.namedtuple(
-    "_DeferredSlotVariableRestoration",
+# A slot of a bound variable, waiting for its optimizer to be bound.
+_SlotAwaitingOptimizer = collections.namedtuple(
+    "_SlotAwaitingOptimizer",
     ["original_variable", "slot_variable_id", "slot_name"])
 
-_SlotVariableRestoration = collections.namedtuple(
-    "_SlotVariableRestoration",
-    ["optimizer_id", "slot_variable_id", "slot_name"])
+# A slot in the checkpoint, waiting for its variable to be bound.
+_SlotToRestore = collections.namedtuple(
+    "_SlotToRestore", ["optimizer_id", "slot_variable_id", "slot_name"])
 
 
 class CheckpointPosition:
   """One node of a checkpoint being restored (see the module docstring)."""
 
-  __slots__ = ("_checkpoint", "_proto_id", "skip_restore")
+  __slots__ = ("_checkpoint", "_node_id", "skip_restore")
 
   def __init__(self, checkpoint, proto_id):
     """Points at node `proto_id` of `checkpoint`'s object graph.
@@ -213,7 +216,7 @@ class CheckpointPosition:
       proto_id: The index of the node in `TrackableObjectGraph.nodes`.
     """
     self._checkpoint = checkpoint
-    self._proto_id = proto_id
+    self._node_id = proto_id
     self.skip_restore = False
 
   def restore(self, trackable, reader=None):
@@ -245,11 +248,12 @@ class CheckpointPosition:
       bound (to `trackable`, or, with a warning, to another object).
     """
     checkpoint = self._checkpoint
-    checkpoint.all_python_objects.add(trackable)
-    checkpoint.matched_proto_ids.add(self._proto_id)
-    current = checkpoint.object_by_proto_id.get(self._proto_id, None)
+    checkpoint.seen_objects.add(trackable)
+    checkpoint.matched_node_ids.add(self._node_id)
+    bound = checkpoint.objects_by_node_id
+    current = bound.get(self._node_id)
     if current is None:
-      checkpoint.object_by_proto_id[self._proto_id] = trackable
+      bound[self._node_id] = trackable
       self._restore_slots_of_optimizer(trackable)
       self._restore_slots_of_variable(trackable)
       return True
@@ -264,8 +268,8 @@ class CheckpointPosition:
 
   def _restore_slots_of_optimizer(self, optimizer):
     """Restores slots that waited for this node's optimizer to be bound."""
-    for deferred in self._checkpoint.deferred_slot_restorations.pop(
-        self._proto_id, ()):
+    for deferred in self._checkpoint.slots_awaiting_optimizer.pop(
+        self._node_id, ()):
       self._create_or_restore_slot(optimizer, deferred.original_variable,
                                    deferred.slot_variable_id,
                                    deferred.slot_name)
@@ -273,12 +277,12 @@ class CheckpointPosition:
   def _restore_slots_of_variable(self, variable):
     """Restores (or defers) optimizer slots of this node's variable."""
     checkpoint = self._checkpoint
-    for slot in checkpoint.slot_restorations.pop(self._proto_id, ()):
-      optimizer = checkpoint.object_by_proto_id.get(slot.optimizer_id, None)
+    for slot in checkpoint.slots_by_variable.pop(self._node_id, ()):
+      optimizer = checkpoint.objects_by_node_id.get(slot.optimizer_id, None)
       if optimizer is None:
-        checkpoint.deferred_slot_restorations.setdefault(
+        checkpoint.slots_awaiting_optimizer.setdefault(
             slot.optimizer_id, []).append(
-                _DeferredSlotVariableRestoration(
+                _SlotAwaitingOptimizer(
                     original_variable=variable,
                     slot_variable_id=slot.slot_variable_id,
                     slot_name=slot.slot_name))
@@ -409,7 +413,7 @@ class CheckpointPosition:
           # TensorFlow 2.21's SerializedTensor has no optional_restore: an
           # attribute without a saveable is always reported as unused.
           checkpoint.unused_attributes.setdefault(
-              self._proto_id, []).append(attribute.name)
+              self._node_id, []).append(attribute.name)
           continue
         saveable = factory(name=key) if callable(factory) else factory
         checkpoint.cache_saveable(self.trackable, attribute.name, saveable)
@@ -438,15 +442,17 @@ class CheckpointPosition:
 
   @property
   def trackable(self):
-    return self._checkpoint.object_by_proto_id[self._proto_id]
+    bound = self._checkpoint.objects_by_node_id
+    return bound[self._node_id]
 
   @property
   def object_proto(self):
-    return self._checkpoint.object_graph_proto.nodes[self._proto_id]
+    nodes = self._checkpoint.object_graph_proto.nodes
+    return nodes[self._node_id]
 
   @property
   def proto_id(self):
-    return self._proto_id
+    return self._node_id
 
   @property
   def restore_uid(self):
@@ -470,11 +476,10 @@ class _RestoreBatch:
 
   def add_node(self, position):
     """Adds the saveables of `position`'s own attributes."""
-    restore_ops, tensor_saveables, python_saveables = (
-        position.gather_ops_or_named_saveables())
-    self.restore_ops.extend(restore_ops)
-    self.tensor_saveables.update(tensor_saveables)
-    self.python_saveables.extend(python_saveables)
+    found_ops, by_key, python_state = position.gather_ops_or_named_saveables()
+    self.restore_ops.extend(found_ops)
+    self.tensor_saveables.update(by_key)
+    self.python_saveables.extend(python_state)
 
   def restore(self, checkpoint):
     """Restores everything gathered; returns all restore ops (graph mode)."""
@@ -490,7 +495,7 @@ def _plain_variable_key(checkpoint, node_id, variable):
   stock resource variable read from a plain node (its value only, no
   dependencies, no optimizer slots waiting for it) does not need.
   """
-  if (node_id in checkpoint.slot_restorations or
+  if (node_id in checkpoint.slots_by_variable or
       not saveable_object_util.has_default_variable_saving(variable)):
     return None
   node = checkpoint.object_graph_proto.nodes[node_id]
@@ -505,11 +510,11 @@ def _plain_variable_key(checkpoint, node_id, variable):
 def _bind_plain_variable(checkpoint, node_id, variable, key, batch):
   """Binds `variable` to node `node_id` and queues its value (eager only).
 
-  Unlike `bind_object`, leaves `all_python_objects` alone: it serves to
+  Unlike `bind_object`, leaves `seen_objects` alone: it serves to
   find objects that are not bound.
   """
-  checkpoint.matched_proto_ids.add(node_id)
-  checkpoint.object_by_proto_id[node_id] = variable
+  checkpoint.matched_node_ids.add(node_id)
+  checkpoint.objects_by_node_id[node_id] = variable
   variable._maybe_initialize_trackable()  # pylint: disable=protected-access
   if checkpoint.restore_uid > variable._update_uid:  # pylint: disable=protected-access
     variable._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
@@ -524,27 +529,27 @@ def _restore_one(position, visit_queue, batch):
   executing eagerly, plain variable children are bound and gathered here
   directly instead of being queued.
   """
-  trackable = position.trackable
-  trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
+  parent = position.trackable
+  parent._maybe_initialize_trackable()  # pylint: disable=protected-access
   checkpoint = position.checkpoint
-  if checkpoint.restore_uid > trackable._update_uid:  # pylint: disable=protected-access
+  if checkpoint.restore_uid > parent._update_uid:  # pylint: disable=protected-access
     batch.add_node(position)
-    trackable._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
+    parent._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
   children = position.object_proto.children
   if not children:
     return
   eager = context.executing_eagerly()
-  object_by_proto_id = checkpoint.object_by_proto_id
-  current_children = trackable._trackable_children()  # pylint: disable=protected-access
+  objects_by_node_id = checkpoint.objects_by_node_id
+  current_children = parent._trackable_children()  # pylint: disable=protected-access
   for child in children:
     node_id = child.node_id
-    if node_id in object_by_proto_id:
+    if node_id in objects_by_node_id:
       continue  # Already bound through another path.
-    local_object = trackable._lookup_dependency(  # pylint: disable=protected-access
+    local_object = parent._lookup_dependency(  # pylint: disable=protected-access
         child.local_name, current_children)
     if local_object is None:
       if checkpoint.node_has_values(node_id):
-        checkpoint.defer(trackable, child.local_name,
+        checkpoint.defer(parent, child.local_name,
                          CheckpointPosition(checkpoint, node_id))
       continue
     key = eager and _plain_variable_key(checkpoint, node_id, local_object)
@@ -631,10 +636,10 @@ class Trackable(tf_base.Trackable):
     """Extra metadata a subclass may attach to its object graph node."""
     return ""
 
-  def _name_based_attribute_restore(self, checkpoint):
+  def _name_based_attribute_restore(self, coordinator):
     """Restores this object's values from a name-based checkpoint."""
     self._maybe_initialize_trackable()
-    super()._name_based_attribute_restore(checkpoint)
+    super()._name_based_attribute_restore(coordinator)
 
   def _trackable_children(self, save_type="checkpoint", cache=None, **kwargs):
     """Returns `{local name: dependency}` (TensorFlow's traversal API)."""
@@ -712,43 +717,42 @@ class Trackable(tf_base.Trackable):
     if not getattr(self, "_manual_tracking", True):
       return trackable
     reference = TrackableReference(name=name, ref=trackable)
+    dependencies = self._self_unconditional_checkpoint_dependencies
     current = self._lookup_dependency(name)
-    if current is None:
-      # Recorded before restoring, so that a failed restore leaves it
-      # tracked consistently.
-      self._self_unconditional_checkpoint_dependencies.append(reference)
-      self._self_unconditional_dependency_names[name] = trackable
-      self._handle_deferred_dependencies(name=name, trackable=trackable)
-    elif current is not trackable:
+    if current is not None and current is not trackable:
       if not overwrite:
         raise ValueError(
             f"A different object is already tracked as {name!r} by "
             f"{type(self).__name__}; dependency names must be unique "
             "(pass overwrite=True to replace it).")
-      dependencies = self._self_unconditional_checkpoint_dependencies
-      for index, (old_name, _) in enumerate(dependencies):
-        if old_name == name:
-          dependencies[index] = reference
-    self._self_unconditional_dependency_names[name] = trackable
+      dependencies[:] = [reference if old.name == name else old
+                         for old in dependencies]
+    by_name = self._self_unconditional_dependency_names
+    by_name[name] = trackable
+    if current is None:
+      # Tracked before restoring, so that a failed restore leaves it
+      # tracked consistently.
+      dependencies.append(reference)
+      self._handle_deferred_dependencies(name, trackable)
     return trackable
 
-  def _restore_from_checkpoint_position(self, checkpoint_position):
+  def _restore_from_checkpoint_position(self, position):
     """Restores this object and its dependencies; returns restore ops."""
-    return restore_breadth_first(checkpoint_position)
+    return restore_breadth_first(position)
 
-  def _single_restoration_from_checkpoint_position(self, checkpoint_position,
+  def _single_restoration_from_checkpoint_position(self, position,
                                                    visit_queue):
     """Restores this object's own values and queues its dependencies."""
     batch = _RestoreBatch()
-    _restore_one(checkpoint_position, visit_queue, batch)
-    return batch.restore(checkpoint_position.checkpoint)
+    _restore_one(position, visit_queue, batch)
+    return batch.restore(position.checkpoint)
 
-  def _list_extra_dependencies_for_serialization(self, serialization_cache):
+  def _list_extra_dependencies_for_serialization(self, cache):
     """Dependencies saved only in SavedModels; none by default."""
-    del serialization_cache
+    del cache
     return {}
 
-  def _list_functions_for_serialization(self, serialization_cache):
+  def _list_functions_for_serialization(self, cache):
     """Functions saved only in SavedModels; none by default."""
-    del serialization_cache
+    del cache
     return {}

@@ -407,7 +407,9 @@ class CheckpointManager(object):
     self._checkpoint = checkpoint
     self._save_counter_assign = None
     self._max_to_keep = max_to_keep
-    self._keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
+    # Seconds between checkpoints kept beyond `max_to_keep` (None: none).
+    self._preserve_interval = (keep_checkpoint_every_n_hours * 3600.
+                               if keep_checkpoint_every_n_hours else None)
     self._directory = os.fspath(directory)
     self._checkpoint_prefix = os.path.join(self._directory, checkpoint_name)
     self._init_fn = init_fn
@@ -478,9 +480,9 @@ class CheckpointManager(object):
       return
     while len(self._maybe_delete) > self._max_to_keep:
       path, timestamp = self._maybe_delete.popitem(last=False)
-      hours = self._keep_checkpoint_every_n_hours
-      if (hours and
-          timestamp - hours * 3600. >= self._last_preserved_timestamp):
+      interval = self._preserve_interval
+      if (interval and
+          timestamp - interval >= self._last_preserved_timestamp):
         self._last_preserved_timestamp = timestamp
         continue
       _delete_matching(path + ".index")

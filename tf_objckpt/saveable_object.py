@@ -72,7 +72,7 @@ class SaveableObject(tf_saveable_object.SaveableObject):
     """The device of this saveable's tensors."""
     return self.specs[0].device
 
-  def restore(self, restored_tensors, restored_shapes):
+  def restore(self, restored_tensors, restored_shapes=None):
     """Writes `restored_tensors` (one per spec) back; returns an op or None."""
     raise NotImplementedError(
         f"{type(self).__name__} does not implement restore().")

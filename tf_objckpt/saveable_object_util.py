@@ -57,7 +57,7 @@ class ReferenceVariableSaveable(saveable_object.SaveableObject):
     spec = saveable_object.SaveSpec(var, slice_spec, name, dtype=var.dtype)
     super().__init__(var, [spec], name)
 
-  def restore(self, restored_tensors, restored_shapes):
+  def restore(self, restored_tensors, restored_shapes=None):
     value = restored_tensors[0]
     if restored_shapes is not None:
       value = array_ops.reshape(value, restored_shapes[0])
@@ -87,7 +87,7 @@ class ResourceVariableSaveable(saveable_object.SaveableObject):
         tensor, slice_spec, name, dtype=var.dtype, device=var.device)
     super().__init__(var, [spec], name)
 
-  def restore(self, restored_tensors, restored_shapes):
+  def restore(self, restored_tensors, restored_shapes=None):
     value = restored_tensors[0]
     if restored_shapes is not None:
       value = array_ops.reshape(value, restored_shapes[0])
@@ -357,7 +357,7 @@ class TrackableSaveable(saveable_object.SaveableObject):
     self._legacy_name = prefix
     super().__init__(obj, specs, name)
 
-  def restore(self, restored_tensors, restored_shapes):
+  def restore(self, restored_tensors, restored_shapes=None):
     del restored_shapes  # Unused: trackables restore whole tensors.
     result = self._trackable._restore_from_tensors(  # pylint: disable=protected-access
         dict(zip(self._local_names, restored_tensors)))
@@ -435,7 +435,7 @@ class VariableSaveable(ResourceVariableSaveable):
     self._var_device = device
     self._var_shape = var.shape
 
-  def restore(self, restored_tensors, restored_shapes):
+  def restore(self, restored_tensors, restored_shapes=None):
     """Assigns the value as read: no copy op, unlike v1 `Saver` graphs."""
     del restored_shapes  # Whole variables only.
     return assign_checked(self.handle_op, self._var_shape, self._var_device,

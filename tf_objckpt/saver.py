@@ -1022,10 +1022,10 @@ class Saver(object):
     Raises:
       AssertionError: if the argument is not a list.
     """
-    assert isinstance(last_checkpoints_with_time, list), (
-        last_checkpoints_with_time)
+    stamped = last_checkpoints_with_time
+    assert isinstance(stamped, list), stamped
     # Kept, not copied: later saves update the caller's list (as TF does).
-    self._last_checkpoints = last_checkpoints_with_time
+    self._last_checkpoints = stamped
 
   def recover_last_checkpoints(self,
                                checkpoint_paths):

@@ -18,6 +18,7 @@ import math
 import os
 import weakref
 
+from google.protobuf import message
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 from tensorflow.python.client import session as session_lib
@@ -33,7 +34,6 @@ from tensorflow.python.lib.io import file_io
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.ops import gen_io_ops
-from tensorflow.python.ops import init_ops
 from tensorflow.python.ops import variable_scope
 from tensorflow.python.ops import variable_v1
 from tensorflow.python.platform import tf_logging as logging
@@ -85,9 +85,11 @@ def _read_object_graph(reader, save_path):
   if not reader.has_tensor(base.OBJECT_GRAPH_PROTO_KEY):
     return None
   proto = trackable_object_graph_pb2.TrackableObjectGraph()
+  # A damaged file fails as a bad proto, or in the reader: as an OpError, or
+  # as an IndexError for a read past the end of a truncated data file.
   try:
     proto.ParseFromString(reader.get_tensor(base.OBJECT_GRAPH_PROTO_KEY))
-  except Exception as e:  # pylint: disable=broad-except
+  except (message.DecodeError, errors.OpError, IndexError) as e:
     raise errors.DataLossError(
         None, None,
         f"The object graph stored in checkpoint {save_path!r} is corrupt: "
@@ -129,11 +131,11 @@ class _UnrestoredValuesReport:
   from a `weakref.finalize`; `expect_partial()` silences it.
   """
 
-  def __init__(self, object_graph_proto, matched_proto_ids,
+  def __init__(self, object_graph_proto, matched_node_ids,
                unused_attributes, ignored_proto_ids):
     self.expect_partial = False
     self._proto = object_graph_proto
-    self._matched_proto_ids = matched_proto_ids
+    self._matched_proto_ids = matched_node_ids
     self._unused_attributes = unused_attributes
     self._ignored_proto_ids = ignored_proto_ids
 
@@ -233,7 +235,7 @@ class _CheckpointRestoreCoordinator:
     self._mismatches = []  # Errors of deferred restores (graph building).
     self._restore_op_groups = restore_op_groups
     self.restore_ops_by_name = restore_op_cache
-    self.new_restore_ops_callback = None
+    self.on_new_restore_ops = None
     # Interned DTypes, so that dtype checks are identity checks.
     self.dtype_map = {
         key: dtypes.as_dtype(dtype_enum) for key, dtype_enum in
@@ -242,20 +244,20 @@ class _CheckpointRestoreCoordinator:
     self._reader = reader
     # Node id -> Python object. Weak: a pending restore must not keep the
     # program's objects alive.
-    self.object_by_proto_id = weakref.WeakValueDictionary()
-    self.matched_proto_ids = set()
-    self.all_python_objects = object_identity.ObjectIdentityWeakSet()
+    self.objects_by_node_id = weakref.WeakValueDictionary()
+    self.matched_node_ids = set()
+    self.seen_objects = object_identity.ObjectIdentityWeakSet()
     # Node id -> attribute names present in the checkpoint but not restored.
     self.unused_attributes = {}
     # Variable node id -> slots to restore once the variable is bound.
-    self.slot_restorations = {}
+    self.slots_by_variable = {}
     # Optimizer node id -> slots waiting for the optimizer to be bound.
-    self.deferred_slot_restorations = {}
+    self.slots_awaiting_optimizer = {}
     for node_id, node in enumerate(object_graph_proto.nodes):
       for slot in () if self.skip_slot_variables else node.slot_variables:
-        self.slot_restorations.setdefault(
+        self.slots_by_variable.setdefault(
             slot.original_variable_node_id, []).append(
-                base._SlotVariableRestoration(  # pylint: disable=protected-access
+                base._SlotToRestore(  # pylint: disable=protected-access
                     optimizer_id=node_id,
                     slot_variable_id=slot.slot_variable_node_id,
                     slot_name=slot.slot_name))
@@ -264,7 +266,7 @@ class _CheckpointRestoreCoordinator:
     self._deferred_keys = {}
     self._prefetched = {}
     self._report = _UnrestoredValuesReport(
-        object_graph_proto, self.matched_proto_ids, self.unused_attributes,
+        object_graph_proto, self.matched_node_ids, self.unused_attributes,
         self.skipped_slot_node_ids())
     weakref.finalize(self, self._report.warn_if_incomplete)
 
@@ -299,7 +301,7 @@ class _CheckpointRestoreCoordinator:
     is raised when they would run (and by the assertions), and building the
     model goes on, as it does in TensorFlow.
     """
-    if context.executing_eagerly() or self.new_restore_ops_callback:
+    if context.executing_eagerly() or self.on_new_restore_ops:
       raise error
     self._mismatches.append(error)
 
@@ -311,8 +313,8 @@ class _CheckpointRestoreCoordinator:
   def new_restore_ops(self, new_ops):
     """Records restore ops created after `restore()` returned."""
     self.restore_ops.extend(new_ops)
-    if self.new_restore_ops_callback:
-      self.new_restore_ops_callback(new_ops)  # pylint: disable=not-callable
+    if self.on_new_restore_ops:
+      self.on_new_restore_ops(new_ops)  # pylint: disable=not-callable
 
   def restore_ops_to_run(self):
     """What to fetch to run every restore op so far (graph mode)."""
@@ -491,8 +493,7 @@ class _CheckpointRestoreCoordinator:
     Returns:
       The new restore ops when graph building, else an empty list.
     """
-    saveables = saveable_object_util.validate_and_slice_inputs(
-        tensor_saveables) if tensor_saveables else []
+    saveables = saveable_object_util.validate_and_slice_inputs(tensor_saveables)
     self._check_saveables(saveables, variables)
     for saveable in python_saveables:
       saveable.python_restore(
@@ -592,7 +593,7 @@ class _NameBasedRestoreCoordinator:
           saveable = factory()
         except TypeError:
           if not getattr(factory(""), "optional_restore", False):
-            self.unused_attributes.setdefault(trackable, []).append(attribute)
+            self._record_unused(trackable, attribute)
           continue
       else:
         saveable = factory
@@ -607,7 +608,7 @@ class _NameBasedRestoreCoordinator:
     for saveable in self.globally_named_object_attributes(trackable):
       names = [spec.name for spec in saveable.specs]
       if not all(name in self.dtype_map for name in names):
-        self.unused_attributes.setdefault(trackable, []).append(saveable.name)
+        self._record_unused(trackable, saveable.name)
         continue
       with ops.device("/cpu:0"):
         restored = gen_io_ops.restore_v2(
@@ -615,9 +616,12 @@ class _NameBasedRestoreCoordinator:
             [self.dtype_map[name] for name in names])
       saveable.restore(restored, None)
 
+  def _record_unused(self, trackable, attribute):
+    self.unused_attributes.setdefault(trackable, []).append(attribute)
 
-def _default_getter(name, shape, dtype, initializer=None,
-                    partition_info=None, **kwargs):
+
+def _new_resource_variable(name, shape, dtype, initializer=None,
+                           partition_info=None, **kwargs):
   """Creates a resource variable, never reusing one (unlike get_variable)."""
   dtype = dtypes.as_dtype(dtype)
   shape_object = tensor_shape.as_shape(shape)
@@ -627,9 +631,9 @@ def _default_getter(name, shape, dtype, initializer=None,
     initializer.checkpoint_position.check_initial_value(shape, dtype)
   with ops.init_scope():
     if initializer is None:
-      initializer, from_value = (
-          variable_scope._get_default_variable_store()._get_default_initializer(  # pylint: disable=protected-access
-              name=name, shape=shape_object, dtype=dtype))
+      store = variable_scope._get_default_variable_store()  # pylint: disable=protected-access
+      initializer, from_value = store._get_default_initializer(  # pylint: disable=protected-access
+          name=name, shape=shape_object, dtype=dtype)
     else:
       from_value = not callable(initializer)
     if from_value:
@@ -639,7 +643,7 @@ def _default_getter(name, shape, dtype, initializer=None,
             "shape, not both.")
       initial_value = initializer
     else:
-      if isinstance(initializer, type(init_ops.Initializer)):
+      if inspect.isclass(initializer):  # An initializer class: make one.
         initializer = initializer(dtype=dtype)
 
       shape_list = None if shape is None else shape_object.as_list()
@@ -669,7 +673,7 @@ def add_variable(trackable, name, shape=None, dtype=dtypes.float32,
   """
   return trackable._add_variable_with_custom_getter(  # pylint: disable=protected-access
       name=name, shape=shape, dtype=dtype, initializer=initializer,
-      getter=_default_getter, trainable=trainable)
+      getter=_new_resource_variable, trainable=trainable)
 
 
 def object_metadata(save_path):
@@ -689,7 +693,8 @@ def object_metadata(save_path):
 
 def list_objects(root_trackable):
   """Every object saved with `root_trackable`, slot variables included."""
-  return graph_view_lib.ObjectGraphView(root_trackable).list_objects()
+  view = graph_view_lib.ObjectGraphView(root_trackable)
+  return view.list_objects()
 
 
 def gather_initializers(root_trackable):
@@ -706,19 +711,24 @@ def capture_dependencies(template):
   its name relative to the template's scope; a nested template that
   captures its own variables becomes a dependency instead of them.
   """
-  name_prefix = template.variable_scope.name
+  scope = template.variable_scope.name
+  # Passed down to creators below this one, so that a nested template's
+  # creator can tell this template to track it.
+  this_template = (template, scope)
+
+  def relative(name):
+    return name[len(scope) + 1:]
 
   def creator(next_creator, name, initial_value, trackable_parent=None,
               **kwargs):
-    if name is None or not name.startswith(name_prefix):
-      return next_creator(name=name, initial_value=initial_value,
-                          trackable_parent=(template, name_prefix), **kwargs)
-    if trackable_parent:
-      parent, parent_prefix = trackable_parent
-      template._track_trackable(  # pylint: disable=protected-access
-          parent, name=parent_prefix[len(name_prefix) + 1:], overwrite=True)
-      return next_creator(name=name, initial_value=initial_value,
-                          trackable_parent=(template, name_prefix), **kwargs)
+    kwargs["trackable_parent"] = this_template
+    if name is None or not name.startswith(scope):
+      return next_creator(name=name, initial_value=initial_value, **kwargs)
+    if trackable_parent:  # Created in a nested template: track that one.
+      nested, nested_scope = trackable_parent
+      template._track_trackable(nested, name=relative(nested_scope),  # pylint: disable=protected-access
+                                overwrite=True)
+      return next_creator(name=name, initial_value=initial_value, **kwargs)
 
     def create_with_full_name(initializer, **inner_kwargs):
       inner_kwargs.pop("name")  # The scope-relative name; keep the full one.
@@ -726,9 +736,8 @@ def capture_dependencies(template):
                           **inner_kwargs)
 
     return template._add_variable_with_custom_getter(  # pylint: disable=protected-access
-        initializer=initial_value, name=name[len(name_prefix) + 1:],
-        getter=create_with_full_name, overwrite=True,
-        trackable_parent=(template, name_prefix), **kwargs)
+        initializer=initial_value, name=relative(name),
+        getter=create_with_full_name, overwrite=True, **kwargs)
 
   with variable_scope.variable_creator_scope(creator):
     yield
@@ -827,7 +836,7 @@ def streaming_restore(status, session=None):
   status.run_restore_ops(session=session)
   # pylint: disable=protected-access
   feed_dict = status._feed_dict
-  status._checkpoint.new_restore_ops_callback = (
+  status._checkpoint.on_new_restore_ops = (
       lambda new_ops: session.run(new_ops, feed_dict=feed_dict))
 
 
@@ -839,8 +848,8 @@ class CheckpointLoadStatus(_LoadStatus):
   graph building, `run_restore_ops` runs the restore ops created so far.
   """
 
-  def __init__(self, checkpoint, feed_dict, graph_view):
-    self._checkpoint = checkpoint
+  def __init__(self, coordinator, feed_dict, graph_view):
+    self._checkpoint = coordinator
     self._feed_dict = feed_dict
     self._graph_view = graph_view
     self._root = graph_view.root  # The view may hold only a weak reference.
@@ -859,15 +868,15 @@ class CheckpointLoadStatus(_LoadStatus):
     skipped = checkpoint.skipped_slot_node_ids()
     for node_id, node in enumerate(checkpoint.object_graph_proto.nodes):
       if (node.attributes and node_id not in skipped and
-          checkpoint.object_by_proto_id.get(node_id) is None):
+          checkpoint.objects_by_node_id.get(node_id) is None):
         raise AssertionError(
             f"Unresolved object in checkpoint {names[node_id]}: {node}")
-    if checkpoint.slot_restorations:
+    if checkpoint.slots_by_variable:
       raise AssertionError(
-          f"Unresolved slot restorations: {checkpoint.slot_restorations}")
+          f"Unresolved slot restorations: {checkpoint.slots_by_variable}")
     if checkpoint.unused_attributes:
       details = "\n".join(
-          f"{names[node_id]} ({checkpoint.object_by_proto_id.get(node_id)}): "
+          f"{names[node_id]} ({checkpoint.objects_by_node_id.get(node_id)}): "
           f"{attributes}"
           for node_id, attributes in checkpoint.unused_attributes.items())
       raise AssertionError(
@@ -885,7 +894,7 @@ class CheckpointLoadStatus(_LoadStatus):
     checkpoint = self._checkpoint
     checkpoint.raise_mismatch()
     for node_id, node in enumerate(checkpoint.object_graph_proto.nodes):
-      trackable = checkpoint.object_by_proto_id.get(node_id)
+      trackable = checkpoint.objects_by_node_id.get(node_id)
       if (trackable is not None and
           trackable._update_uid < checkpoint.restore_uid):  # pylint: disable=protected-access
         raise AssertionError(
@@ -895,7 +904,7 @@ class CheckpointLoadStatus(_LoadStatus):
       if (isinstance(obj, data_structures.TrackableDataStructure) and
           not obj._trackable_children()):  # pylint: disable=protected-access
         continue
-      checkpoint.all_python_objects.add(obj)
+      checkpoint.seen_objects.add(obj)
     unmatched = self._unmatched_objects()
     if unmatched:
       shown = unmatched[:10]
@@ -908,23 +917,22 @@ class CheckpointLoadStatus(_LoadStatus):
 
   def _unmatched_objects(self):
     bound = object_identity.ObjectIdentitySet(
-        self._checkpoint.object_by_proto_id.values())
+        self._checkpoint.objects_by_node_id.values())
     return [obj for obj in _objects_with_values(
-        self._checkpoint.all_python_objects) if obj not in bound]
+        self._checkpoint.seen_objects) if obj not in bound]
 
   def assert_nontrivial_match(self):
     """Asserts that something besides the root object matched."""
     self._checkpoint.raise_mismatch()
     for obj in self._graph_view.list_objects(
         skip_slot_variables=self._checkpoint.skip_slot_variables):
-      self._checkpoint.all_python_objects.add(obj)
-    if len(self._checkpoint.object_by_proto_id) <= 1:
+      self._checkpoint.seen_objects.add(obj)
+    if len(self._checkpoint.objects_by_node_id) <= 1:
       unmatched = self._unmatched_objects()
       if unmatched:
         raise AssertionError(
-            "Nothing except the root object matched a checkpointed value. "
-            "Typically this means that the checkpoint does not match the "
-            "Python program. The following objects have no matching "
+            "Only the root object matched the checkpoint: the checkpoint "
+            "probably comes from another program. Objects without a "
             f"checkpointed value: {unmatched}")
       raise AssertionError(
           "Nothing to load. No dependencies have been added to "
@@ -954,7 +962,7 @@ class CheckpointLoadStatus(_LoadStatus):
     session = _default_session(session, "initialize or restore")
     restore_uid = self._checkpoint.restore_uid
     bound = object_identity.ObjectIdentitySet(
-        self._checkpoint.object_by_proto_id.values())
+        self._checkpoint.objects_by_node_id.values())
     initializers = [
         obj.initializer for obj in self._graph_view.list_objects()
         if hasattr(obj, "initializer") and obj not in bound and
@@ -1106,11 +1114,10 @@ class TrackableSaver:
   def __init__(self, graph_view):
     """Configures saving for `graph_view`'s root."""
     self._graph_view = graph_view
-    self._file_prefix_placeholder = None
-    self._object_graph_feed_tensor = None
-    self._file_prefix_feed_tensor = None
+    self._restore_path_tensor = None  # Fed with the path (graph mode).
+    self._save_feeds = None  # (path tensor, object graph tensor), fed.
     self._last_save_key = None
-    self._cached_save_operation = None
+    self._save_path_tensor = None  # The cached save's result.
     self._restore_op_cache = {}
     self._restore_op_groups = RestoreOpGroups()
 
@@ -1119,12 +1126,11 @@ class TrackableSaver:
     saveables, graph_proto, feed_additions = (
         self._graph_view.serialize_object_graph())
     serialized = graph_proto.SerializeToString()
-    if object_graph_tensor is None:
-      with ops.device("/cpu:0"):
-        object_graph_tensor = constant_op.constant(serialized,
-                                                   dtype=dtypes.string)
-    else:
+    if object_graph_tensor is not None:
       feed_additions[object_graph_tensor] = serialized
+    else:
+      with ops.device("/cpu:0"):
+        object_graph_tensor = constant_op.constant(serialized)
     saveables.append(base.NoRestoreSaveable(
         tensor=object_graph_tensor, name=base.OBJECT_GRAPH_PROTO_KEY))
     return saveables, serialized, feed_additions
@@ -1144,23 +1150,20 @@ class TrackableSaver:
         context.executing_eagerly() or ops.inside_function()):
       with ops.device("/cpu:0"):
         save_op = functional_saver.Saver(saveables).save(file_prefix, options)
-        if save_op is None:
-          self._cached_save_operation = file_prefix
-        else:
+        self._save_path_tensor = file_prefix
+        if save_op is not None:  # Graph building: the path, once written.
           with ops.control_dependencies([save_op]):
-            self._cached_save_operation = array_ops.identity(file_prefix)
+            self._save_path_tensor = array_ops.identity(file_prefix)
       self._last_save_key = cache_key
-    return self._cached_save_operation, feed_additions
+    return self._save_path_tensor, feed_additions
 
   def _feed_tensors(self):
     """The graph-mode tensors fed with the file prefix and object graph."""
-    if self._object_graph_feed_tensor is None:
+    if self._save_feeds is None:
       with ops.device("/cpu:0"):
-        self._object_graph_feed_tensor = constant_op.constant(
-            "", dtype=dtypes.string)
-        self._file_prefix_feed_tensor = constant_op.constant(
-            "", dtype=dtypes.string)
-    return self._file_prefix_feed_tensor, self._object_graph_feed_tensor
+        self._save_feeds = (constant_op.constant(b""),
+                            constant_op.constant(b""))
+    return self._save_feeds
 
   def build_save_ops(self, options=None):
     """Builds the graph-mode save ops now, without running them.
@@ -1197,7 +1200,7 @@ class TrackableSaver:
     use_session = (not context.executing_eagerly() and
                    not ops.inside_function())
     if checkpoint_number:
-      file_prefix = "%s-%d" % (file_prefix, checkpoint_number)
+      file_prefix = f"{file_prefix}-{checkpoint_number:d}"
     feed_dict = {}
     if use_session:
       session = _default_session(
@@ -1210,14 +1213,12 @@ class TrackableSaver:
                                                    dtype=dtypes.string)
       object_graph_tensor = None
     if not tensor_util.is_tf_type(file_prefix):
-      file_io.recursive_create_dir(os.path.dirname(file_prefix))
+      directory = os.path.dirname(file_prefix)
+      file_io.recursive_create_dir(directory)
     save_path, feed_additions = self._save_cached_when_graph_building(
         file_prefix_tensor, object_graph_tensor, options)
-    if feed_additions:
-      feed_dict.update(feed_additions)
-    if not use_session:
-      return save_path
-    return session.run(save_path, feed_dict=feed_dict)
+    feed_dict.update(feed_additions or {})
+    return session.run(save_path, feed_dict) if use_session else save_path
 
   def restore(self, save_path, options=None):
     """Restores a checkpoint into the root and its dependencies.
@@ -1236,7 +1237,7 @@ class TrackableSaver:
     """
     _check_options(options)
     if save_path is None:
-      return InitializationOnlyStatus(self._graph_view, ops.uid())
+      return InitializationOnlyStatus(self._graph_view, restore_uid=ops.uid())
     with _garbage_collection_paused():
       return self._restore(compat.as_str(os.fspath(save_path)), options)
 
@@ -1245,19 +1246,19 @@ class TrackableSaver:
     object_graph_proto = _read_object_graph(reader, save_path)
     if object_graph_proto is None:
       return self._restore_by_names(save_path, reader)
+    feed_dict = None
     if context.executing_eagerly():
       with ops.device("/cpu:0"):
-        file_prefix_tensor = constant_op.constant(save_path)
-      feed_dict = None
+        path_tensor = constant_op.constant(save_path)
     else:
-      if self._file_prefix_placeholder is None:
+      if self._restore_path_tensor is None:
         with ops.device("/cpu:0"):
-          self._file_prefix_placeholder = constant_op.constant("model")
-      file_prefix_tensor = self._file_prefix_placeholder
-      feed_dict = {file_prefix_tensor: save_path}
+          self._restore_path_tensor = constant_op.constant(b"")
+      path_tensor = self._restore_path_tensor
+      feed_dict = {path_tensor: save_path}
     checkpoint = _CheckpointRestoreCoordinator(
         object_graph_proto=object_graph_proto, save_path=save_path,
-        save_path_tensor=file_prefix_tensor, reader=reader,
+        save_path_tensor=path_tensor, reader=reader,
         restore_op_cache=self._restore_op_cache,
         restore_op_groups=self._restore_op_groups,
         graph_view=self._graph_view, options=options)
@@ -1276,7 +1277,7 @@ class TrackableSaver:
     for reference in self._graph_view.attached_dependencies:
       node_id = root_children.get(reference.name)
       if (reference.name != "root" and node_id is not None and
-          node_id not in checkpoint.object_by_proto_id):
+          node_id not in checkpoint.objects_by_node_id):
         base.CheckpointPosition(checkpoint, node_id).restore(reference.ref)
 
   def _restore_by_names(self, save_path, reader):
@@ -1307,12 +1308,11 @@ def frozen_saver(root_trackable):
 
 def saver_with_op_caching(obj):
   """A `TrackableSaver` for `obj` that caches saveables when graph building."""
-  if context.executing_eagerly():
-    cache = None
-  else:
-    cache = object_identity.ObjectIdentityWeakKeyDictionary()
-  return TrackableSaver(graph_view_lib.ObjectGraphView(
-      weakref.ref(obj), saveables_cache=cache))
+  cache = None if context.executing_eagerly() else (
+      object_identity.ObjectIdentityWeakKeyDictionary())
+  view = graph_view_lib.ObjectGraphView(weakref.ref(obj),
+                                        saveables_cache=cache)
+  return TrackableSaver(view)
 
 
 def _check_trackable(name, value, accept_weak_references):
@@ -1410,18 +1410,16 @@ class _CheckpointBase(tracking.AutoTrackable):
       session = _default_session(
           session, f"save checkpoint to {file_prefix!r}")
       new_counter = self._save_counter is None
-    if not graph_building or self._save_assign_op is None:
-      with ops.colocate_with(self.save_counter):
-        assign_op = self.save_counter.assign_add(1, read_value=True)
-      if graph_building:
-        self._save_assign_op = data_structures.NoDependency(assign_op)
-        self._saver.build_save_ops(options)
     if graph_building:
+      if self._save_assign_op is None:  # Built once, then run at each save.
+        self._save_assign_op = data_structures.NoDependency(
+            self._increment_save_counter())
+        self._saver.build_save_ops(options)
       if new_counter:
         session.run(self.save_counter.initializer)
-      checkpoint_number = session.run(self._save_assign_op)
+      count = session.run(self._save_assign_op)
     else:
-      checkpoint_number = assign_op.numpy()
+      count = self._increment_save_counter().numpy()
 
     def update_checkpoint_state(save_path):
       checkpoint_management.update_checkpoint_state_internal(
@@ -1432,8 +1430,13 @@ class _CheckpointBase(tracking.AutoTrackable):
 
     options = checkpoint_management.with_write_callback(
         options, update_checkpoint_state)
-    return self._write("%s-%d" % (file_prefix, checkpoint_number),
+    return self._write(f"{file_prefix}-{count:d}",
                        session=session, options=options)
+
+  def _increment_save_counter(self):
+    """Adds one to the save counter; returns the new count (or its op)."""
+    with ops.colocate_with(self.save_counter):
+      return self.save_counter.assign_add(1, read_value=True)
 
   def _restore(self, save_path, options=None):
     """Restores the objects and the save counter.
@@ -1532,8 +1535,8 @@ class Checkpoint(_CheckpointBase):
             f"Cannot create a Checkpoint with keyword argument {name} if "
             f"root.{name} already exists.")
     self._attached_dependencies = data_structures.NoDependency(attached)
-    self._save_counter = data_structures.NoDependency(
-        root_object._lookup_dependency("save_counter"))  # pylint: disable=protected-access
+    existing_counter = root_object._lookup_dependency("save_counter")  # pylint: disable=protected-access
+    self._save_counter = data_structures.NoDependency(existing_counter)
     self._save_assign_op = None
     self._saver = TrackableSaver(graph_view_lib.ObjectGraphView(
         root, attached_dependencies=attached))
