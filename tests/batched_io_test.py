@@ -2,8 +2,8 @@
 
 Many variables are read with one `_ReadVariablesOp` per device (and, when
 graph building, found through `_VarHandlesOp`s), large eager reads run
-`RestoreV2` in several threads, and restores build `RestoreV2`s of bounded
-size. Each test checks, against TensorFlow, that these checkpoints have
+`RestoreV2` in several threads, and graph-mode restores read and assign
+batches of variables with one function call each. Each test checks, against TensorFlow, that these checkpoints have
 TensorFlow's keys and values, restore both ways, and fail as TensorFlow's.
 """
 
@@ -162,3 +162,47 @@ def test_graph_restore_ops_read_the_fed_checkpoint(tmp_path):
       for expected, actual in zip(source.values(), reader.values()):
         np.testing.assert_array_equal(np.asarray(expected),
                                       np.asarray(actual))
+
+
+def _library_names(graph):
+  return sorted(f.signature.name
+                for f in graph.as_graph_def().library.function)
+
+
+def test_graph_restore_in_several_batches(tmp_path, monkeypatch):
+  """Full and partial restore batches each restore their own variables.
+
+  One function serves every batch of a size, whatever its dtypes.
+  """
+  monkeypatch.setattr(variable_batches, "GRAPH_RESTORE_BATCH_SIZE", 16)
+  saved, path = _graph_save("tf", str(tmp_path / "ckpt"))
+  reader = _GraphProgram("ours", scale=3)
+  with reader.graph.as_default():
+    reader.checkpoint.restore(path).assert_consumed().run_restore_ops(
+        reader.session)
+  for expected, actual in zip(saved.values(), reader.values()):
+    np.testing.assert_array_equal(np.asarray(expected), np.asarray(actual))
+  resource_count = sum(bool(i % 11) for i in range(_COUNT))
+  assert resource_count % 16, "The test wants a partial batch."
+  assert len(_library_names(reader.graph)) == 2
+
+
+def test_graph_restore_of_corrupt_data_fails_like_tensorflow(tmp_path):
+  """A value failing its checksum fails the restore as in TensorFlow.
+
+  The data file holds the save counter (8 bytes), the variables, then the
+  object graph. The bytes overwritten here are variables'.
+  """
+  _, path = _graph_save("ours", str(tmp_path / "ckpt"))
+  data_file = path + ".data-00000-of-00001"
+  with open(data_file, "r+b") as f:
+    f.seek(16)
+    f.write(b"\xff" * 32)
+  outcomes = {}
+  for impl in _GRAPH_IMPLS:
+    reader = _GraphProgram(impl, scale=3)
+    with reader.graph.as_default():
+      status = reader.checkpoint.restore(path)
+      outcomes[impl] = cu.outcome(
+          lambda: status.run_restore_ops(reader.session))  # pylint: disable=cell-var-from-loop
+  assert outcomes == {"tf": "DataLossError", "ours": "DataLossError"}

@@ -1,8 +1,9 @@
 """Graph-mode checkpoints of many variables, against TensorFlow.
 
 With 16 or more plain resource variables on a CPU, graph-mode saves read
-variables through `_VarHandlesOp` + `_ReadVariablesOp` and restores assign
-them through a `_noinline` function added to the graph's library. These
+variables through `_VarHandlesOp` + `_ReadVariablesOp`, and restores read
+and assign them through calls of a function added to the graph's library
+(`variable_batches.restore_variables`). These
 tests check, against `tf.compat.v1.train.Checkpoint`, that such graphs
 behave as TensorFlow's: across two CPUs, with optimizer slots restored
 before and after the optimizer exists, when the graph is exported as a meta

@@ -3,9 +3,11 @@
 A save writes one shard per device (each `SaveV2` runs on the CPU of the
 device's host, next to the data) into a temporary prefix, then
 `MergeV2Checkpoints` joins the shards into one checkpoint: one `.index`
-file and one `.data-?????-of-?????` file per shard. A restore reads every
-value of a device with one `RestoreV2` on that host's CPU, then hands each
-saveable its tensors to assign on its own device.
+file and one `.data-?????-of-?????` file per shard. A restore reads the
+values of a device with `RestoreV2` on that host's CPU, then hands each
+saveable its tensors to assign on its own device; when graph building,
+plain variables are read and assigned in batches instead
+(`variable_batches.restore_variables`).
 """
 
 import collections
@@ -121,80 +123,93 @@ class _DeviceGroup:
       tensors.append(tensor)
     return gen_io_ops.save_v2(shard_prefix, names, slices, tensors)
 
-  def restore(self, file_prefix, device):
-    """Reads this group's values with RestoreV2; returns restore ops."""
+  def restore(self, file_prefix, device, batch_variables):
+    """Reads this group's values on `device`; returns restore ops.
+
+    Graph building with `batch_variables`, plain variables worth batching
+    read and assign their values together (`_restore_variable_batches`);
+    the rest are read by `RestoreV2`s and handed to their saveables.
+    """
     restore_ops = {}
-    for saveables in self._restore_batches():
-      specs = [spec for saveable in saveables for spec in saveable.specs]
+    saveables = self.saveables
+    # Batches read on their variables' host, so not with an I/O device.
+    if batch_variables and not context.executing_eagerly():
+      restore_ops = _restore_variable_batches(file_prefix, saveables)
+      saveables = [saveable for saveable in saveables
+                   if saveable.name not in restore_ops]
+    for batch in _restore_batches(saveables):
+      specs = [spec for saveable in batch for spec in saveable.specs]
       with ops.device(device):
         restored = gen_io_ops.restore_v2(
             file_prefix, [spec.name for spec in specs],
             [spec.slice_spec for spec in specs],
             [spec.dtype.base_dtype for spec in specs])
-      restore_ops.update(apply_restored(saveables, restored))
+      restore_ops.update(apply_restored(batch, restored))
     return restore_ops
 
-  def _restore_batches(self):
-    """The saveables to read with one RestoreV2 each.
 
-    Eagerly, all of them. Graph building, batches of at most
-    `variable_batches.GRAPH_BATCH_SIZE` values: Grappler's cost grows faster
-    than linearly with an op's number of outputs.
-    """
-    if context.executing_eagerly():
-      return [self.saveables]
-    batches, batch, size = [], [], 0
-    for saveable in self.saveables:
-      if batch and size + len(saveable.specs) > (
-          variable_batches.GRAPH_BATCH_SIZE):
-        batches.append(batch)
-        batch, size = [], 0
-      batch.append(saveable)
-      size += len(saveable.specs)
-    return batches + [batch] if batch else batches
+def _restore_batches(saveables):
+  """The saveables to read with one RestoreV2 each.
+
+  Eagerly, all of them. Graph building, batches of at most
+  `variable_batches.GRAPH_BATCH_SIZE` values: Grappler's cost grows faster
+  than linearly with an op's number of outputs.
+  """
+  if not saveables or context.executing_eagerly():
+    return [saveables] if saveables else []
+  batches, batch, size = [], [], 0
+  for saveable in saveables:
+    if batch and size + len(saveable.specs) > (
+        variable_batches.GRAPH_BATCH_SIZE):
+      batches.append(batch)
+      batch, size = [], 0
+    batch.append(saveable)
+    size += len(saveable.specs)
+  return batches + [batch]
 
 
 def apply_restored(saveables, tensors):
   """Hands each saveable its slice of `tensors` (ordered like its specs).
 
-  Graph building, plain variables of one device are assigned together
-  (`variable_batches.assign_variables`).
-
   Returns:
     `{saveable name: restore op}` (ops are None when executing eagerly).
   """
-  restored = []
+  restore_ops = {}
   start = 0
   for saveable in saveables:
-    restored.append(tensors[start:start + len(saveable.specs)])
+    values = tensors[start:start + len(saveable.specs)]
     start += len(saveable.specs)
-  if context.executing_eagerly():  # Eager ops run where their inputs live.
-    return {saveable.name: saveable.restore(values, None)
-            for saveable, values in zip(saveables, restored)}
-  restore_ops = {}
-  for batch in _variable_batches(saveables):
-    assign_ops = variable_batches.assign_variables(
-        [saveables[index].op for index in batch],
-        [restored[index][0] for index in batch])
-    for index, assign_op in zip(batch, assign_ops):
-      restore_ops[saveables[index].name] = assign_op
-  for saveable, values in zip(saveables, restored):
-    if saveable.name not in restore_ops:
+    if context.executing_eagerly():  # Eager ops run where their inputs live.
+      restore_ops[saveable.name] = saveable.restore(values, None)
+    else:
       with ops.device(saveable.device):
         restore_ops[saveable.name] = saveable.restore(values, None)
   return restore_ops
 
 
-def _variable_batches(saveables):
-  """Indices of the plain variables among `saveables` worth batching."""
+def _restore_variable_batches(file_prefix, saveables):
+  """Restore ops of the plain variables among `saveables` worth batching.
+
+  Returns:
+    `{saveable name: restore op}` for those variables.
+  """
   batches = {}
-  for index, saveable in enumerate(saveables):
+  for saveable in saveables:
     if isinstance(saveable, saveable_object_util.VariableSaveable):
       key = variable_batches.batch_key(saveable.op)
       if key is not None:
-        batches.setdefault(key, []).append(index)
-  return [batch for batch in batches.values()
-          if variable_batches.worth_batching(len(batch))]
+        batches.setdefault(key, []).append(saveable)
+  restore_ops = {}
+  for batch in batches.values():
+    if not variable_batches.worth_batching(len(batch)):
+      continue
+    specs = [saveable.specs[0] for saveable in batch]
+    batch_ops = variable_batches.restore_variables(
+        file_prefix, [saveable.op for saveable in batch],
+        [spec.name for spec in specs], [spec.slice_spec for spec in specs])
+    for saveable, restore_op in zip(batch, batch_ops):
+      restore_ops[saveable.name] = restore_op
+  return restore_ops
 
 
 class Saver:
@@ -260,7 +275,9 @@ class Saver:
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
     restore_ops = {}
     for device, group in self._groups.items():
-      restore_ops.update(group.restore(file_prefix, device_for_io or device))
+      restore_ops.update(group.restore(
+          file_prefix, device_for_io or device,
+          batch_variables=device_for_io is None))
     return restore_ops
 
   def restore_op(self, file_prefix):
