@@ -12,6 +12,7 @@ already holds functions), and when several checkpoints are restored in turn.
 """
 
 import os
+import socket
 
 import numpy as np
 import tensorflow as tf
@@ -36,7 +37,8 @@ def _assert_all_equal(expected, actual):
 class _Program:
   """`_COUNT` variables tracked by a checkpoint, in a graph of their own."""
 
-  def __init__(self, impl, scale, make_variable=None, config=None):
+  def __init__(self, impl, scale, make_variable=None, config=None,
+               target=""):
     autotrackable_cls, checkpoint_cls = IMPLS[impl]
     make_variable = make_variable or (
         lambda i: tf.compat.v1.get_variable(
@@ -47,7 +49,7 @@ class _Program:
       self.root = autotrackable_cls()
       self.root.variables = self.variables
       self.checkpoint = checkpoint_cls(root=self.root)
-      self.session = tf.compat.v1.Session(config=config)
+      self.session = tf.compat.v1.Session(target, config=config)
       self.session.run(tf.compat.v1.global_variables_initializer())
 
   def values(self):
@@ -299,3 +301,41 @@ def test_restoring_a_then_b_then_a_follows_the_checkpoints(tmp_path):
     results[impl] = seen
   for tf_values, our_values in zip(results["tf"], results["ours"]):
     _assert_all_equal(tf_values, our_values)
+
+
+def _free_port():
+  with socket.socket() as probe:
+    probe.bind(("localhost", 0))
+    return probe.getsockname()[1]
+
+
+def test_variables_on_a_parameter_server_round_trip_like_tensorflow(tmp_path):
+  """Variables of a ps task, in a worker's session, save and restore as TF.
+
+  The batched restore runs its function on the parameter server, where
+  the variables live.
+  """
+  cluster = tf.train.ClusterSpec({
+      "ps": [f"localhost:{_free_port()}"],
+      "worker": [f"localhost:{_free_port()}"]})
+  servers = [tf.distribute.Server(cluster, job_name=job, task_index=0)
+             for job in ("ps", "worker")]
+
+  def program(impl, scale):
+    def make_variable(i):
+      with tf.device("/job:ps/task:0/device:CPU:0"):
+        return tf.compat.v1.get_variable(
+            f"v{i}", initializer=float(i * scale), use_resource=True)
+    return _Program(impl, scale, make_variable, target=servers[1].target)
+
+  for writer_impl in IMPLS:
+    writer = program(writer_impl, 1)
+    with writer.graph.as_default():
+      path = writer.checkpoint.save(str(tmp_path / writer_impl / "ckpt"),
+                                    session=writer.session)
+    for reader_impl in IMPLS:
+      reader = program(reader_impl, 3)
+      with reader.graph.as_default():
+        reader.checkpoint.restore(path).assert_consumed().run_restore_ops(
+            reader.session)
+      _assert_all_equal(writer.values(), reader.values())
