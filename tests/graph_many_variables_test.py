@@ -11,8 +11,12 @@ graph and imported (into a fresh graph, or into a graph whose library
 already holds functions), and when several checkpoints are restored in turn.
 """
 
+import contextlib
 import os
+import re
 import socket
+import sys
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -339,3 +343,69 @@ def test_variables_on_a_parameter_server_round_trip_like_tensorflow(tmp_path):
         reader.checkpoint.restore(path).assert_consumed().run_restore_ops(
             reader.session)
       _assert_all_equal(writer.values(), reader.values())
+
+
+def _saved_model_after_restore(impl, directory):
+  """A v1 SavedModel of a graph holding `impl`'s restore ops.
+
+  Returns:
+    Its path, and the log lines of running the restore that look like
+    TensorFlow errors ("E" followed by the date).
+  """
+  program = _Program(impl, 1)
+  with program.graph.as_default():
+    inputs = tf.compat.v1.placeholder(tf.float32, [], name="inputs")
+    outputs = tf.identity(tf.add_n(program.variables) * inputs, "outputs")
+    path = program.checkpoint.save(os.path.join(directory, "ckpt"),
+                                   session=program.session)
+    program.session.run([v.assign(-1.) for v in program.variables])
+    with _captured_stderr() as captured:
+      program.checkpoint.restore(path).run_restore_ops(program.session)
+    export_dir = os.path.join(directory, "saved_model")
+    builder = tf.compat.v1.saved_model.Builder(export_dir)
+    builder.add_meta_graph_and_variables(
+        program.session, ["serve"], signature_def_map={
+            "serving_default": tf.compat.v1.saved_model.predict_signature_def(
+                {"inputs": inputs}, {"outputs": outputs})})
+    builder.save()
+  errors = [line for line in captured if re.match(r"E\d{4} ", line)]
+  return export_dir, errors
+
+
+@contextlib.contextmanager
+def _captured_stderr():
+  """Collects the lines written to file descriptor 2, C++ logs included."""
+  lines = []
+  with tempfile.TemporaryFile(mode="w+") as capture:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(capture.fileno(), 2)
+    try:
+      yield lines
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      capture.seek(0)
+      lines.extend(capture.read().splitlines())
+
+
+def test_saved_model_of_a_restored_graph_loads_in_tf2_like_tensorflow(
+    tmp_path):
+  """A v1 SavedModel exported after a restore loads in TF2 and TF1.
+
+  TensorFlow 2 turns every function of the graph's library into a Python
+  function when loading; ours must allow that. Running the restore logs no
+  errors (TensorFlow's MLIR passes complain about functions whose types
+  depend on attributes).
+  """
+  expected = 2. * sum(float(i) for i in range(_COUNT))
+  for impl in IMPLS:
+    export_dir, errors = _saved_model_after_restore(impl, str(tmp_path / impl))
+    assert not errors, errors
+    loaded = tf.saved_model.load(export_dir, tags=["serve"])
+    outputs = loaded.signatures["serving_default"](inputs=tf.constant(2.))
+    assert float(outputs["outputs"]) == expected
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+      tf.compat.v1.saved_model.load(session, ["serve"], export_dir)
+      assert session.run("outputs:0", {"inputs:0": 2.}) == expected

@@ -11,8 +11,8 @@ tensor costs Grappler, which optimizes the subgraph of every new
   up by container and shared name, so it reaches the variables of the
   session), then one `_ReadVariablesOp` reads them;
 - graph building, a restore reads and assigns batches of at most
-  `GRAPH_RESTORE_BATCH_SIZE` variables with one call each of a function
-  that Grappler does not look into (`restore_variables`).
+  `GRAPH_RESTORE_BATCH_SIZE` variables, given their handles, with one
+  call each of a function (`restore_variables`).
 
 Only plain resource variables on a CPU are batched (`batch_key`); others
 take the per-variable path.
@@ -27,10 +27,11 @@ from tensorflow.core.protobuf import config_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.eager import execute
+from tensorflow.python.framework import constant_op
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import function
 from tensorflow.python.framework import ops
-from tensorflow.python.framework import tensor_util
+from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import resource_variable_ops
 
 GRAPH_BATCH_SIZE = 64
@@ -38,10 +39,6 @@ GRAPH_RESTORE_BATCH_SIZE = 256
 # Fewer variables than this are not worth batched ops when graph building:
 # they would add ops where each variable's own handle and read exist.
 _GRAPH_BATCH_MIN = 16
-_RESTORE_FUNCTION_ATTRS = (
-    ("dtypes", "list(type)"), ("containers", "list(string)"),
-    ("shared_names", "list(string)"), ("shapes", "list(shape)"),
-    ("names", "tensor"), ("slices", "tensor"))
 _NO_GRAPPLER_CONFIG = config_pb2.ConfigProto(
     graph_options=config_pb2.GraphOptions(
         rewrite_options=rewriter_config_pb2.RewriterConfig(
@@ -106,14 +103,14 @@ def read_variables(variables):
 def restore_variables(file_prefix, variables, names, slices):
   """Ops restoring `variables` (of one `batch_key`) from a checkpoint.
 
-  Each batch of `GRAPH_RESTORE_BATCH_SIZE` variables is restored by one call
-  of a function that reads their values (`RestoreV2`) and assigns them
-  through their handles. The per-variable parts (keys, handle names,
-  shapes, dtypes) are attributes of the call, so one function serves every
-  batch of a size and Grappler, which skips such functions, never sees the
-  variables' tensors: it costs the session's first run of a restore about
-  10 us per tensor and optimizer. The function runs without Grappler; there
-  is nothing in it to optimize.
+  Variables of a dtype are restored in batches of up to
+  `GRAPH_RESTORE_BATCH_SIZE`, each by one call of a function that reads
+  their values (`RestoreV2`) and assigns them through the handles it is
+  given. The keys to read are inputs too, so one function serves every
+  batch of a dtype and size. Grappler, which costs the first `Session.run`
+  of a restore about 10 us per tensor and optimizer, sees only the
+  handles: the values stay inside the call, whose body runs without
+  Grappler (there is nothing in it to optimize).
 
   Args:
     file_prefix: The checkpoint path, a string tensor.
@@ -122,86 +119,89 @@ def restore_variables(file_prefix, variables, names, slices):
     slices: Their `shape_and_slice` strings.
 
   Returns:
-    The op restoring each variable (one per batch).
+    The op restoring each variable (one per batch), in order.
   """
-  restore_ops = []
-  for start in range(0, len(variables), GRAPH_RESTORE_BATCH_SIZE):
-    end = start + GRAPH_RESTORE_BATCH_SIZE
-    batch = variables[start:end]
-    function_name = _add_restore_function(ops.get_default_graph(),
-                                          len(batch))
-    call = attr_value_pb2.NameAttrList(
-        name=function_name, attr=_handle_attrs(batch))
-    for index, variable in enumerate(batch):
-      call.attr[f"T{index}"].type = variable.dtype.as_datatype_enum
-    call.attr["names"].tensor.CopyFrom(
-        tensor_util.make_tensor_proto(names[start:end], dtypes.string))
-    call.attr["slices"].tensor.CopyFrom(
-        tensor_util.make_tensor_proto(slices[start:end], dtypes.string))
-    with ops.colocate_with(batch[0].handle.op):
-      restore_op = _create_op(
-          "StatefulPartitionedCall", "RestoreVariables", [file_prefix], [],
-          Tin=_list_attr(type=[dtypes.string.as_datatype_enum]),
-          Tout=_list_attr(type=[]),
-          f=attr_value_pb2.AttrValue(func=call),
-          config_proto=attr_value_pb2.AttrValue(s=_NO_GRAPPLER_CONFIG),
-          executor_type=attr_value_pb2.AttrValue(s=b""))
-    restore_ops.extend([restore_op] * len(batch))
+  indices_by_dtype = {}
+  for index, variable in enumerate(variables):
+    indices_by_dtype.setdefault(variable.dtype.base_dtype, []).append(index)
+  restore_ops = [None] * len(variables)
+  for dtype, indices in indices_by_dtype.items():
+    for start in range(0, len(indices), GRAPH_RESTORE_BATCH_SIZE):
+      batch = indices[start:start + GRAPH_RESTORE_BATCH_SIZE]
+      restore_op = _call_restore_function(
+          file_prefix, dtype, [variables[index] for index in batch],
+          [names[index] for index in batch],
+          [slices[index] for index in batch])
+      for index in batch:
+        restore_ops[index] = restore_op
   return restore_ops
 
 
-def _add_restore_function(graph, count):
-  """Adds the restore function for batches of `count` to `graph`."""
-  definition = _restore_function(count)
-  name = definition.signature.name
-  if not graph._is_function(name):  # pylint: disable=protected-access
+def _call_restore_function(file_prefix, dtype, variables, names, slices):
+  """One call of the restore function for `variables`, all of `dtype`."""
+  graph = ops.get_default_graph()
+  definition = _restore_function(dtype.as_datatype_enum, len(variables))
+  function_name = definition.signature.name
+  if not graph._is_function(function_name):  # pylint: disable=protected-access
     library = function_pb2.FunctionDefLibrary(function=[definition])
     for defined_function in function.from_library(library):
       defined_function.add_to_graph(graph)
-  return name
+  with ops.colocate_with(variables[0].handle.op):
+    inputs = [file_prefix, _feedable_strings(names, "names"),
+              _feedable_strings(slices, "slices")]
+    inputs.extend(_handles(variables))
+    return _create_op(
+        "StatefulPartitionedCall", "RestoreVariables", inputs, [],
+        Tin=_list_attr(type=[tensor.dtype.as_datatype_enum
+                             for tensor in inputs]),
+        Tout=_list_attr(type=[]),
+        f=attr_value_pb2.AttrValue(
+            func=attr_value_pb2.NameAttrList(name=function_name)),
+        config_proto=attr_value_pb2.AttrValue(s=_NO_GRAPPLER_CONFIG),
+        executor_type=attr_value_pb2.AttrValue(s=b""))
+
+
+def _feedable_strings(values, name):
+  """A string tensor of `values` that Grappler does not take for a constant.
+
+  Were it a constant, Grappler would copy the restore function into a new
+  one, specialized to it, for every call.
+  """
+  return array_ops.placeholder_with_default(
+      constant_op.constant(values, dtypes.string), [len(values)], name=name)
 
 
 @functools.lru_cache(maxsize=None)
-def _restore_function(count):
-  """The FunctionDef restoring `count` variables, named after its content.
+def _restore_function(dtype_enum, count):
+  """The FunctionDef restoring `count` variables of `dtype_enum`.
 
-  Its attributes, set by each call: `dtypes` and `T0`... (the variables'
-  dtypes, as a list and one by one), `containers`, `shared_names` and
-  `shapes` (find the variables, as `_VarHandlesOp` does), `names` and
-  `slices` (what `RestoreV2` reads). `_noinline` and `_nospecialize` keep
-  Grappler from copying its body into the graph or into a function per
-  call.
+  Its inputs are the checkpoint path, the keys and slices to read and the
+  variables' handles. `_noinline` keeps Grappler from copying its body into
+  the graph. Named after its content, so that the same name in any graph
+  (one imported from another program's meta graph, say) means the same
+  function.
   """
   definition = function_pb2.FunctionDef()
   signature = definition.signature
   signature.is_stateful = True
-  signature.input_arg.add(name="prefix", type=dtypes.string.as_datatype_enum)
-  for name, attr_type in _RESTORE_FUNCTION_ATTRS:
-    signature.attr.add(name=name, type=attr_type)
+  for name in ("prefix", "names", "slices"):
+    signature.input_arg.add(name=name, type=dtypes.string.as_datatype_enum)
   for index in range(count):
-    signature.attr.add(name=f"T{index}", type="type")
+    signature.input_arg.add(name=f"handle{index}",
+                            type=dtypes.resource.as_datatype_enum)
   definition.attr["_noinline"].b = True
-  definition.attr["_nospecialize"].b = True
-  for name in ("names", "slices"):
-    node = definition.node_def.add(name=name, op="Const")
-    node.attr["dtype"].type = dtypes.string.as_datatype_enum
-    node.attr["value"].placeholder = name
-  handles = definition.node_def.add(name="handles", op="_VarHandlesOp")
-  handles.attr["N"].i = count
-  for name in ("dtypes", "containers", "shared_names", "shapes"):
-    handles.attr[name].placeholder = name
   values = definition.node_def.add(
-      name="values", op="RestoreV2",
-      input=["prefix", "names:output:0", "slices:output:0"])
-  values.attr["dtypes"].placeholder = "dtypes"
+      name="values", op="RestoreV2", input=["prefix", "names", "slices"])
+  values.attr["dtypes"].CopyFrom(_list_attr(type=[dtype_enum] * count))
   for index in range(count):
     assign = definition.node_def.add(
         name=f"assign{index}", op="AssignVariableOp",
-        input=[f"handles:resources:{index}", f"values:tensors:{index}"])
-    assign.attr["dtype"].placeholder = f"T{index}"
+        input=[f"handle{index}", f"values:tensors:{index}"])
+    assign.attr["dtype"].type = dtype_enum
   digest = hashlib.sha256(
       definition.SerializeToString(deterministic=True)).hexdigest()[:16]
-  signature.name = f"tf_objckpt_restore_variables_{count}_{digest}"
+  signature.name = (f"tf_objckpt_restore_variables_"
+                    f"{dtypes.as_dtype(dtype_enum).name}_{count}_{digest}")
   return definition
 
 
