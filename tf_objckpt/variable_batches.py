@@ -177,9 +177,11 @@ def _restore_function(dtype_enum, count):
 
   Its inputs are the checkpoint path, the keys and slices to read and the
   variables' handles. `_noinline` keeps Grappler from copying its body into
-  the graph. Named after its content, so that the same name in any graph
-  (one imported from another program's meta graph, say) means the same
-  function.
+  the graph, and `_tf_data_function` from optimizing it with the graph:
+  Grappler leaves such functions to be optimized when instantiated, and
+  this one is instantiated without Grappler. Named after its content, so
+  that the same name in any graph (one imported from another program's
+  meta graph, say) means the same function.
   """
   definition = function_pb2.FunctionDef()
   signature = definition.signature
@@ -190,6 +192,7 @@ def _restore_function(dtype_enum, count):
     signature.input_arg.add(name=f"handle{index}",
                             type=dtypes.resource.as_datatype_enum)
   definition.attr["_noinline"].b = True
+  definition.attr["_tf_data_function"].b = True
   values = definition.node_def.add(
       name="values", op="RestoreV2", input=["prefix", "names", "slices"])
   values.attr["dtypes"].CopyFrom(_list_attr(type=[dtype_enum] * count))
