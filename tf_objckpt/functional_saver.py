@@ -127,8 +127,8 @@ class _DeviceGroup:
     """Reads this group's values on `device`; returns restore ops.
 
     Graph building with `batch_variables`, plain variables worth batching
-    read and assign their values together (`_restore_variable_batches`);
-    the rest are read by `RestoreV2`s and handed to their saveables.
+    are read and assigned in batches (`_restore_variable_batches`); the
+    rest are read by `RestoreV2`s and handed to their saveables.
     """
     restore_ops = {}
     saveables = self.saveables
@@ -155,8 +155,10 @@ def _restore_batches(saveables):
   `variable_batches.GRAPH_BATCH_SIZE` values: Grappler's cost grows faster
   than linearly with an op's number of outputs.
   """
-  if not saveables or context.executing_eagerly():
-    return [saveables] if saveables else []
+  if not saveables:
+    return []
+  if context.executing_eagerly():
+    return [saveables]
   batches, batch, size = [], [], 0
   for saveable in saveables:
     if batch and size + len(saveable.specs) > (
