@@ -307,10 +307,13 @@ def test_restoring_a_then_b_then_a_follows_the_checkpoints(tmp_path):
     _assert_all_equal(tf_values, our_values)
 
 
-def _free_port():
-  with socket.socket() as probe:
-    probe.bind(("localhost", 0))
-    return probe.getsockname()[1]
+def _free_ports(count):
+  """`count` distinct ports free now (all held open while they are picked)."""
+  with contextlib.ExitStack() as stack:
+    probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+    for probe in probes:
+      probe.bind(("localhost", 0))
+    return [probe.getsockname()[1] for probe in probes]
 
 
 def test_variables_on_a_parameter_server_round_trip_like_tensorflow(tmp_path):
@@ -319,9 +322,9 @@ def test_variables_on_a_parameter_server_round_trip_like_tensorflow(tmp_path):
   The batched restore runs its function on the parameter server, where
   the variables live.
   """
-  cluster = tf.train.ClusterSpec({
-      "ps": [f"localhost:{_free_port()}"],
-      "worker": [f"localhost:{_free_port()}"]})
+  ps_port, worker_port = _free_ports(2)
+  cluster = tf.train.ClusterSpec({"ps": [f"localhost:{ps_port}"],
+                                  "worker": [f"localhost:{worker_port}"]})
   servers = [tf.distribute.Server(cluster, job_name=job, task_index=0)
              for job in ("ps", "worker")]
 
