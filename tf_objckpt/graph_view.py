@@ -97,10 +97,12 @@ class ObjectGraphView:
     gathered.add(self.root, "")
     node_ids = gathered.node_ids
     for node_id, current in enumerate(gathered.objects):
-      children = []
       items = self._child_items(current)
-      if items:
-        prefix = gathered.names[node_id] + "/" if node_id else ""
+      if not items:  # Most objects (variables) are leaves.
+        gathered.children.append([])
+        continue
+      children = []
+      prefix = gathered.names[node_id] + "/" if node_id else ""
       for local_name, child in items:
         child_id = node_ids.get(id(child))
         if child_id is None:

@@ -21,6 +21,8 @@ SERIALIZE_TO_TENSORS_NAME = ESCAPE_CHAR + "TENSORS"
 
 def escape_local_name(name: str) -> str:
   """Escapes a local name so it can be one segment of a checkpoint key."""
+  if ESCAPE_CHAR not in name and "/" not in name:  # Most names.
+    return name
   return name.replace(ESCAPE_CHAR, ESCAPE_CHAR * 2).replace(
       "/", ESCAPE_CHAR + "S")
 
