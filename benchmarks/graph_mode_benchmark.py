@@ -10,8 +10,9 @@ saves, the first `restore()` + `run_restore_ops()` in a fresh graph (which
 builds the restore ops) and a later one, and the ops added after 1, 2 and 10
 saves. Later saves of both libraries and of the name-based v1
 `tf.compat.v1.train.Saver` (for reference) are interleaved, each writing a
-new numbered checkpoint, so that disk and page-cache effects hit all alike;
-the median is printed. The v1 Saver is timed without writing its meta graph
+new numbered checkpoint after the disk has caught up with earlier writes
+(`os.sync`), so that disk and page-cache effects hit all alike; the median
+is printed. The v1 Saver is timed without writing its meta graph
 (the save alone), and with it (its default), which costs more than the save
 for graphs this large.
 
@@ -143,6 +144,7 @@ def _bench_saves(workload, directory, repeats):
   for _ in range(repeats):
     for name, save in saves.items():
       old = paths[name]
+      os.sync()  # Earlier saves' writeback would land in this one's time.
       seconds, paths[name] = _timed(f"{name}:later save", save)
       later[name].append(seconds)
       _remove(old)
