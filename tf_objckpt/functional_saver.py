@@ -3,7 +3,8 @@
 A save writes one shard per device (each `SaveV2` runs on the CPU of the
 device's host, next to the data) into a temporary prefix, then
 `MergeV2Checkpoints` joins the shards into one checkpoint: one `.index`
-file and one `.data-?????-of-?????` file per shard. A restore reads the
+file and one `.data-?????-of-?????` file per shard. A single shard is
+written in place. A restore reads the
 values of a device with `RestoreV2` on that host's CPU, then hands each
 saveable its tensors to assign on its own device; when graph building,
 plain variables are read and assigned in batches instead
@@ -243,6 +244,13 @@ class Saver:
     """
     device_for_io = io_device(options)
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
+    if len(self._groups) == 1:
+      # One shard: SaveV2 writes it in place (each file under a temporary
+      # name, renamed when complete), as a merge of one shard would.
+      (device, group), = self._groups.items()
+      with ops.device(device_for_io or device):
+        save = group.save(file_prefix)
+      return None if context.executing_eagerly() else save
     with ops.device(device_for_io or "/cpu:0"):
       temp_prefix = string_ops.string_join(
           [file_prefix, constant_op.constant(_TEMP_SUFFIX)])
