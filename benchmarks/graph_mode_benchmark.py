@@ -6,9 +6,9 @@ resource variables in one `tf.Graph` and `tf.compat.v1.Session`, tracked
 as a list on an AutoTrackable.
 
 For each library: the first `save()` (which builds the save ops), later
-saves, the first `restore()` + `run_restore_ops()` in a fresh graph (which
-builds the restore ops) and a later one, and the ops added after 1, 2 and 10
-saves. Later saves of both libraries and of the name-based v1
+saves, the first `restore()` + `run_restore_ops()` in a fresh graph and a
+fresh process, as when a job starts (it builds the restore ops), and a later
+one, and the ops added after 1, 2 and 10 saves. Later saves of both libraries and of the name-based v1
 `tf.compat.v1.train.Saver` (for reference) are interleaved, each writing a
 new numbered checkpoint after the disk has caught up with earlier writes
 (`os.sync`), so that disk and page-cache effects hit all alike; the median
@@ -22,9 +22,12 @@ Run: python benchmarks/graph_mode_benchmark.py [--workloads=b,c]
 
 import cProfile
 import glob
+import json
 import os
 import pstats
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -38,6 +41,10 @@ import tf_objckpt
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["b", "c"], "Which workloads.")
 _REPEATS = flags.DEFINE_integer("repeats", 7, "Timed later saves.")
+_RESTORE_IN = flags.DEFINE_string(
+    "restore_in", None, "Internal: 'library,workload,checkpoint path' to "
+    "time restores of, in this process.")
+_RESULT_PREFIX = "restore times: "
 _PROFILE = flags.DEFINE_string(
     "profile", None, "Profile one measurement of one library, e.g. "
     "'tf_objckpt:first save' or 'tensorflow:first restore'.")
@@ -159,25 +166,41 @@ def _bench_saves(workload, directory, repeats):
 
 
 def _bench_restores(workload, paths, results):
-  """Times a first and a later restore + run_restore_ops in fresh graphs."""
+  """Times each library's restores in a process of its own.
+
+  A first restore is what a job does when it starts, so each library's is
+  timed in a fresh process, where it pays for nothing the other left.
+  """
   for library in _LIBRARIES:
-    program = _Program(library, workload, initial_value=0.)
-    with program.graph.as_default():
+    child = subprocess.run(
+        [sys.executable, __file__, f"--profile={_PROFILE.value or ''}",
+         f"--restore_in={library},{workload},{paths[library]}"],
+        check=True, capture_output=True, text=True)
+    for line in child.stdout.splitlines():
+      if line.startswith(_RESULT_PREFIX):
+        results[library].update(json.loads(line[len(_RESULT_PREFIX):]))
+      else:
+        print(line)
 
-      def restore(program=program, path=paths[library]):
-        status = program.checkpoint.restore(path)
-        status.run_restore_ops(program.session)
 
-      results[library]["first restore"], _ = _timed(
-          f"{library}:first restore", restore)
-      ops_before = program.num_ops()
-      results[library]["later restore"], _ = _timed(
-          f"{library}:later restore", restore)
-      results[library]["ops added by a later restore"] = (
-          program.num_ops() - ops_before)
-      restored = program.session.run(program.variables[-1])
-      assert np.all(restored == 1.), "restored the wrong values"
-    program.session.close()
+def _restore_times(library, workload, path):
+  """A first and a later restore + run_restore_ops, in a fresh graph."""
+  program = _Program(library, workload, initial_value=0.)
+  times = {}
+  with program.graph.as_default():
+
+    def restore():
+      status = program.checkpoint.restore(path)
+      status.run_restore_ops(program.session)
+
+    times["first restore"], _ = _timed(f"{library}:first restore", restore)
+    ops_before = program.num_ops()
+    times["later restore"], _ = _timed(f"{library}:later restore", restore)
+    times["ops added by a later restore"] = program.num_ops() - ops_before
+    restored = program.session.run(program.variables[-1])
+    assert np.all(restored == 1.), "restored the wrong values"
+  program.session.close()
+  return times
 
 
 def _report(workload, results, v1_times):
@@ -200,6 +223,10 @@ def _report(workload, results, v1_times):
 def main(argv):
   del argv
   tf.get_logger().setLevel("ERROR")
+  if _RESTORE_IN.value:
+    library, workload, path = _RESTORE_IN.value.split(",", 2)
+    print(_RESULT_PREFIX + json.dumps(_restore_times(library, workload, path)))
+    return
   with tempfile.TemporaryDirectory() as directory:
     for workload in _WORKLOADS.value:
       results, v1_times, paths = _bench_saves(workload, directory,
