@@ -166,11 +166,6 @@ def test_graph_restore_ops_read_the_fed_checkpoint(tmp_path):
                                       np.asarray(actual))
 
 
-def _library_names(graph):
-  return sorted(f.signature.name
-                for f in graph.as_graph_def().library.function)
-
-
 def test_graph_restore_in_several_batches(tmp_path, monkeypatch):
   """Full and partial restore batches each restore their own variables.
 
@@ -194,7 +189,7 @@ def test_graph_restore_in_several_batches(tmp_path, monkeypatch):
                  for size in (min(count, batch_size), count % batch_size)
                  if size}
   assert any(count % batch_size for count in counts.values())
-  assert len(_library_names(reader.graph)) == len(batch_kinds)
+  assert len(cu.function_library_names(reader.graph)) == len(batch_kinds)
 
 
 def test_graph_restore_of_corrupt_data_fails_like_tensorflow(tmp_path):

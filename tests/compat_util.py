@@ -116,6 +116,12 @@ def assert_values_differ(first, second):
     assert a.shape != b.shape or not np.array_equal(a, b), key
 
 
+def function_library_names(graph):
+  """The sorted names of the functions in `graph`'s library."""
+  return sorted(function.signature.name
+                for function in graph.as_graph_def().library.function)
+
+
 def variable_values(variables):
   """The numpy values of a list of variables."""
   return [np.asarray(v.numpy()) for v in variables]

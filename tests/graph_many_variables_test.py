@@ -23,6 +23,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.python.trackable import autotrackable as tf_autotrackable
 
+import compat_util as cu
 import tf_objckpt
 
 IMPLS = {
@@ -59,9 +60,10 @@ class _Program:
   def values(self):
     return self.session.run(self.variables)
 
-
-def _library_names(graph):
-  return [f.signature.name for f in graph.as_graph_def().library.function]
+  def save(self, prefix):
+    """Saves a numbered checkpoint at `prefix`; returns its path."""
+    with self.graph.as_default():
+      return self.checkpoint.save(prefix, session=self.session)
 
 
 def _int64_meta_graph(directory):
@@ -71,11 +73,10 @@ def _int64_meta_graph(directory):
           f"other{i}", initializer=tf.constant(i, tf.int64),
           use_resource=True))
   with program.graph.as_default():
-    path = program.checkpoint.save(os.path.join(directory, "ckpt"),
-                                   session=program.session)
+    path = program.save(os.path.join(directory, "ckpt"))
     program.checkpoint.restore(path).run_restore_ops(program.session)
     meta_graph = tf.compat.v1.train.export_meta_graph()
-  names = _library_names(program.graph)
+  names = cu.function_library_names(program.graph)
   assert len(names) == 1, names
   return meta_graph, names[0]
 
@@ -97,8 +98,7 @@ def _restored_float_program(impl, directory):
   """A `_Program` after one save and one restore; returns it."""
   program = _Program(impl, 1)
   with program.graph.as_default():
-    path = program.checkpoint.save(os.path.join(directory, "ckpt"),
-                                   session=program.session)
+    path = program.save(os.path.join(directory, "ckpt"))
     program.session.run([v.assign(-1.) for v in program.variables])
     program.checkpoint.restore(path).run_restore_ops(program.session)
   return program
@@ -118,11 +118,11 @@ def test_meta_graph_import_after_many_variable_restore(tmp_path):
   results = {}
   for impl in IMPLS:
     program = _restored_float_program(impl, str(tmp_path / impl))
-    names = _library_names(program.graph)
+    names = cu.function_library_names(program.graph)
     to_import = meta_graph
     if names:
       twin = _restored_float_program(impl, str(tmp_path / (impl + "twin")))
-      if _library_names(twin.graph) != names:  # Names follow a counter.
+      if cu.function_library_names(twin.graph) != names:  # Names follow a counter.
         to_import = _renamed(meta_graph, exported_name, names[0])
     with program.graph.as_default():
       try:
@@ -149,9 +149,7 @@ def test_variables_on_two_cpus_round_trip_like_tensorflow(tmp_path):
   restored = {}
   for impl in IMPLS:
     writer = program(impl, 1)
-    with writer.graph.as_default():
-      path = writer.checkpoint.save(str(tmp_path / impl / "ckpt"),
-                                    session=writer.session)
+    path = writer.save(str(tmp_path / impl / "ckpt"))
     reader = program("ours" if impl == "tf" else "tf", 3)
     with reader.graph.as_default():
       reader.checkpoint.restore(path).assert_consumed().run_restore_ops(
@@ -167,9 +165,8 @@ def test_imported_meta_graph_restores_with_both_savers(tmp_path):
   results = {}
   for impl in IMPLS:
     program = _Program(impl, 1)
+    path = program.save(str(tmp_path / impl / "ckpt"))
     with program.graph.as_default():
-      path = program.checkpoint.save(str(tmp_path / impl / "ckpt"),
-                                     session=program.session)
       program.checkpoint.restore(path).run_restore_ops(program.session)
       meta_path = str(tmp_path / impl / "graph.meta")
       tf.compat.v1.train.export_meta_graph(meta_path)
@@ -286,10 +283,7 @@ def test_restoring_a_then_b_then_a_follows_the_checkpoints(tmp_path):
     paths, expected = [], []
     for scale in (1, 2):
       writer = program(impl, scale)
-      with writer.graph.as_default():
-        paths.append(writer.checkpoint.save(
-            str(tmp_path / f"{impl}{scale}" / "ckpt"),
-            session=writer.session))
+      paths.append(writer.save(str(tmp_path / f"{impl}{scale}" / "ckpt")))
       expected.append(writer.values())
     reader = program(impl, 3)
     seen = []
@@ -337,9 +331,7 @@ def test_variables_on_a_parameter_server_round_trip_like_tensorflow(tmp_path):
 
   for writer_impl in IMPLS:
     writer = program(writer_impl, 1)
-    with writer.graph.as_default():
-      path = writer.checkpoint.save(str(tmp_path / writer_impl / "ckpt"),
-                                    session=writer.session)
+    path = writer.save(str(tmp_path / writer_impl / "ckpt"))
     for reader_impl in IMPLS:
       reader = program(reader_impl, 3)
       with reader.graph.as_default():
@@ -359,8 +351,7 @@ def _saved_model_after_restore(impl, directory):
   with program.graph.as_default():
     inputs = tf.compat.v1.placeholder(tf.float32, [], name="inputs")
     outputs = tf.identity(tf.add_n(program.variables) * inputs, "outputs")
-    path = program.checkpoint.save(os.path.join(directory, "ckpt"),
-                                   session=program.session)
+    path = program.save(os.path.join(directory, "ckpt"))
     program.session.run([v.assign(-1.) for v in program.variables])
     with _captured_stderr() as captured:
       program.checkpoint.restore(path).run_restore_ops(program.session)

@@ -35,8 +35,9 @@ from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils
 
-# The checkpoint key under which the serialized TrackableObjectGraph lives.
-OBJECT_GRAPH_PROTO_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+# The checkpoint key of the serialized TrackableObjectGraph: TensorFlow's
+# own, so that either library finds the other's object graph.
+OBJECT_GRAPH_PROTO_KEY = tf_base.OBJECT_GRAPH_PROTO_KEY
 # The attribute name of a variable's value.
 VARIABLE_VALUE_KEY = "VARIABLE_VALUE"
 # The attribute name of an object's JSON configuration (Keras uses it).

@@ -3,12 +3,11 @@
 A save writes one shard per device (each `SaveV2` runs on the CPU of the
 device's host, next to the data) into a temporary prefix, then
 `MergeV2Checkpoints` joins the shards into one checkpoint: one `.index`
-file and one `.data-?????-of-?????` file per shard. A single shard is
-written in place. A restore reads the
-values of a device with `RestoreV2` on that host's CPU, then hands each
-saveable its tensors to assign on its own device; when graph building,
-plain variables are read and assigned in batches instead
-(`variable_batches.restore_variables`).
+file and one `.data-?????-of-?????` file per shard; a single shard is
+written in place. A restore reads the values of a device with `RestoreV2`
+on that host's CPU, then hands each saveable its tensors to assign on its
+own device; when graph building, plain variables are read and assigned in
+batches instead (`variable_batches.restore_variables`).
 """
 
 import collections
@@ -244,18 +243,18 @@ class Saver:
     """
     device_for_io = io_device(options)
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
-    if len(self._groups) == 1:
+    groups = self._groups or {"/cpu:0": _DeviceGroup([])}
+    if len(groups) == 1:
       # One shard: SaveV2 writes it in place (each file under a temporary
       # name, renamed when complete), as a merge of one shard would.
-      (device, group), = self._groups.items()
+      (device, group), = groups.items()
       with ops.device(device_for_io or device):
         save = group.save(file_prefix)
       return None if context.executing_eagerly() else save
     with ops.device(device_for_io or "/cpu:0"):
       temp_prefix = string_ops.string_join(
           [file_prefix, constant_op.constant(_TEMP_SUFFIX)])
-    num_shards = len(self._groups) or 1
-    groups = self._groups or {"/cpu:0": _DeviceGroup([])}
+    num_shards = len(groups)
     shard_prefixes = []
     shard_ops = []
     for shard, (device, group) in enumerate(groups.items()):

@@ -671,9 +671,10 @@ def add_variable(trackable, name, shape=None, dtype=dtypes.float32,
   the variable starts with the checkpointed value and `initializer` is never
   called.
   """
-  return trackable._add_variable_with_custom_getter(  # pylint: disable=protected-access
-      name=name, shape=shape, dtype=dtype, initializer=initializer,
-      getter=_new_resource_variable, trainable=trainable)
+  add_tracked = trackable._add_variable_with_custom_getter  # pylint: disable=protected-access
+  return add_tracked(name=name, shape=shape, dtype=dtype,
+                     initializer=initializer, getter=_new_resource_variable,
+                     trainable=trainable)
 
 
 def object_metadata(save_path):
@@ -735,9 +736,10 @@ def capture_dependencies(template):
       return next_creator(initial_value=initializer, name=name,
                           **inner_kwargs)
 
-    return template._add_variable_with_custom_getter(  # pylint: disable=protected-access
-        initializer=initial_value, name=relative(name),
-        getter=create_with_full_name, overwrite=True, **kwargs)
+    add_tracked = template._add_variable_with_custom_getter  # pylint: disable=protected-access
+    return add_tracked(initializer=initial_value, name=relative(name),
+                       getter=create_with_full_name, overwrite=True,
+                       **kwargs)
 
   with variable_scope.variable_creator_scope(creator):
     yield
@@ -1422,11 +1424,11 @@ class _CheckpointBase(tracking.AutoTrackable):
       count = self._increment_save_counter().numpy()
 
     def update_checkpoint_state(save_path):
-      checkpoint_management.update_checkpoint_state_internal(
-          save_dir=os.path.dirname(file_prefix),
-          model_checkpoint_path=save_path,
-          all_model_checkpoint_paths=[save_path],
-          save_relative_paths=True)
+      record_latest = checkpoint_management.update_checkpoint_state_internal
+      record_latest(save_dir=os.path.dirname(file_prefix),
+                    model_checkpoint_path=save_path,
+                    all_model_checkpoint_paths=[save_path],
+                    save_relative_paths=True)
 
     options = checkpoint_management.with_write_callback(
         options, update_checkpoint_state)
