@@ -173,7 +173,7 @@ def test_graph_restore_in_several_batches(tmp_path, monkeypatch):
   of a dtype and size.
   """
   batch_size = 4
-  monkeypatch.setattr(variable_batches, "GRAPH_RESTORE_BATCH_SIZE",
+  monkeypatch.setattr(functional_saver, "GRAPH_RESTORE_BATCH_SIZE",
                       batch_size)
   saved, path = _graph_save("tf", str(tmp_path / "ckpt"))
   reader = _GraphProgram("ours", scale=3)

@@ -285,7 +285,7 @@ def test_deprecation_warning_is_logged(tmp_path, monkeypatch):
       _CHECKPOINTS[impl](model=_make_target("module").obj).restore(path)
     logged[impl] = [m for m in messages if "deprecated" in m]
   assert len(logged["ours"]) == len(logged["tf"]) == 1
-  assert ("NameBasedSaverStatus.__init__ (from tf_objckpt.util) is "
+  assert ("NameBasedSaverStatus.__init__ (from tf_objckpt.load_status) is "
           "deprecated") in logged["ours"][0]
 
 

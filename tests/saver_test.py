@@ -17,7 +17,9 @@ from tensorflow.python.framework import errors
 from tensorflow.python.ops import variables as tf_variables
 from tensorflow.python.training import saver as tf_saver_lib
 
+from tf_objckpt import restore_plan
 from tf_objckpt import saver as saver_lib
+from tf_objckpt import saver_builders
 
 SAVERS = {"ours": saver_lib.Saver, "tf": tf.compat.v1.train.Saver}
 IMPORTERS = {"ours": saver_lib.import_meta_graph,
@@ -223,7 +225,7 @@ def test_group_by_devices():
     with tf.device("/cpu:0"):
       a = tf.compat.v1.get_variable("a", [1])
       c = tf.compat.v1.get_variable("c", [1], use_resource=False)
-    saveables = saver_lib._saveables_from_var_list([a, b, c])
+    saveables = saver_builders.saveables_from_var_list([a, b, c])
     groups = saver_lib.BaseSaverBuilder()._GroupByDevices(saveables)
     assert [d for d, _ in groups] == ["/device:CPU:0", "/device:CPU:1"]
     assert [[s.name for s in g] for _, g in groups] == [["a", "c"], ["b"]]
@@ -622,7 +624,7 @@ def test_missing_variable(checkpoint):
     assert isinstance(errs[impl][0], errors.NotFoundError), errs[impl]
   message = str(errs["ours"][0])
   assert "Restoring from checkpoint failed" in message
-  assert "c, d" in message  # The missing names...
+  assert "lacks (2): 'c', 'd'" in message  # The missing names...
   # ... and nothing was assigned.
   for value in errs["ours"][1].values():
     assert not value.any()
@@ -631,8 +633,8 @@ def test_missing_variable(checkpoint):
 def test_missing_and_unexpected_names_reported(checkpoint):
   err, values = _restore_into("ours", checkpoint, {"a": [2], "x": [3]})
   assert isinstance(err, errors.NotFoundError)
-  assert "lacks (1): x" in str(err)
-  assert "does not restore (1): b" in str(err)
+  assert "lacks (1): 'x'" in str(err)
+  assert "not restored (1): 'b'" in str(err)
   assert not values["a"].any()
 
 
@@ -644,8 +646,8 @@ def test_shape_mismatch(checkpoint, use_resource):
           for impl in SAVERS}
   err, values = errs["ours"]
   assert isinstance(err, errors.InvalidArgumentError)
-  assert "b: the checkpoint holds shape [3] but the variable has shape [4]" in (
-      str(err))
+  assert ("checkpoint key 'b': received incompatible tensor with shape (3,) "
+          "when attempting to restore variable with shape (4,)") in str(err)
   # TensorFlow's restore assigns `a` before failing on `b`; ours assigns
   # nothing.
   assert not values["a"].any() and not values["b"].any()
@@ -663,8 +665,8 @@ def test_dtype_mismatch(checkpoint):
                               dtype=tf.float64) for impl in SAVERS}
   for impl in SAVERS:
     assert isinstance(errs[impl][0], errors.InvalidArgumentError), impl
-  assert "a: the checkpoint holds float32 but float64 is requested" in str(
-      errs["ours"][0])
+  assert ("checkpoint key 'a': the checkpoint holds dtype float32 but float64 "
+          "is expected") in str(errs["ours"][0])
 
 
 def test_partitioned_shape_mismatch(tmp_path):
@@ -768,7 +770,7 @@ def test_restore_fails_whole_for_imported_meta_graph(tmp_path):
         with pytest.raises(errors.InvalidArgumentError):
           saver.restore(sess, path)
         if impl == "ours":
-          with pytest.raises(errors.InvalidArgumentError, match="b: the"):
+          with pytest.raises(errors.InvalidArgumentError, match="key 'b': received incompatible"):
             saver.restore(sess, path)
           assert not sess.run("a:0").any()
         else:  # TensorFlow assigned `a` before failing on `b`.
@@ -789,10 +791,11 @@ def test_restore_plan_read_from_graph_matches_built_plan(kwargs):
     saver = saver_lib.Saver(**kwargs)
     _, name, built = saver._restore_plan_cache
     assert name == saver.as_saver_def().restore_op_name
-    read = saver_lib._plan_from_graph(graph, name)
+    read = restore_plan.plan_from_graph(graph, name)
     assert sorted(read.entries) == sorted(built.entries)
     assert len(built.entries) == 2 + 3 + 2 + 1
-    assert ("unknown_shape", 1, None, saver_lib._SAME_SHAPE) in built.entries
+    assert restore_plan.PlanEntry("unknown_shape", tf.float32, None,
+                                  restore_plan.SAME_SHAPE) in built.entries
 
 
 # ----------------------------------------------------------------------------

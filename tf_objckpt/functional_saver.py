@@ -1,34 +1,53 @@
-"""Writes and reads `SaveableObject`s with the SaveV2/RestoreV2 kernels.
+"""The checkpoint I/O engine: the only code that reads or writes checkpoints.
 
-A save writes one shard per device (each `SaveV2` runs on the CPU of the
-device's host, next to the data) into a temporary prefix, then
-`MergeV2Checkpoints` joins the shards into one checkpoint: one `.index`
-file and one `.data-?????-of-?????` file per shard; a single shard is
-written in place. A restore reads the values of a device with `RestoreV2`
-on that host's CPU, then hands each saveable its tensors to assign on its
-own device; when graph building, plain variables are read and assigned in
-batches instead (`variable_batches.restore_variables`).
+Every `SaveV2`, `RestoreV2`, `MergeV2Checkpoints`, `ShardedFilename` and
+`ShardedFilespec` op, and every opening of a checkpoint for reading, is
+issued here, for object-based and name-based checkpoints, eagerly and when
+graph building. Callers hand over saveables (or keys to read); this module
+decides devices, batches, read threads, read-ahead and temporary names.
+
+A save writes one shard per host (each `SaveV2` runs on the CPU next to the
+data) under a temporary prefix, then `MergeV2Checkpoints` commits the shards
+as one checkpoint; a single shard is written in place (`SaveV2` writes each
+file under a temporary name and renames it when complete). A restore reads a
+host's values with `RestoreV2` on that host's CPU and hands each saveable its
+tensors; when graph building, plain variables are read and assigned in
+batches through one function call each (`restore_variables`).
 """
 
 import collections
 import concurrent.futures
 import functools
+import hashlib
+import math
 import os
 
+from google.protobuf import message
+from tensorflow.core.framework import attr_value_pb2
+from tensorflow.core.framework import function_pb2
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.core.protobuf import rewriter_config_pb2
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
 from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import errors
+from tensorflow.python.framework import function
 from tensorflow.python.framework import ops
+from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import gen_io_ops
+from tensorflow.python.ops import io_ops
 from tensorflow.python.ops import string_ops
+from tensorflow.python.trackable import base as tf_base
+from tensorflow.python.training import py_checkpoint_reader
 
 from tf_objckpt import saveable_object_util
 from tf_objckpt import variable_batches
 
-# Shards are written under "<prefix>_temp/part-*" and merged into <prefix>.
-_TEMP_SUFFIX = "_temp/part"
-
+# Graph building, plain variables are restored in batches of at most this
+# many, each through one call of a restore function.
+GRAPH_RESTORE_BATCH_SIZE = 256
 
 # Eager reads of more than this are split across threads: RestoreV2 spends
 # its time looking up, copying and checksumming values, which runs in
@@ -38,6 +57,151 @@ _PARALLEL_READ_MIN_BYTES = 16 << 20
 _LOOKUP_COST_BYTES = 8 << 10
 _READ_THREADS = max(1, min(4, os.cpu_count() or 1))
 _read_pool = None
+
+# Values read ahead for restore-on-create are capped at this many bytes.
+_READ_AHEAD_BUDGET_BYTES = 64 << 20
+
+_NO_GRAPPLER_CONFIG = config_pb2.ConfigProto(
+    graph_options=config_pb2.GraphOptions(
+        rewrite_options=rewriter_config_pb2.RewriterConfig(
+            disable_meta_optimizer=True))).SerializeToString()
+
+
+# ----------------------------------------------------------------------------
+# Opening checkpoints.
+# ----------------------------------------------------------------------------
+
+
+def open_reader(save_path):
+  """Opens a checkpoint's index, raising TensorFlow errors that name it.
+
+  Raises:
+    NotFoundError: If no checkpoint exists at `save_path`.
+    DataLossError: If the checkpoint's files are corrupt.
+  """
+  try:
+    return py_checkpoint_reader.NewCheckpointReader(save_path)
+  except errors.NotFoundError as e:
+    raise errors.NotFoundError(
+        None, None,
+        f"Error when restoring from checkpoint or SavedModel at "
+        f"{save_path!r}: no checkpoint found there ({e.message}). Please "
+        "double-check that the path is correct. You may be missing the "
+        "checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from e
+  except errors.OpError as e:
+    raise errors.DataLossError(
+        None, None,
+        f"The checkpoint at {save_path!r} is corrupt or truncated and cannot "
+        f"be read: {e.message}") from e
+
+
+def read_object_graph(reader, save_path):
+  """The checkpoint's TrackableObjectGraph, or None if it is name-based.
+
+  Raises:
+    DataLossError: If the stored object graph is damaged.
+  """
+  if not reader.has_tensor(tf_base.OBJECT_GRAPH_PROTO_KEY):
+    return None
+  proto = trackable_object_graph_pb2.TrackableObjectGraph()
+  # A damaged file fails as a bad proto, or in the reader: as an OpError, or
+  # as an IndexError for a read past the end of a truncated data file.
+  try:
+    proto.ParseFromString(reader.get_tensor(tf_base.OBJECT_GRAPH_PROTO_KEY))
+  except (message.DecodeError, errors.OpError, IndexError) as e:
+    raise errors.DataLossError(
+        None, None,
+        f"The object graph stored in checkpoint {save_path!r} is corrupt: "
+        f"{e}") from e
+  return proto
+
+
+# ----------------------------------------------------------------------------
+# The file ops.
+# ----------------------------------------------------------------------------
+
+
+def save_v2(file_prefix, names, slices, tensors):
+  """One `SaveV2` writing `tensors` under `names` (a V2 checkpoint)."""
+  return io_ops.save_v2(file_prefix, names, slices, tensors)
+
+
+def save_v1(filename, names, slices, tensors):
+  """One `SaveSlices` writing a V1 checkpoint file."""
+  return io_ops._save(  # pylint: disable=protected-access
+      filename=filename, tensor_names=names, tensors=tensors,
+      tensor_slices=slices)
+
+
+def restore_v2(file_prefix, names, slices, dtypes_):
+  """One `RestoreV2` reading `names` (on the current device)."""
+  return io_ops.restore_v2(file_prefix, names, slices, dtypes_)
+
+
+def sharded_filename(file_prefix, shard, num_shards):
+  """`file_prefix` with the `-SSSSS-of-NNNNN` suffix of one shard."""
+  return gen_io_ops.sharded_filename(file_prefix, shard, num_shards)
+
+
+def sharded_filespec(file_prefix, num_shards):
+  """The glob-free filespec of all shards of a V1 checkpoint."""
+  return gen_io_ops.sharded_filespec(file_prefix, num_shards)
+
+
+def temp_shard_prefix(file_prefix):
+  """Where shards are written before the merge: `<prefix>_temp/part`.
+
+  On S3, where renames are not atomic anyway, `<prefix>.part` instead.
+  """
+  with ops.device("CPU"):
+    on_s3 = string_ops.regex_full_match(file_prefix, "^s3://.*")
+    suffix = array_ops.where(on_s3, constant_op.constant(".part"),
+                             constant_op.constant(
+                                 os.path.normpath("_temp/part")))
+    return string_ops.string_join([file_prefix, suffix])
+
+
+def write_shards(file_prefix, shard_writers, merge_device=None,
+                 shard_filename=sharded_filename, graph_compatible=False):
+  """Writes shards under a temporary prefix, then merges them into one.
+
+  Args:
+    file_prefix: The checkpoint prefix, a string tensor.
+    shard_writers: `(device, write)` pairs: `write(shard_prefix)` writes one
+      shard on `device` and returns its op (or a tensor depending on it).
+    merge_device: The device to merge on; None for the last shard's.
+    shard_filename: Names shard `index` of `num_shards` under a prefix.
+    graph_compatible: Build the v1 `Saver`'s graph: the shard count is a
+      constant named "num_shards", and the result is `file_prefix` once
+      merged rather than the merge op.
+
+  Returns:
+    The `MergeV2Checkpoints` op (or `file_prefix` depending on it), run once
+    every shard is written.
+  """
+  temp_prefix = temp_shard_prefix(file_prefix)
+  num_shards = len(shard_writers)
+  if graph_compatible:
+    num_shards = constant_op.constant(num_shards, name="num_shards")
+  shard_prefixes, written = [], []
+  device = None
+  for index, (device, write) in enumerate(shard_writers):
+    with ops.device(device):
+      shard_prefix = shard_filename(temp_prefix, index, num_shards)
+      shard_prefixes.append(shard_prefix)
+      written.append(write(shard_prefix))
+  with ops.control_dependencies(written), ops.device(merge_device or device):
+    merge = gen_io_ops.merge_v2_checkpoints(
+        shard_prefixes, file_prefix, delete_old_dirs=True)
+    if not graph_compatible:
+      return merge
+    with ops.control_dependencies([merge]):
+      return array_ops.identity(file_prefix)
+
+
+# ----------------------------------------------------------------------------
+# Eager reads.
+# ----------------------------------------------------------------------------
 
 
 def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
@@ -59,7 +223,7 @@ def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
 
   def read(chunk):
     with ops.device(device):
-      return gen_io_ops.restore_v2(
+      return restore_v2(
           file_prefix, [names[i] for i in chunk], [slices[i] for i in chunk],
           [dtypes_[i] for i in chunk])
 
@@ -94,6 +258,243 @@ def _balanced_chunks(byte_sizes):
   return chunks
 
 
+def byte_size(dims, dtype):
+  """About how many bytes a value of shape `dims` and `dtype` takes."""
+  return math.prod(dims) * (64 if dtype is dtypes.string else dtype.size)
+
+
+class KeyToRead:
+  """The name, slice and dtype of one value to read (a minimal SaveSpec)."""
+
+  __slots__ = ("name", "slice_spec", "dtype")
+
+  def __init__(self, name, slice_spec, dtype):
+    self.name = name
+    self.slice_spec = slice_spec
+    self.dtype = dtype
+
+
+class CheckpointValues:
+  """What one restore reads from a checkpoint: its dtypes, shapes, values.
+
+  Eager reads of values for objects not created yet are read ahead: a key
+  announced with `await_key` is read together with the next read (up to a
+  byte budget) and kept until asked for, so creating N variables after a
+  restore costs one `RestoreV2`, not N.
+  """
+
+  def __init__(self, save_path, reader, path_tensor, options=None):
+    """Reads `save_path` through `reader` (see `open_reader`).
+
+    Args:
+      save_path: The checkpoint path, a string (for messages).
+      reader: A reader opened on it.
+      path_tensor: A string tensor holding (or fed) the path.
+      options: Optional `tf.train.CheckpointOptions`: the device to read on.
+    """
+    self.save_path = save_path
+    self.path_tensor = path_tensor
+    # Interned DTypes, so that dtype checks are identity checks.
+    self.dtypes = {
+        key: dtypes.as_dtype(dtype_enum) for key, dtype_enum in
+        reader._GetVariableToDataTypeMap().items()}  # pylint: disable=protected-access
+    self.shapes = reader.get_variable_to_shape_map()
+    self._reader = reader
+    self._device = io_device(options) or "/cpu:0"
+    self._awaited = {}  # Keys of values waiting for their objects (ordered).
+    self._read_ahead = {}  # (key, slice) -> value read ahead.
+
+  def python_value(self, key):
+    """The value of `key` as a numpy value (Python state)."""
+    return self._reader.get_tensor(key)
+
+  def await_key(self, key):
+    """Announces that `key` will be read eagerly once its object exists."""
+    if context.executing_eagerly():
+      self._awaited[key] = None
+
+  def read_one(self, key, shape_and_slice=""):
+    """Reads one value: a tensor now (eager), or a read op (graph)."""
+    if not context.executing_eagerly():
+      with ops.init_scope(), ops.device(self._device):
+        value, = restore_v2(self.path_tensor, [key], [shape_and_slice],
+                            [self.dtypes[key]])
+      return value
+    return self.read([KeyToRead(key, shape_and_slice, self.dtypes.get(key))])[0]
+
+  def read(self, specs):
+    """Reads the values of `specs` eagerly, reading ahead awaited values."""
+    if not self._read_ahead and not self._awaited:
+      return self._restore_v2(specs)
+    wanted = [(spec.name, spec.slice_spec) for spec in specs]
+    missing = [spec for spec, key in zip(specs, wanted)
+               if key not in self._read_ahead]
+    if missing:
+      to_read = missing + self._read_ahead_specs(
+          {spec.name for spec in missing})
+      try:
+        values = self._restore_v2(to_read)
+      except errors.OpError:
+        if len(to_read) == len(missing):
+          raise
+        # A value read ahead may be the unreadable one; it must not fail
+        # this read. Read only what is wanted; the rest is read when needed.
+        to_read = missing
+        values = self._restore_v2(to_read)
+      for spec, value in zip(to_read, values):
+        self._read_ahead[(spec.name, spec.slice_spec)] = value
+    for name, _ in wanted:
+      self._awaited.pop(name, None)
+    return [self._read_ahead.pop(key) for key in wanted]
+
+  def _read_ahead_specs(self, excluded):
+    budget = _READ_AHEAD_BUDGET_BYTES
+    extra = []
+    for key in self._awaited:
+      if key in excluded or (key, "") in self._read_ahead:
+        continue
+      budget -= byte_size(self.shapes[key], self.dtypes[key])
+      if budget < 0:
+        break
+      extra.append(KeyToRead(key, "", self.dtypes[key]))
+    return extra
+
+  def _restore_v2(self, specs):
+    """One eager RestoreV2 of `specs`; errors name the checkpoint."""
+    try:
+      return eager_restore_v2(
+          self.path_tensor, [spec.name for spec in specs],
+          [spec.slice_spec for spec in specs],
+          [spec.dtype.base_dtype for spec in specs],
+          [byte_size(self.shapes.get(spec.name, ()), spec.dtype)
+           for spec in specs],
+          self._device)
+    except errors.OpError as e:
+      raise type(e)(
+          e.node_def, e.op,
+          f"Failed to read values from checkpoint {self.save_path!r} "
+          f"(keys such as {specs[0].name!r}): {e.message}") from e
+
+
+# ----------------------------------------------------------------------------
+# Graph-mode batched variable restores.
+# ----------------------------------------------------------------------------
+
+
+def restore_variables(file_prefix, variables, names, slices):
+  """Ops restoring `variables` (of one `batch_key`) from a checkpoint.
+
+  Variables of a dtype are restored in batches of up to
+  `GRAPH_RESTORE_BATCH_SIZE`, each by one call of a function that reads
+  their values (`RestoreV2`) and assigns them through the handles it is
+  given. The keys to read are inputs too, so one function serves every
+  batch of a dtype and size. Grappler, which costs the first `Session.run`
+  of a restore about 10 us per tensor and optimizer, sees only the
+  handles: the values stay inside the call, whose body runs without
+  Grappler (there is nothing in it to optimize).
+
+  Args:
+    file_prefix: The checkpoint path, a string tensor.
+    variables: Resource variables.
+    names: Their checkpoint keys.
+    slices: Their `shape_and_slice` strings.
+
+  Returns:
+    The op restoring each variable (one per batch), in order.
+  """
+  indices_by_dtype = {}
+  for index, variable in enumerate(variables):
+    indices_by_dtype.setdefault(variable.dtype.base_dtype, []).append(index)
+  restore_ops = [None] * len(variables)
+  for dtype, indices in indices_by_dtype.items():
+    for start in range(0, len(indices), GRAPH_RESTORE_BATCH_SIZE):
+      batch = indices[start:start + GRAPH_RESTORE_BATCH_SIZE]
+      restore_op = _call_restore_function(
+          file_prefix, dtype, [variables[index] for index in batch],
+          [names[index] for index in batch],
+          [slices[index] for index in batch])
+      for index in batch:
+        restore_ops[index] = restore_op
+  return restore_ops
+
+
+def _call_restore_function(file_prefix, dtype, variables, names, slices):
+  """One call of the restore function for `variables`, all of `dtype`."""
+  graph = ops.get_default_graph()
+  definition = _restore_function(dtype.as_datatype_enum, len(variables))
+  function_name = definition.signature.name
+  if not graph._is_function(function_name):  # pylint: disable=protected-access
+    library = function_pb2.FunctionDefLibrary(function=[definition])
+    for defined_function in function.from_library(library):
+      defined_function.add_to_graph(graph)
+  with ops.colocate_with(variables[0].handle.op):
+    inputs = [file_prefix, _feedable_strings(names, "names"),
+              _feedable_strings(slices, "slices")]
+    inputs.extend(variable_batches.variable_handles(variables))
+    return variable_batches.create_op(
+        "StatefulPartitionedCall", "RestoreVariables", inputs, [],
+        Tin=variable_batches.list_attr(
+            type=[tensor.dtype.as_datatype_enum for tensor in inputs]),
+        Tout=variable_batches.list_attr(type=[]),
+        f=attr_value_pb2.AttrValue(
+            func=attr_value_pb2.NameAttrList(name=function_name)),
+        config_proto=attr_value_pb2.AttrValue(s=_NO_GRAPPLER_CONFIG),
+        executor_type=attr_value_pb2.AttrValue(s=b""))
+
+
+def _feedable_strings(values, name):
+  """A string tensor of `values` that Grappler does not take for a constant.
+
+  Were it a constant, Grappler would copy the restore function into a new
+  one, specialized to it, for every call.
+  """
+  return array_ops.placeholder_with_default(
+      constant_op.constant(values, dtypes.string), [len(values)], name=name)
+
+
+@functools.lru_cache(maxsize=None)
+def _restore_function(dtype_enum, count):
+  """The FunctionDef restoring `count` variables of `dtype_enum`.
+
+  Its inputs are the checkpoint path, the keys and slices to read and the
+  variables' handles. `_noinline` keeps Grappler from copying its body into
+  the graph, and `_tf_data_function` from optimizing it with the graph:
+  Grappler leaves such functions to be optimized when instantiated, and
+  this one is instantiated without Grappler. Named after its content, so
+  that the same name in any graph (one imported from another program's
+  meta graph, say) means the same function.
+  """
+  definition = function_pb2.FunctionDef()
+  signature = definition.signature
+  signature.is_stateful = True
+  for name in ("prefix", "names", "slices"):
+    signature.input_arg.add(name=name, type=dtypes.string.as_datatype_enum)
+  for index in range(count):
+    signature.input_arg.add(name=f"handle{index}",
+                            type=dtypes.resource.as_datatype_enum)
+  definition.attr["_noinline"].b = True
+  definition.attr["_tf_data_function"].b = True
+  values = definition.node_def.add(
+      name="values", op="RestoreV2", input=["prefix", "names", "slices"])
+  values.attr["dtypes"].CopyFrom(
+      variable_batches.list_attr(type=[dtype_enum] * count))
+  for index in range(count):
+    assign = definition.node_def.add(
+        name=f"assign{index}", op="AssignVariableOp",
+        input=[f"handle{index}", f"values:tensors:{index}"])
+    assign.attr["dtype"].type = dtype_enum
+  digest = hashlib.sha256(
+      definition.SerializeToString(deterministic=True)).hexdigest()[:16]
+  signature.name = (f"tf_objckpt_restore_variables_"
+                    f"{dtypes.as_dtype(dtype_enum).name}_{count}_{digest}")
+  return definition
+
+
+# ----------------------------------------------------------------------------
+# Saving and restoring saveables.
+# ----------------------------------------------------------------------------
+
+
 def io_device(options):
   """The device `options` asks to read and write on, or None."""
   return getattr(options, "experimental_io_device", None)
@@ -102,6 +503,14 @@ def io_device(options):
 @functools.lru_cache(maxsize=None)
 def _host_cpu(device):
   return saveable_object_util.set_cpu0(device or "/cpu:0")
+
+
+def group_by_device(saveables, device_of):
+  """`{device_of(saveable): [saveables]}`, in order of device name."""
+  by_device = collections.defaultdict(list)
+  for saveable in saveables:
+    by_device[device_of(saveable)].append(saveable)
+  return dict(sorted(by_device.items()))
 
 
 class _DeviceGroup:
@@ -121,7 +530,7 @@ class _DeviceGroup:
       names.append(spec.name)
       slices.append(spec.slice_spec)
       tensors.append(tensor)
-    return gen_io_ops.save_v2(shard_prefix, names, slices, tensors)
+    return save_v2(shard_prefix, names, slices, tensors)
 
   def restore(self, file_prefix, device, batch_variables):
     """Reads this group's values on `device`; returns restore ops.
@@ -140,7 +549,7 @@ class _DeviceGroup:
     for batch in _restore_batches(saveables):
       specs = [spec for saveable in batch for spec in saveable.specs]
       with ops.device(device):
-        restored = gen_io_ops.restore_v2(
+        restored = restore_v2(
             file_prefix, [spec.name for spec in specs],
             [spec.slice_spec for spec in specs],
             [spec.dtype.base_dtype for spec in specs])
@@ -206,7 +615,7 @@ def _restore_variable_batches(file_prefix, saveables):
     if not variable_batches.worth_batching(len(batch)):
       continue
     specs = [saveable.specs[0] for saveable in batch]
-    batch_ops = variable_batches.restore_variables(
+    batch_ops = restore_variables(
         file_prefix, [saveable.op for saveable in batch],
         [spec.name for spec in specs], [spec.slice_spec for spec in specs])
     for saveable, restore_op in zip(batch, batch_ops):
@@ -224,19 +633,20 @@ class Saver:
 
   def __init__(self, saveables):
     """Groups `saveables` by the host CPU of their devices."""
-    by_device = collections.defaultdict(list)
-    for saveable in saveables:
-      by_device[_host_cpu(saveable.device)].append(saveable)
-    self._groups = {device: _DeviceGroup(group)
-                    for device, group in sorted(by_device.items())}
+    self._groups = {
+        device: _DeviceGroup(group) for device, group in group_by_device(
+            saveables, lambda saveable: _host_cpu(saveable.device)).items()}
 
-  def save(self, file_prefix, options=None):
+  def save(self, file_prefix, options=None, in_place=True):
     """Writes a checkpoint at `file_prefix`.
 
     Args:
       file_prefix: A string or string tensor.
       options: Optional `tf.train.CheckpointOptions`; its
         `experimental_io_device` runs the writes.
+      in_place: Whether a single shard may be written in place. Such a write
+        creates the prefix's directory if only that is missing, where a
+        merge fails; pass False unless the caller created the directory.
 
     Returns:
       When graph building, the op that writes the checkpoint; eagerly, None.
@@ -244,30 +654,19 @@ class Saver:
     device_for_io = io_device(options)
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
     groups = self._groups or {"/cpu:0": _DeviceGroup([])}
-    if len(groups) == 1:
+    if len(groups) == 1 and in_place:
       # One shard: SaveV2 writes it in place (each file under a temporary
       # name, renamed when complete), as a merge of one shard would.
       (device, group), = groups.items()
       with ops.device(device_for_io or device):
         save = group.save(file_prefix)
-      return None if context.executing_eagerly() else save
-    with ops.device(device_for_io or "/cpu:0"):
-      temp_prefix = string_ops.string_join(
-          [file_prefix, constant_op.constant(_TEMP_SUFFIX)])
-    num_shards = len(groups)
-    shard_prefixes = []
-    shard_ops = []
-    for shard, (device, group) in enumerate(groups.items()):
-      with ops.device(device_for_io or device):
-        shard_prefix = gen_io_ops.sharded_filename(temp_prefix, shard,
-                                                   num_shards)
-        shard_prefixes.append(shard_prefix)
-        shard_ops.append(group.save(shard_prefix))
-    with ops.control_dependencies(shard_ops):
-      with ops.device(device_for_io or "/cpu:0"):
-        merge = gen_io_ops.merge_v2_checkpoints(
-            shard_prefixes, file_prefix, delete_old_dirs=True)
-    return None if context.executing_eagerly() else merge
+    else:
+      save = write_shards(
+          file_prefix,
+          [(device_for_io or device, group.save)
+           for device, group in groups.items()],
+          merge_device=device_for_io or "/cpu:0")
+    return None if context.executing_eagerly() else save
 
   def restore(self, file_prefix, options=None):
     """Restores every saveable from `file_prefix`.

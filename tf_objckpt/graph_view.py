@@ -7,6 +7,7 @@ format: they decide the proto TensorFlow writes for the same objects.
 """
 
 import collections
+import copy
 import weakref
 
 from tensorflow.core.protobuf import trackable_object_graph_pb2
@@ -18,6 +19,7 @@ from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import base
+from tf_objckpt import object_identity
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils
 
@@ -35,29 +37,65 @@ def full_name_for_variable(obj) -> str:
   return obj._shared_name  # pylint: disable=protected-access
 
 
+class WeakTrackableReference(tf_base.WeakTrackableReference):
+  """A named edge to an attached object, which it does not keep alive.
+
+  `Checkpoint(root=...)` holds its attached objects itself; its graph view
+  refers to them weakly, so that restores waiting in the root's deferred
+  dependencies do not close a reference cycle through them.
+  """
+
+  __slots__ = ()
+
+  def __deepcopy__(self, memo):
+    """A weak reference to the copy of the referent (made through `memo`)."""
+    referent = self.ref
+    if referent is None:
+      return self
+    return type(self)(self.name, copy.deepcopy(referent, memo))
+
+
 class ObjectGraphView:
   """Gathers the objects reachable from a root and their checkpoint values.
 
-  Attributes:
-    saveables_cache: When not None (graph building), saveables made for
-      each object are kept here and reused, so repeated saves and restores
-      add no new ops.
+  The view holds the root weakly, and caches nothing that keeps an object
+  alive: a checkpoint holds a program's objects no longer than the program
+  does, and restores waiting in an object's deferred dependencies (which
+  reach this view through their coordinator) form no reference cycle.
   """
 
-  def __init__(self, root, saveables_cache=None, attached_dependencies=None):
+  def __init__(self, root, attached_dependencies=None):
     """Creates a view of the objects reachable from `root`.
 
     Args:
-      root: The root trackable, or a `weakref.ref` to it (so that a
-        `Checkpoint` holding this view does not keep itself alive).
-      saveables_cache: A dict to cache saveables in, or None.
-      attached_dependencies: `TrackableReference`s saved as children of the
-        root without being its dependencies (`Checkpoint(root=...)`).
+      root: The root trackable, or a `weakref.ref` to it. Held weakly.
+      attached_dependencies: References (`TrackableReference`, or
+        `WeakTrackableReference` to avoid keeping them alive) to objects
+        saved as children of the root without being its dependencies
+        (`Checkpoint(root=...)`). Shared, not copied: the list may grow.
     """
-    self._root_ref = root if isinstance(root, weakref.ref) else (lambda: root)
-    self._saveables_cache = saveables_cache
-    self._attached_dependencies = attached_dependencies or []
-    self._last_serialized = None  # A `_Serialized`, when caching saveables.
+    self._root_ref = (root if isinstance(root, weakref.ref)
+                      else weakref.ref(root))
+    self._saveables_cache = None
+    self._attached_dependencies = (
+        [] if attached_dependencies is None else attached_dependencies)
+    self._last_serialized = None  # The `_Serialized` of the last save.
+
+  def __deepcopy__(self, memo):
+    """A view of a copy of the root, without this view's caches."""
+    # pylint: disable=protected-access
+    copied = type(self).__new__(type(self))
+    memo[id(self)] = copied
+    copied._saveables_cache = None
+    if self._saveables_cache is not None:
+      copied.cache_saveables()
+    copied._last_serialized = None
+    root = self.root
+    copied._root_ref = (self._root_ref if root is None
+                        else weakref.ref(copy.deepcopy(root, memo)))
+    copied._attached_dependencies = copy.deepcopy(
+        self._attached_dependencies, memo)
+    return copied
 
   @property
   def attached_dependencies(self):
@@ -69,12 +107,18 @@ class ObjectGraphView:
 
   @property
   def saveables_cache(self):
+    """Saveables kept per object (graph building), or None."""
     return self._saveables_cache
 
-  def list_children(self, obj):
-    """The dependencies of `obj`, as `TrackableReference`s."""
-    return [base.TrackableReference(name, ref)
-            for name, ref in self._child_items(obj)]
+  def cache_saveables(self):
+    """Keeps each object's saveables across saves and restores.
+
+    For graph building: repeated saves and restores then reuse their ops.
+    Keyed weakly by object.
+    """
+    if self._saveables_cache is None:
+      self._saveables_cache = (
+          object_identity.ObjectIdentityWeakKeyDictionary())
 
   def _child_items(self, obj):
     """The dependencies of `obj`, as (local name, object) pairs."""
@@ -83,7 +127,10 @@ class ObjectGraphView:
     obj._maybe_initialize_trackable()  # pylint: disable=protected-access
     items = list(obj._trackable_children().items())  # pylint: disable=protected-access
     if self._attached_dependencies and obj is self.root:
-      items.extend(self._attached_dependencies)
+      for reference in self._attached_dependencies:
+        child = reference.ref
+        if child is not None:  # Gone with the `Checkpoint` that held it.
+          items.append((reference.name, child))
     return items
 
   def _breadth_first_traversal(self):
@@ -132,13 +179,13 @@ class ObjectGraphView:
     """Describes the current object graph and what each object saves.
 
     An object graph unchanged since the last call keeps its proto, and its
-    variables keep their saveables (which read the variables when saving);
-    the state of other objects is gathered anew (eagerly) or comes from
-    the saveables cache (graph building).
+    stock variables keep their saveables (which read the variables when
+    saving); graph building, all saveables are kept (in the saveables
+    cache), eagerly the state of other objects is gathered anew.
 
     Returns:
       A tuple (saveables to write, the `TrackableObjectGraph` proto, a feed
-      dict of Python state when caching saveables or else None).
+      dict of Python state: empty unless caching saveables).
     """
     gathered = self._gather()
     freeze = self._saveables_cache is None
@@ -147,15 +194,17 @@ class ObjectGraphView:
     if last is not None and last.describes(gathered):
       node_saveables = self._current_saveables(gathered, last, freeze)
     if node_saveables is None:
-      node_saveables, attributes = self._node_saveables(gathered, freeze)
+      # Eagerly, variables' saveables are kept for later saves: they must
+      # not keep the variables alive.
+      node_saveables, attributes = self._node_saveables(
+          gathered, freeze, weak=freeze)
       last = self._last_serialized = _Serialized(
           gathered, node_saveables, attributes,
-          _object_graph_proto(gathered, attributes))
+          _object_graph_proto(gathered, attributes), keep_all=not freeze)
     saveables = [saveable for per_node in node_saveables
                  for saveable in per_node]
-    feed_additions = None
+    feed_additions = {}
     if not freeze:
-      feed_additions = {}
       for saveable in saveables:
         if isinstance(saveable, base.PythonStateSaveable):
           feed_additions.update(saveable.feed_dict_additions())
@@ -177,13 +226,13 @@ class ObjectGraphView:
             for saveable in per_node] + [base.NoRestoreSaveable(
                 tensor=proto_tensor, name=base.OBJECT_GRAPH_PROTO_KEY)]
 
-  def _node_saveables(self, gathered, freeze):
+  def _node_saveables(self, gathered, freeze, weak=False):
     """Each node's saveables, and its attributes (as SerializedTensor dicts)."""
     node_saveables, attributes = [], []
     for node_id, obj in enumerate(gathered.objects):
       node_attributes = []
       node_saveables.append(self._object_saveables(
-          obj, gathered.names[node_id], node_attributes, freeze))
+          obj, gathered.names[node_id], node_attributes, freeze, weak))
       attributes.append(node_attributes)
     return node_saveables, attributes
 
@@ -193,34 +242,47 @@ class ObjectGraphView:
     Returns:
       None if an object now saves other attributes than in `last`.
     """
+    if not freeze:
+      return last.node_saveables
     node_saveables = []
-    for node_id, cached in enumerate(last.node_saveables):
-      if not freeze or all(isinstance(saveable,
-                                      saveable_object_util.VariableSaveable)
-                           for saveable in cached):
-        node_saveables.append(cached)
+    objects = gathered.objects
+    for node_id, kept in enumerate(last.node_saveables):
+      # A variable may have set its own `_serialize_to_tensors` since.
+      if kept is not None and (
+          not kept or
+          saveable_object_util.has_default_variable_saving(objects[node_id])):
+        node_saveables.append(kept)
         continue
       node_attributes = []
       node_saveables.append(self._object_saveables(
-          gathered.objects[node_id], gathered.names[node_id],
-          node_attributes, freeze))
+          objects[node_id], gathered.names[node_id], node_attributes, freeze,
+          weak=True))
       if node_attributes != last.attributes[node_id]:
         return None
     return node_saveables
 
-  def _object_saveables(self, obj, object_name, node_attributes, freeze):
+  def _object_saveables(self, obj, object_name, node_attributes, freeze,
+                        weak=False):
     """The saveables of `obj`; Python state frozen if `freeze`."""
     saveables = []
     for attribute_saveables in self._attribute_saveables(
-        obj, object_name, node_attributes):
+        obj, object_name, node_attributes, weak):
       if freeze and isinstance(attribute_saveables[0],
                                base.PythonStateSaveable):
         attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
       saveables.extend(attribute_saveables)
     return saveables
 
-  def _attribute_saveables(self, obj, object_name, node_attributes):
+  def _attribute_saveables(self, obj, object_name, node_attributes,
+                           weak=False):
     """The saveables of each attribute of `obj`; fills `node_attributes`.
+
+    Args:
+      obj: A trackable.
+      object_name: Its escaped path from the root.
+      node_attributes: A list to append its attributes to.
+      weak: Whether a stock variable's saveable refers to it through a weak
+        proxy (to keep the saveable without keeping the variable alive).
 
     Returns:
       A list with a tuple of saveables per attribute.
@@ -229,7 +291,8 @@ class ObjectGraphView:
         saveable_object_util.has_default_variable_saving(obj)):
       # The common case, kept short: saves walk every variable.
       saveable = saveable_object_util.VariableSaveable(
-          obj, trackable_utils.checkpoint_key(
+          weakref.proxy(obj) if weak else obj,
+          trackable_utils.checkpoint_key(
               object_name, trackable_utils.SERIALIZE_TO_TENSORS_NAME))
       node_attributes.append(dict(name=base.VARIABLE_VALUE_KEY,
                                   checkpoint_key=saveable.specs[0].name,
@@ -309,26 +372,48 @@ class _Gathered:
 
 
 class _Serialized:
-  """An object graph as serialized, to reuse while it stays the same.
+  """An object graph as last serialized, to reuse while it stays the same.
 
-  Holds the objects themselves, so that their ids cannot be reused by
-  other objects while compared.
+  Holds its objects weakly: a dead object makes it stale rather than being
+  kept alive.
   """
 
-  def __init__(self, gathered, node_saveables, attributes, proto):
-    self.gathered = gathered
-    self.node_saveables = node_saveables
+  def __init__(self, gathered, node_saveables, attributes, proto, keep_all):
+    """Records a serialization of `gathered`.
+
+    Args:
+      gathered: The `_Gathered` objects.
+      node_saveables: Each node's saveables.
+      attributes: Each node's attributes.
+      proto: The `TrackableObjectGraph` proto.
+      keep_all: Whether to keep every node's saveables (graph building: the
+        saveables cache holds them anyway). Otherwise only the saveables of
+        stock variables are kept (they hold their variables weakly); other
+        nodes get None, to be asked again.
+    """
+    self._object_refs = [weakref.ref(obj) for obj in gathered.objects]
+    self.names = gathered.names
+    self.children = gathered.children
+    self.slots = gathered.slots
     self.attributes = attributes
     self.proto = proto
+    self.node_saveables = node_saveables if keep_all else [
+        saveables if _only_variable_saveables(saveables) else None
+        for saveables in node_saveables]
 
   def describes(self, gathered):
     """Whether `gathered` has the same objects, names and edges."""
-    last = self.gathered
-    return (len(last.objects) == len(gathered.objects) and
-            all(a is b for a, b in zip(last.objects, gathered.objects)) and
-            last.names == gathered.names and
-            last.children == gathered.children and
-            last.slots == gathered.slots)
+    refs = self._object_refs
+    return (len(refs) == len(gathered.objects) and
+            all(ref() is obj for ref, obj in zip(refs, gathered.objects)) and
+            self.names == gathered.names and
+            self.children == gathered.children and
+            self.slots == gathered.slots)
+
+
+def _only_variable_saveables(saveables):
+  return all(isinstance(saveable, saveable_object_util.VariableSaveable)
+             for saveable in saveables)
 
 
 def _gather_slot_variables(gathered):

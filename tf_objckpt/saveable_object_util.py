@@ -33,7 +33,7 @@ from tf_objckpt import saveable_object
 from tf_objckpt import trackable_utils
 from tf_objckpt import variable_batches
 
-VARIABLE_VALUE_KEY = "VARIABLE_VALUE"
+VARIABLE_VALUE_KEY = trackable_utils.VARIABLE_VALUE_KEY
 _REF_VARIABLE_OPS = frozenset(["Variable", "VariableV2", "AutoReloadVariable"])
 _VARIABLE_OPS = _REF_VARIABLE_OPS | {"VarHandleOp", "ReadVariableOp"}
 
@@ -449,17 +449,28 @@ _DEFAULT_SAVING_BY_CLASS = {}
 
 
 def has_default_variable_saving(obj) -> bool:
-  """True for resource variables whose class keeps the stock save logic."""
+  """True for resource variables that keep the stock save logic.
+
+  The class's answer is cached; an instance may still override
+  `_serialize_to_tensors` itself, which is checked every time.
+  """
   cls = type(obj)
   result = _DEFAULT_SAVING_BY_CLASS.get(cls)
   if result is None:
     base = resource_variable_ops.BaseResourceVariable
     result = (issubclass(cls, base) and
               cls._serialize_to_tensors is base._serialize_to_tensors and  # pylint: disable=protected-access
-              cls._restore_from_tensors is base._restore_from_tensors and  # pylint: disable=protected-access
-              "_serialize_to_tensors" not in getattr(obj, "__dict__", {}))
+              cls._restore_from_tensors is base._restore_from_tensors)  # pylint: disable=protected-access
     _DEFAULT_SAVING_BY_CLASS[cls] = result
-  return result
+  return result and not _overrides_serialization(obj)
+
+
+def _overrides_serialization(obj):
+  """Whether `obj` sets its own (de)serialization methods on the instance."""
+  attributes = getattr(obj, "__dict__", None)
+  return bool(attributes) and (
+      "_serialize_to_tensors" in attributes or
+      "_restore_from_tensors" in attributes)
 
 
 def _serialized_tensor_specs(tensor_dict, name):
@@ -535,9 +546,8 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
     return {trackable_utils.SERIALIZE_TO_TENSORS_NAME:
                 functools.partial(VariableSaveable, obj)}
   if isinstance(obj, python_state.PythonState):
-    from tf_objckpt import base  # pylint: disable=g-import-not-at-top
     return {python_state.PYTHON_STATE: functools.partial(
-        base.PythonStringStateSaveable,
+        saveable_object.PythonStringStateSaveable,
         state_callback=obj.serialize, restore_callback=obj.deserialize)}
   if tf1_saver:
     legacy = obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access

@@ -1,11 +1,10 @@
 # Copyright 2025 The tf_objckpt Authors. Licensed under the Apache License 2.0.
-"""Name-based (TF1 style) checkpoints: `Saver`, its builders and meta graphs.
+"""Name-based (TF1 style) checkpoints: the v1 `Saver` and meta graphs.
 
 A name-based checkpoint maps variable names to tensors. This module writes
 and reads such checkpoints exactly as `tf.compat.v1.train.Saver` does (same
-graph structure, same `SaverDef` tensor names, same files on disk), using the
-`SaveV2`, `RestoreV2`, `MergeV2Checkpoints`, `ShardedFilename` and
-`ShardedFilespec` ops directly.
+graph structure, same `SaverDef` tensor names, same files on disk); the ops
+come from its builders (`saver_builders`), the file ops from the I/O engine.
 
 On top of TensorFlow's behaviour, a restore first compares the checkpoint's
 keys, dtypes and shapes with what the saver is about to restore, so that an
@@ -13,7 +12,6 @@ error which can be detected up front never leaves some variables restored
 and others not; the error then names every missing and unexpected key.
 """
 
-import collections
 import math
 import os
 import threading
@@ -22,34 +20,23 @@ import weakref
 
 from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.core.protobuf import saver_pb2
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.client import session as session_lib
 from tensorflow.python.eager import context
-from tensorflow.python.framework import constant_op
-from tensorflow.python.framework import device as pydev
-from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
-from tensorflow.python.framework import tensor_shape
-from tensorflow.python.framework import tensor_util
-from tensorflow.python.ops import array_ops
-from tensorflow.python.ops import control_flow_ops
-from tensorflow.python.ops import gen_io_ops
-from tensorflow.python.ops import io_ops
-from tensorflow.python.ops import string_ops
-from tensorflow.python.ops import variables
 from tensorflow.python.platform import gfile
 from tensorflow.python.platform import tf_logging as logging
-from tensorflow.python.training import py_checkpoint_reader
 from tensorflow.python.training import training_util
-from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 from tensorflow.python.util import compat
 
-from tf_objckpt import base
 from tf_objckpt import checkpoint_management
-from tf_objckpt import saveable_object
-from tf_objckpt import saveable_object_util
+from tf_objckpt import functional_saver
+from tf_objckpt import restore_plan
+from tf_objckpt import saver_builders
+# Re-exported: the builders are part of this module's API, as in TensorFlow.
+from tf_objckpt.saver_builders import BaseSaverBuilder  # pylint: disable=unused-import
+from tf_objckpt.saver_builders import BulkSaverBuilder  # pylint: disable=unused-import
 # Re-exported, as TensorFlow's saver module does.
 from tf_objckpt.checkpoint_management import checkpoint_exists  # pylint: disable=unused-import
 from tf_objckpt.checkpoint_management import generate_checkpoint_state_proto  # pylint: disable=unused-import
@@ -62,676 +49,6 @@ from tf_objckpt.checkpoint_management import update_checkpoint_state  # pylint: 
 # The SaverDef fields naming graph elements.
 _SAVER_DEF_NAME_FIELDS = ("filename_tensor_name", "save_tensor_name",
                           "restore_op_name")
-
-# At most this many names are spelled out in one error message.
-_MAX_NAMES_IN_MESSAGE = 100
-
-
-def _all_saveables(scope=None):
-  """Every saveable object of the default graph (global variables first)."""
-  return variables._all_saveable_objects(scope=scope)  # pylint: disable=protected-access
-
-
-def _saveables_from_var_list(var_list):
-  """Turns a `Saver` var_list (list or dict) into a list of SaveableObjects."""
-  names_to_saveables = (var_list if isinstance(var_list, dict) else
-                        saveable_object_util.op_list_to_dict(var_list))
-  return saveable_object_util.validate_and_slice_inputs(names_to_saveables)
-
-
-# ----------------------------------------------------------------------------
-# Checking a checkpoint before restoring from it.
-# ----------------------------------------------------------------------------
-
-# Restores are checked against the checkpoint before anything is assigned.
-# A plan lists what a restore reads: `entries` of `(key, dtype enum,
-# expected shape as a list or None, mode)`, where the mode says how the
-# stored shape must relate to the expected one. The other fields hold the
-# same information arranged for a quick comparison with a checkpoint's maps:
-# `keys` (a frozenset), the keys and expected values of every dtype, those
-# of the shapes that must be equal, and the entries whose sizes must be.
-_RestorePlan = collections.namedtuple("_RestorePlan", [
-    "entries", "keys", "dtype_keys", "dtypes", "shape_keys", "shapes",
-    "size_checks"])
-_SAME_SHAPE = 0  # Equal shapes (the variable's).
-_SAME_SIZE = 1  # Equal numbers of elements (the saver reshapes).
-_FULL_SHAPE = 2  # Equal to the full shape of a partitioned variable.
-
-
-def _make_plan(entries):
-  entries = tuple(entries)
-  equal_shapes = [(key, shape) for key, _, shape, mode in entries
-                  if shape is not None and mode != _SAME_SIZE]
-  return _RestorePlan(
-      entries=entries,
-      keys=frozenset(entry[0] for entry in entries),
-      dtype_keys=[entry[0] for entry in entries],
-      dtypes=[entry[1] for entry in entries],
-      shape_keys=[key for key, _ in equal_shapes],
-      shapes=[shape for _, shape in equal_shapes],
-      size_checks=[(key, math.prod(shape)) for key, _, shape, mode in entries
-                   if shape is not None and mode == _SAME_SIZE])
-
-
-def _plan_entry(key, slice_spec, dtype, shape, reshape):
-  """A plan entry; `shape` (a TensorShape or None) is the one assigned to."""
-  key = compat.as_str(key)
-  dtype = dtypes.as_dtype(dtype).base_dtype.as_datatype_enum
-  slice_spec = compat.as_str(slice_spec)
-  if slice_spec:
-    # "<full shape dims> <slice>": the key holds the full tensor.
-    full_shape = [int(dim) for dim in slice_spec.split()[:-1]]
-    return key, dtype, full_shape, _FULL_SHAPE
-  if shape is None or not shape.is_fully_defined():
-    return key, dtype, None, _SAME_SHAPE
-  return key, dtype, shape.as_list(), _SAME_SIZE if reshape else _SAME_SHAPE
-
-
-_VARIABLE_SAVEABLES = (saveable_object_util.ResourceVariableSaveable,
-                       saveable_object_util.ReferenceVariableSaveable,
-                       tf_saveable_object_util.ResourceVariableSaveable,
-                       tf_saveable_object_util.ReferenceVariableSaveable)
-
-
-def _plan_from_saveables(saveables, reshape):
-  """The restore plan of saveables about to be restored by a builder."""
-  entries = []
-  for saveable in saveables:
-    # Only variables insist on a shape; other saveables (tables, ...) may
-    # legitimately restore values of any shape.
-    is_variable = isinstance(saveable, _VARIABLE_SAVEABLES)
-    shape = tensor_shape.TensorShape(saveable.op.shape) if is_variable else None
-    for spec in saveable.specs:
-      entries.append(_plan_entry(spec.name, spec.slice_spec, spec.dtype,
-                                 shape, reshape))
-  return _make_plan(entries)
-
-
-def _walk_identities(tensor):
-  """Follows `tensor` through Identity ops to its only non-Identity consumer.
-
-  Returns:
-    `(consumer_op, input_tensor)` or `(None, None)` when the value is used in
-    more than one place.
-  """
-  while True:
-    consumers = tensor.consumers()
-    if len(consumers) != 1:
-      return None, None
-    consumer = consumers[0]
-    if consumer.type != "Identity":
-      return consumer, tensor
-    tensor = consumer.outputs[0]
-
-
-def _assigned_shape(restored):
-  """The shape a restored tensor must have, read from the graph.
-
-  Returns:
-    `(shape, reshaped)`: `shape` is a fully defined `TensorShape` or None when
-    nothing enforces it; `reshaped` tells that the value goes through a
-    Reshape (the saver was built with `reshape=True`).
-  """
-  consumer, value = _walk_identities(restored)
-  if consumer is None:
-    return None, False
-  if consumer.type == "Reshape":
-    shape = consumer.outputs[0].shape
-    return (shape if shape.is_fully_defined() else None), True
-  if len(consumer.inputs) < 2 or consumer.inputs[1].name != value.name:
-    return None, False
-  shape = None
-  if consumer.type == "Assign":
-    if consumer.get_attr("validate_shape"):
-      shape = consumer.inputs[0].shape
-  elif consumer.type == "AssignVariableOp":
-    handle_op = consumer.inputs[0].op
-    if handle_op.type == "VarHandleOp":
-      shape = tensor_shape.TensorShape(handle_op.get_attr("shape"))
-  if shape is not None and not shape.is_fully_defined():
-    shape = None
-  return shape, False
-
-
-def _plan_from_graph(graph, restore_op_name):
-  """The restore plan of the `RestoreV2` ops feeding a graph's restore op.
-
-  Used for savers made from a `SaverDef` (imported meta graphs, possibly
-  written by TensorFlow), whose saveables are unknown: shapes come from the
-  ops assigning the restored tensors. Tensors whose keys are not constants
-  are left out (the restore op itself still checks them).
-  """
-  root = graph.as_graph_element(restore_op_name)
-  if not isinstance(root, ops.Operation):
-    root = root.op
-  seen = {root}
-  pending = [root]
-  restore_ops = []
-  while pending:
-    op = pending.pop()
-    if op.type == "RestoreV2":
-      restore_ops.append(op)
-      continue
-    for dep in op.control_inputs + [t.op for t in op.inputs]:
-      if dep not in seen:
-        seen.add(dep)
-        pending.append(dep)
-  entries = []
-  for op in sorted(restore_ops, key=lambda o: o.name):
-    names = tensor_util.constant_value(op.inputs[1])
-    slices = tensor_util.constant_value(op.inputs[2])
-    if names is None or slices is None:
-      continue
-    for output, key, slice_spec, dtype in zip(
-        op.outputs, names.flat, slices.flat, op.get_attr("dtypes")):
-      shape, reshaped = _assigned_shape(output)
-      entries.append(_plan_entry(key, slice_spec, dtype, shape, reshaped))
-  return _make_plan(entries)
-
-
-def _checkpoint_identity(save_path):
-  """Identifies the version of a local V2 checkpoint (None if unknown)."""
-  try:
-    stat = os.stat(compat.as_str(save_path) + ".index")
-  except (OSError, ValueError):
-    return None
-  return (compat.as_str(save_path), stat.st_ino, stat.st_size,
-          stat.st_mtime_ns)
-
-
-def _name_list(names):
-  names = sorted(names)
-  text = ", ".join(names[:_MAX_NAMES_IN_MESSAGE])
-  if len(names) > _MAX_NAMES_IN_MESSAGE:
-    text += ", ... (%d more)" % (len(names) - _MAX_NAMES_IN_MESSAGE)
-  return text or "(none)"
-
-
-def _open_reader(save_path):
-  """A reader of `save_path`, or None when it cannot be read.
-
-  An unreadable checkpoint is left for the restore op to report: it fails
-  before assigning anything, with TensorFlow's own error type and message.
-  """
-  try:
-    return py_checkpoint_reader.NewCheckpointReader(save_path)
-  except errors.OpError:
-    return None
-
-
-def _plan_matches(plan, stored_dtypes, stored_shapes):
-  """Whether every dtype and shape of `plan` agrees with the checkpoint."""
-  # Compared without a Python loop over the keys when all is well.
-  return (
-      list(map(stored_dtypes.__getitem__, plan.dtype_keys)) == plan.dtypes and
-      list(map(stored_shapes.__getitem__, plan.shape_keys)) == plan.shapes and
-      all(math.prod(stored_shapes[key]) == size
-          for key, size in plan.size_checks))
-
-
-def _entry_problem(entry, stored_dtypes, stored_shapes):
-  """`(is_dtype_problem, mode, message)` for one plan entry, or None."""
-  key, dtype, shape, mode = entry
-  stored_dtype = stored_dtypes[key]
-  if stored_dtype != dtype:
-    return True, mode, "%s: the checkpoint holds %s but %s is requested" % (
-        key, dtypes.as_dtype(stored_dtype).name, dtypes.as_dtype(dtype).name)
-  stored = stored_shapes[key]
-  if shape is None or stored == shape:
-    return None
-  if mode == _SAME_SHAPE:
-    return False, mode, (
-        "%s: the checkpoint holds shape %s but the variable has shape %s"
-        % (key, stored, shape))
-  if mode == _FULL_SHAPE:
-    return False, mode, (
-        "%s: the checkpoint holds shape %s but the partitioned variable "
-        "has full shape %s" % (key, stored, shape))
-  if math.prod(stored) == math.prod(shape):
-    return None
-  return False, mode, (
-      "%s: cannot reshape the checkpoint's shape %s (%d elements) to %s "
-      "(%d elements)" % (key, stored, math.prod(stored), shape,
-                         math.prod(shape)))
-
-
-def _raise_missing_keys(save_path, plan, stored_shapes):
-  missing = plan.keys.difference(stored_shapes)
-  if not missing:
-    return
-  unexpected = set(stored_shapes).difference(plan.keys)
-  unexpected.discard(base.OBJECT_GRAPH_PROTO_KEY)
-  raise errors.NotFoundError(
-      None, None,
-      "Key %s not found in checkpoint %s. Nothing was restored.\n"
-      "Keys the saver restores that the checkpoint lacks (%d): %s\n"
-      "Keys in the checkpoint that the saver does not restore (%d): %s"
-      % (min(missing), save_path, len(missing), _name_list(missing),
-         len(unexpected), _name_list(unexpected)))
-
-
-def _verify_restore_plan(save_path, plan, eager=False):
-  """Raises TensorFlow's error if `plan` cannot be restored from `save_path`.
-
-  Args:
-    save_path: the checkpoint prefix.
-    plan: a `_RestorePlan`.
-    eager: whether the restore runs eagerly, where TensorFlow reports a
-      variable's shape mismatch as a ValueError.
-
-  Raises:
-    NotFoundError: some keys are not in the checkpoint. The message names
-      them, and the checkpoint keys nothing asks for.
-    InvalidArgumentError: a dtype or shape differs from the checkpoint's.
-    ValueError: executing eagerly, only variables' shapes differ.
-  """
-  if not plan.keys:
-    return
-  save_path = compat.as_str(save_path)
-  reader = _open_reader(save_path)
-  if reader is None:
-    return
-  stored_shapes = reader.get_variable_to_shape_map()
-  _raise_missing_keys(save_path, plan, stored_shapes)
-  stored_dtypes = reader._GetVariableToDataTypeMap()  # pylint: disable=protected-access
-  if _plan_matches(plan, stored_dtypes, stored_shapes):
-    return
-  problems = [problem for problem in (
-      _entry_problem(entry, stored_dtypes, stored_shapes)
-      for entry in plan.entries) if problem is not None]
-  if not problems:
-    return
-  messages = "\n  ".join(message for _, _, message in problems)
-  # TensorFlow reads every value (checking dtypes) before assigning any;
-  # eagerly, the first assignment of a wrong shape raises a ValueError.
-  if eager and not any(is_dtype for is_dtype, _, _ in problems) and (
-      problems[0][1] == _SAME_SHAPE):
-    raise ValueError(
-        "Received incompatible tensors when attempting to restore variables "
-        "from checkpoint %s; nothing was restored. Mismatches (%d):\n  %s" %
-        (save_path, len(problems), messages))
-  raise errors.InvalidArgumentError(
-      None, None,
-      "Checkpoint %s does not match the variables to restore; nothing was "
-      "restored. Mismatches (%d):\n  %s" %
-      (save_path, len(problems), messages))
-
-
-# ----------------------------------------------------------------------------
-# Builders.
-# ----------------------------------------------------------------------------
-
-
-class _UnexpectedWriteVersionError(RuntimeError, TypeError):
-  """An unknown checkpoint format version.
-
-  TensorFlow documents a RuntimeError but raises a TypeError (building its
-  message fails), so this error is both.
-  """
-
-
-class BaseSaverBuilder(object):
-  """Adds the save and restore ops of a `Saver` to the graph.
-
-  Subclasses may override `save_op`, `restore_op`, `bulk_restore` and
-  `sharded_filename` to emit other ops.
-  """
-
-  SaveSpec = saveable_object.SaveSpec
-  SaveableObject = saveable_object.SaveableObject
-
-  # Historical names of the variable saveables.
-  VariableSaveable = (
-      saveable_object_util.ReferenceVariableSaveable)
-  ResourceVariableSaveable = (
-      saveable_object_util.ResourceVariableSaveable)
-
-  def __init__(self,
-               write_version=saver_pb2.SaverDef.V2):
-    self._write_version = write_version
-
-  def save_op(self, filename_tensor, saveables):
-    """Returns an op writing every spec of `saveables` to `filename_tensor`.
-
-    For the V2 format `filename_tensor` is a checkpoint prefix, not a file.
-
-    Raises:
-      RuntimeError: if the builder's write version is unknown.
-    """
-    names, slices, tensors = [], [], []
-    for saveable in saveables:
-      for spec in saveable.specs:
-        names.append(spec.name)
-        slices.append(spec.slice_spec)
-        tensors.append(spec.tensor)
-    if self._write_version == saver_pb2.SaverDef.V2:
-      return io_ops.save_v2(filename_tensor, names, slices, tensors)
-    if self._write_version == saver_pb2.SaverDef.V1:
-      return io_ops._save(  # pylint: disable=protected-access
-          filename=filename_tensor, tensor_names=names, tensors=tensors,
-          tensor_slices=slices)
-    raise _UnexpectedWriteVersionError(
-        "Unexpected write_version: %r" % (self._write_version,))
-
-  def bulk_restore(self, filename_tensor, saveables,
-                   preferred_shard, restore_sequentially):
-    """Reads the tensors of all `saveables`, one `restore_op` per saveable.
-
-    Args:
-      filename_tensor: scalar string tensor, the checkpoint prefix.
-      saveables: list of SaveableObjects.
-      preferred_shard: shard to open first (unused by `RestoreV2`).
-      restore_sequentially: ignored.
-
-    Returns:
-      The restored tensors, in the order of the saveables' specs.
-    """
-    del restore_sequentially  # Unused.
-    restored = []
-    for saveable in saveables:
-      device = (saveable_object_util.set_cpu0(saveable.device)
-                if saveable.device else None)
-      with ops.device(device):
-        restored.extend(self.restore_op(
-            filename_tensor, saveable, preferred_shard))
-    return restored
-
-  def restore_op(self, filename_tensor, saveable,
-                 preferred_shard):
-    """Returns the tensors of one saveable read from the checkpoint."""
-    del preferred_shard  # Unused.
-    restored = []
-    for spec in saveable.specs:
-      restored.extend(io_ops.restore_v2(
-          filename_tensor, [spec.name], [spec.slice_spec], [spec.dtype]))
-    return restored
-
-  def sharded_filename(self, filename_tensor, shard,
-                       num_shards):
-    """Returns `filename_tensor` with the `-SSSSS-of-NNNNN` shard suffix."""
-    return gen_io_ops.sharded_filename(
-        filename_tensor, shard, num_shards)
-
-  def _AddSaveOps(self, filename_tensor,
-                  saveables):
-    """Saves `saveables`; returns `filename_tensor` once they are written."""
-    save = self.save_op(filename_tensor, saveables)
-    return control_flow_ops.with_dependencies(
-        [save], filename_tensor)
-
-  def _AddShardedSaveOpsForV2(self, checkpoint_prefix,
-                              per_device):
-    """Writes one V2 shard per device, then merges them into one checkpoint.
-
-    Each device writes `<prefix>_temp/part-SSSSS-of-NNNNN` (`<prefix>.part-...`
-    on S3, where renames are not atomic anyway); `MergeV2Checkpoints` then
-    produces `<prefix>.index` and `<prefix>.data-SSSSS-of-NNNNN` and removes
-    the temporary directory.
-
-    Args:
-      checkpoint_prefix: scalar string tensor, the checkpoint prefix.
-      per_device: `(device, saveables)` pairs from `_GroupByDevices`.
-
-    Returns:
-      A string tensor evaluating to `checkpoint_prefix` after the merge.
-    """
-    with ops.device("CPU"):
-      on_s3 = string_ops.regex_full_match(checkpoint_prefix, "^s3://.*")
-      suffix = array_ops.where(on_s3, constant_op.constant(".part"),
-                               constant_op.constant(
-                                   os.path.normpath("_temp/part")))
-      temp_prefix = string_ops.string_join([checkpoint_prefix, suffix])
-
-    num_shards = constant_op.constant(len(per_device), name="num_shards")
-    shard_prefixes = []
-    written = []
-    cpu = None
-    for index, (device, group) in enumerate(per_device):
-      cpu = saveable_object_util.set_cpu0(device)
-      with ops.device(cpu):
-        shard_prefix = self.sharded_filename(temp_prefix, index, num_shards)
-        shard_prefixes.append(shard_prefix)
-        written.append(self._AddSaveOps(shard_prefix, group))
-
-    # The merge waits for every shard and runs beside the last one. (Tensors,
-    # not their ops, so that this also runs eagerly.)
-    with ops.control_dependencies(written), ops.device(cpu):
-      merge = gen_io_ops.merge_v2_checkpoints(
-          shard_prefixes, checkpoint_prefix, delete_old_dirs=True)
-      with ops.control_dependencies([merge]):
-        return array_ops.identity(checkpoint_prefix)
-
-  def _AddShardedSaveOps(self, filename_tensor,
-                         per_device):
-    """Saves one shard per device; returns the saved path tensor."""
-    if self._write_version == saver_pb2.SaverDef.V2:
-      return self._AddShardedSaveOpsForV2(
-          filename_tensor, per_device)
-    # V1: every shard is its own file; the result is the sharded filespec.
-    num_shards = constant_op.constant(len(per_device), name="num_shards")
-    written = []
-    for index, (device, group) in enumerate(per_device):
-      with ops.device(device):
-        shard_file = self.sharded_filename(filename_tensor, index, num_shards)
-        written.append(self._AddSaveOps(shard_file, group))
-    with ops.control_dependencies(written):
-      return gen_io_ops.sharded_filespec(filename_tensor, num_shards)
-
-  def _AddRestoreOps(self,
-                     filename_tensor,
-                     saveables,
-                     restore_sequentially,
-                     reshape,
-                     preferred_shard=-1,
-                     name="restore_all"):
-    """Reads `saveables` from the checkpoint and assigns them.
-
-    Args:
-      filename_tensor: scalar string tensor, the checkpoint prefix.
-      saveables: list of SaveableObjects.
-      restore_sequentially: passed to `bulk_restore`.
-      reshape: reshape each value to its variable's shape before assigning.
-      preferred_shard: shard to open first.
-      name: name of the returned op.
-
-    Returns:
-      An op grouping every assignment (None when executing eagerly).
-    """
-    restored = self.bulk_restore(filename_tensor, saveables, preferred_shard,
-                                 restore_sequentially)
-    assigns = []
-    start = 0
-    for saveable in saveables:
-      stop = start + len(saveable.specs)
-      shapes = None
-      if reshape:
-        shapes = []
-        for spec in saveable.specs:
-          value = spec.tensor
-          shape = value.get_shape()
-          shapes.append(shape if shape.is_fully_defined() else
-                        array_ops.shape(value))
-      assigns.append(saveable.restore(restored[start:stop], shapes))
-      start = stop
-    return control_flow_ops.group(*assigns, name=name)
-
-  def _AddShardedRestoreOps(self, filename_tensor,
-                            per_device, restore_sequentially, reshape):
-    """Restores each device's saveables on that device."""
-    shard_restores = []
-    for index, (device, group) in enumerate(per_device):
-      with ops.device(device):
-        shard_restores.append(
-            self._AddRestoreOps(filename_tensor, group,
-                                restore_sequentially, reshape,
-                                preferred_shard=index, name="restore_shard"))
-    return control_flow_ops.group(*shard_restores, name="restore_all")
-
-  def _GroupByDevices(self, saveables):
-    """Groups saveables by the (canonical) device of their tensors.
-
-    Returns:
-      A list of `(device, [saveables])` pairs sorted by device name.
-
-    Raises:
-      ValueError: if the specs of one saveable are on different devices.
-    """
-    per_device = collections.defaultdict(list)
-    for saveable in saveables:
-      devices = {pydev.canonical_name(spec.device) for spec in saveable.specs}
-      if len(devices) != 1:
-        raise ValueError(
-            "All tensors of a saveable object must be on the same device: "
-            "%s" % saveable.name)
-      per_device[devices.pop()].append(saveable)
-    return sorted(per_device.items(), key=lambda item: item[0])
-
-  def build(self,
-            names_to_saveables,
-            reshape=False,
-            sharded=False,
-            max_to_keep=5,
-            keep_checkpoint_every_n_hours=10000.0,
-            name=None,
-            restore_sequentially=False,
-            filename="model"):
-    """Adds save and restore ops for `names_to_saveables`; returns a SaverDef.
-
-    Args:
-      names_to_saveables: dict from checkpoint name to variable or
-        SaveableObject, or a list of them (keyed by their op names).
-      reshape: allow restoring values of another shape with as many elements.
-      sharded: write one shard per device.
-      max_to_keep: recorded in the SaverDef (None means 0: keep all).
-      keep_checkpoint_every_n_hours: recorded in the SaverDef.
-      name: name scope of the ops (default "save").
-      restore_sequentially: passed on to `bulk_restore`.
-      filename: default checkpoint prefix fed to the ops ("model" if None).
-
-    Returns:
-      A `SaverDef`.
-
-    Raises:
-      TypeError: if `names_to_saveables` has unsupported entries.
-      ValueError: if a name or a variable appears twice.
-    """
-    return self._build_internal(names_to_saveables, reshape, sharded,
-                                max_to_keep, keep_checkpoint_every_n_hours,
-                                name, restore_sequentially, filename)
-
-  def _build_internal(self,
-                      names_to_saveables,
-                      reshape=False,
-                      sharded=False,
-                      max_to_keep=5,
-                      keep_checkpoint_every_n_hours=10000.0,
-                      name=None,
-                      restore_sequentially=False,
-                      filename="model",
-                      build_save=True,
-                      build_restore=True):
-    """`build`, optionally for only the save or only the restore side.
-
-    Executing eagerly, the save and/or restore happen right away (against
-    `filename`), and the returned SaverDef carries the saved path as its
-    save tensor name. A restore is checked against the checkpoint first.
-    """
-    eager = context.executing_eagerly()
-    if not eager and not (build_save and build_restore):
-      raise ValueError(
-          "save and restore operations need to be built together when eager "
-          "execution is not enabled.")
-    saveables = _saveables_from_var_list(names_to_saveables)
-    hours = keep_checkpoint_every_n_hours
-    saver_def = saver_pb2.SaverDef(
-        max_to_keep=max_to_keep or 0, sharded=sharded,
-        keep_checkpoint_every_n_hours=hours, version=self._write_version)
-
-    with ops.name_scope(name, "save",
-                        [saveable.op for saveable in saveables]):
-      default_prefix = array_ops.placeholder_with_default(
-          filename or "model", shape=(), name="filename")
-      # Savers are fed through "<scope>/Const:0", the name TF1 always used.
-      prefix = array_ops.placeholder_with_default(
-          default_prefix, shape=(), name="Const")
-      plan = None
-      if build_restore and _reads_keys_of_specs(self):
-        plan = _plan_from_saveables(saveables, reshape)
-        if eager:
-          _verify_restore_plan(prefix.numpy(), plan, eager=True)
-      groups = self._GroupByDevices(saveables) if sharded else None
-      if build_save:
-        save_tensor = (
-            self._AddShardedSaveOps(prefix, groups) if sharded else
-            self._AddSaveOps(prefix, saveables))
-      if build_restore:
-        restore_op = (
-            self._AddShardedRestoreOps(prefix, groups, restore_sequentially,
-                                       reshape) if sharded else
-            self._AddRestoreOps(prefix, saveables, restore_sequentially,
-                                reshape))
-
-    if eager:
-      # The work is done: record the path written (if any) instead of names.
-      saver_def.filename_tensor_name = prefix.numpy()
-      if build_save:
-        saver_def.save_tensor_name = save_tensor.numpy()
-      return saver_def
-
-    saver_def.filename_tensor_name = prefix.name
-    saver_def.save_tensor_name = save_tensor.name
-    saver_def.restore_op_name = restore_op.name
-    # For the Saver, which checks checkpoints before running the restore
-    # (and reads the plan from the graph when there is none here).
-    self._last_restore_plan = (restore_op.name, plan)
-    # Importing a meta graph looks up each PartitionedVariable of a
-    # collection by name, so its concatenation op has to exist.
-    graph = ops.get_default_graph()
-    for key in graph.get_all_collection_keys():
-      for item in graph.get_collection(key):
-        if not isinstance(item, variables.PartitionedVariable):
-          continue
-        try:
-          graph.get_operation_by_name(item.name)
-        except KeyError:
-          item.as_tensor()
-    return saver_def
-
-
-class BulkSaverBuilder(BaseSaverBuilder):
-  """A builder whose restore reads all tensors with a single `RestoreV2`."""
-
-  def bulk_restore(self, filename_tensor, saveables,
-                   preferred_shard, restore_sequentially):
-    del preferred_shard, restore_sequentially  # One op does it all.
-    names, slices, dtypes_ = [], [], []
-    for saveable in saveables:
-      for spec in saveable.specs:
-        names.append(spec.name)
-        slices.append(spec.slice_spec)
-        dtypes_.append(spec.dtype)
-    # Values are read on the CPU, as TensorFlow's savers do.
-    with ops.device("cpu:0"):
-      return io_ops.restore_v2(filename_tensor, names, slices, dtypes_)
-
-
-# Methods deciding which checkpoint keys a builder's restore op reads.
-_RESTORE_METHODS = ("bulk_restore", "restore_op", "_AddRestoreOps",
-                    "_AddShardedRestoreOps")
-
-
-def _reads_keys_of_specs(builder):
-  """Whether `builder` restores every spec from its own name and slice.
-
-  True for our builders. A subclass overriding how values are read may read
-  other keys; its restores are then checked against the ops it builds (or,
-  eagerly, not beforehand at all).
-  """
-  cls = type(builder)
-  return all(
-      getattr(cls, name) in (getattr(BaseSaverBuilder, name),
-                             getattr(BulkSaverBuilder, name))
-      for name in _RESTORE_METHODS)
 
 
 def _get_saver_or_default():
@@ -893,7 +210,7 @@ class Saver(object):
 
     if eager or not self.saver_def:
       if self._var_list is None:
-        self._var_list = _all_saveables()
+        self._var_list = saver_builders.all_saveables()
       if not self._var_list:
         if not self._allow_empty:
           raise ValueError("No variables to save")
@@ -901,7 +218,7 @@ class Saver(object):
         return
       self._is_empty = False
       if self._builder is None:
-        self._builder = BulkSaverBuilder(
+        self._builder = saver_builders.BulkSaverBuilder(
             write_version=self._write_version)
       build = self._builder._build_internal  # pylint: disable=protected-access
       self.saver_def = build(
@@ -1205,7 +522,7 @@ class Saver(object):
     cached = self._restore_plan_cache
     if cached is None or cached[0]() is not graph or cached[1] != name:
       try:
-        plan = _plan_from_graph(graph, name)
+        plan = restore_plan.plan_from_graph(graph, name)
       except (KeyError, ValueError, TypeError):
         return None
       self._keep_restore_plan(graph, name, plan)
@@ -1222,10 +539,10 @@ class Saver(object):
     # Checking an unchanged checkpoint against the same plan again would
     # find the same: skip it when restoring repeatedly from one file.
     # Without a plan there is nothing to check: the restore op reports.
-    identity = _checkpoint_identity(save_path)
+    identity = saver_builders.checkpoint_identity(save_path)
     if plan is not None and (identity is None or
                              self._last_verified != (identity, plan)):
-      _verify_restore_plan(save_path, plan)
+      saver_builders.verify_restore_plan(save_path, plan)
       self._last_verified = (identity, plan)
     sess.run(self.saver_def.restore_op_name,
              feed_dict={self.saver_def.filename_tensor_name: save_path})
@@ -1285,13 +602,6 @@ class Saver(object):
       raise _wrap_restore_error_with_msg(
           err, "a mismatch between the current graph and the graph"
       ) from None
-
-  @staticmethod
-  def _add_collection_def(meta_graph_def, key,
-                          export_scope=None):
-    """Adds collection `key` of the default graph to `meta_graph_def`."""
-    meta_graph.add_collection_def(
-        meta_graph_def, key, export_scope=export_scope)
 
 
 # ----------------------------------------------------------------------------
@@ -1373,7 +683,7 @@ def _create_saver_from_imported_meta_graph(
       key, var = next(iter(imported_vars.items()))
       scope = var.name[:-len(key)]
     return Saver(name=scope, saver_def=meta_graph_def.saver_def)
-  if _all_saveables(scope=import_scope):
+  if saver_builders.all_saveables(scope=import_scope):
     return Saver()
   logging.info("Saver not created because there are no variables in the "
                "graph to restore")
@@ -1503,10 +813,13 @@ def object_graph_key_mapping(checkpoint_path):
   Raises:
     NotFoundError: if the checkpoint has no object graph.
   """
-  serialized = py_checkpoint_reader.NewCheckpointReader(
-      checkpoint_path).get_tensor(base.OBJECT_GRAPH_PROTO_KEY)
-  graph_proto = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph_proto.ParseFromString(serialized)
+  graph_proto = functional_saver.read_object_graph(
+      functional_saver.open_reader(checkpoint_path), checkpoint_path)
+  if graph_proto is None:
+    raise errors.NotFoundError(
+        None, None,
+        f"Checkpoint {checkpoint_path!r} has no object graph: it is not "
+        "object-based.")
   return {
       attribute.full_name: attribute.checkpoint_key
       for node in graph_proto.nodes
@@ -1548,8 +861,8 @@ def saver_from_object_based_checkpoint(
           f"Checkpoint in {checkpoint_path} not an object-based checkpoint."
       ) from None
   if var_list is None:
-    var_list = _all_saveables()
-  saveables = _saveables_from_var_list(var_list)
+    var_list = saver_builders.all_saveables()
+  saveables = saver_builders.saveables_from_var_list(var_list)
   current = {spec.name for saveable in saveables for spec in saveable.specs}
   previous = set(names_to_keys)
   missing = current - previous

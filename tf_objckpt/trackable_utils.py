@@ -14,6 +14,8 @@ collide with the reserved ".ATTRIBUTES" and ".OPTIMIZER_SLOT" segments.
 ESCAPE_CHAR = "."
 OBJECT_ATTRIBUTES_NAME = ESCAPE_CHAR + "ATTRIBUTES"
 OPTIMIZER_SLOTS_NAME = ESCAPE_CHAR + "OPTIMIZER_SLOT"
+# The attribute name of a variable's value.
+VARIABLE_VALUE_KEY = "VARIABLE_VALUE"
 # The attribute name of a trackable that saves through
 # `_serialize_to_tensors`; its tensors are keyed directly under .ATTRIBUTES/.
 SERIALIZE_TO_TENSORS_NAME = ESCAPE_CHAR + "TENSORS"
@@ -25,11 +27,6 @@ def escape_local_name(name: str) -> str:
     return name
   return name.replace(ESCAPE_CHAR, ESCAPE_CHAR * 2).replace(
       "/", ESCAPE_CHAR + "S")
-
-
-def object_path_to_string(path) -> str:
-  """Joins a path of `TrackableReference`s into an escaped object name."""
-  return "/".join(escape_local_name(reference.name) for reference in path)
 
 
 def checkpoint_key(object_name: str, attribute_name: str) -> str:

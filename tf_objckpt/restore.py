@@ -1,0 +1,452 @@
+"""The restore walk: matching a checkpoint's object graph to Python objects.
+
+A `CheckpointPosition` points at one node of a checkpoint's object graph.
+Restoring walks the checkpoint breadth first from the root, binding each
+node to the Python object at the same path of local names, and gathers the
+values of everything it binds to restore them together. A node whose object
+does not exist yet is queued in its parent's `_deferred_dependencies` and
+restored when the parent starts tracking an object under that name
+("restore-on-create"); a variable created that way starts with its
+checkpointed value (`CheckpointInitialValue`). Optimizer slot variables are
+restored once both their variable and their optimizer are bound.
+
+Positions offer the methods TensorFlow's trackables call on theirs, so
+TensorFlow's objects (Keras layers, `tf.Module`) keep our positions in their
+deferred-dependency queues. The state of one restore (the checkpoint, what
+is bound) is its coordinator's (`restore_coordinator`).
+"""
+
+import collections
+
+from tensorflow.python.eager import context
+from tensorflow.python.framework import errors
+from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor_shape
+from tensorflow.python.platform import tf_logging as logging
+from tensorflow.python.trackable import base as tf_base
+
+from tf_objckpt import saveable_object
+from tf_objckpt import saveable_object_util
+from tf_objckpt import trackable_utils
+
+
+class CheckpointInitialValueCallable(tf_base.CheckpointInitialValueCallable):
+  """A variable initializer that reads the variable's checkpointed value.
+
+  Passing this as `initializer` makes a new variable start with its
+  checkpointed value, so it is never initialized and then overwritten.
+  """
+
+  # pylint: disable=super-init-not-called
+  def __init__(self, checkpoint_position):
+    self._checkpoint_position = checkpoint_position
+
+  def __call__(self, shape=None, dtype=None, shard_info=None):
+    return CheckpointInitialValue(self._checkpoint_position, shape,
+                                  shard_info=shard_info, dtype=dtype)
+
+
+class CheckpointInitialValue(tf_base.CheckpointInitialValue):
+  """An initial value read from a checkpoint, tagged with its restore UID.
+
+  Variables recognize it and record the UID, so later restores from older
+  `restore()` calls do not overwrite the value.
+  """
+
+  # pylint: disable=super-init-not-called
+  def __init__(self, checkpoint_position, shape=None, shard_info=None,
+               dtype=None):
+    checkpoint_position.check_initial_value(
+        None if shard_info else shape, dtype)
+    shape_and_slice = _shape_and_slice(shape, shard_info)
+    self.wrapped_value = checkpoint_position.value_tensors(
+        {trackable_utils.VARIABLE_VALUE_KEY: shape_and_slice})[trackable_utils.VARIABLE_VALUE_KEY]
+    self._checkpoint_position = checkpoint_position
+
+
+def _shape_and_slice(shape, shard_info):
+  """The RestoreV2 `shape_and_slice` string for one shard, or ""."""
+  if not shard_info:
+    return ""
+  full_shape = " ".join("%d" % d for d in shape) + " "
+  return full_shape + ":".join(
+      "%d,%d" % (offset, size)
+      for offset, size in zip(shard_info.offset, shard_info.shape))
+
+
+# Keys of `_serialize_to_tensors` values start with "<object path>" + this.
+_ATTRIBUTES_SEGMENT = "/" + trackable_utils.OBJECT_ATTRIBUTES_NAME + "/"
+
+
+# A slot of a bound variable, waiting for its optimizer to be bound.
+_SlotAwaitingOptimizer = collections.namedtuple(
+    "_SlotAwaitingOptimizer",
+    ["original_variable", "slot_variable_id", "slot_name"])
+
+
+# A slot in the checkpoint, waiting for its variable to be bound.
+SlotToRestore = collections.namedtuple(
+    "SlotToRestore", ["optimizer_id", "slot_variable_id", "slot_name"])
+
+
+class CheckpointPosition:
+  """One node of a checkpoint being restored (see the module docstring)."""
+
+  __slots__ = ("_checkpoint", "_node_id", "skip_restore")
+
+  def __init__(self, checkpoint, proto_id):
+    """Points at node `proto_id` of `checkpoint`'s object graph.
+
+    Args:
+      checkpoint: The restore coordinator of one `restore()` call.
+      proto_id: The index of the node in `TrackableObjectGraph.nodes`.
+    """
+    self._checkpoint = checkpoint
+    self._node_id = proto_id
+    self.skip_restore = False
+
+  def restore(self, trackable, reader=None):
+    """Restores this node, and what is reachable from it, into `trackable`."""
+    del reader  # Values are read through the coordinator.
+    with ops.init_scope():
+      if not self.bind_object(trackable):
+        return
+      restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
+                           None)
+      try:
+        if restore_fn is None:
+          restore_ops = restore_breadth_first(self)
+        else:
+          restore_ops = restore_fn(self)
+      except (ValueError, errors.OpError) as e:
+        # Graph building, a value that does not fit is reported when the
+        # restore ops run: creating the object goes on, as in TensorFlow.
+        self._checkpoint.report_mismatch(e)
+        return
+      if restore_ops:
+        self._checkpoint.new_restore_ops(restore_ops)
+
+  def bind_object(self, trackable):
+    """Records that `trackable` is this node; processes its slot variables.
+
+    Returns:
+      True if the correspondence is new, False if this node was already
+      bound (to `trackable`, or, with a warning, to another object).
+    """
+    checkpoint = self._checkpoint
+    checkpoint.seen_objects.add(trackable)
+    checkpoint.matched_node_ids.add(self._node_id)
+    bound = checkpoint.objects_by_node_id
+    current = bound.get(self._node_id)
+    if current is None:
+      bound[self._node_id] = trackable
+      self._restore_slots_of_optimizer(trackable)
+      self._restore_slots_of_variable(trackable)
+      return True
+    if current is not trackable:
+      logging.warning(
+          "Inconsistent references when loading the checkpoint: the "
+          "checkpoint reaches one object by two paths, the Python program "
+          "reaches two objects (%s and %s). Either the program's object "
+          "structure changed or the checkpoint comes from another program.",
+          current, trackable)
+    return False
+
+  def _restore_slots_of_optimizer(self, optimizer):
+    """Restores slots that waited for this node's optimizer to be bound."""
+    for deferred in self._checkpoint.slots_awaiting_optimizer.pop(
+        self._node_id, ()):
+      self._create_or_restore_slot(optimizer, deferred.original_variable,
+                                   deferred.slot_variable_id,
+                                   deferred.slot_name)
+
+  def _restore_slots_of_variable(self, variable):
+    """Restores (or defers) optimizer slots of this node's variable."""
+    checkpoint = self._checkpoint
+    for slot in checkpoint.slots_by_variable.pop(self._node_id, ()):
+      optimizer = checkpoint.objects_by_node_id.get(slot.optimizer_id, None)
+      if optimizer is None:
+        checkpoint.slots_awaiting_optimizer.setdefault(
+            slot.optimizer_id, []).append(
+                _SlotAwaitingOptimizer(
+                    original_variable=variable,
+                    slot_variable_id=slot.slot_variable_id,
+                    slot_name=slot.slot_name))
+      elif hasattr(optimizer, "_create_or_restore_slot_variable"):
+        self._create_or_restore_slot(optimizer, variable,
+                                     slot.slot_variable_id, slot.slot_name)
+
+  def _create_or_restore_slot(self, optimizer, variable, slot_variable_id,
+                              slot_name):
+    """Has `optimizer` create (or find) a slot, then restores the slot.
+
+    Older optimizers restore the slot themselves and return None; newer
+    ones (Keras' OptimizerV2) return the slot for the caller to restore.
+    """
+    position = CheckpointPosition(self._checkpoint, slot_variable_id)
+    slot_variable = optimizer._create_or_restore_slot_variable(  # pylint: disable=protected-access
+        slot_variable_position=position, variable=variable,
+        slot_name=slot_name)
+    if slot_variable is not None:
+      position.restore(slot_variable)
+
+  def is_simple_variable(self):
+    """Whether the value fits in a variable initializer (one tensor, no deps)."""
+    attributes = self.object_proto.attributes
+    return (len(attributes) == 1 and
+            attributes[0].name == trackable_utils.VARIABLE_VALUE_KEY and
+            not self.object_proto.children)
+
+  def value_tensors(self, shape_and_slices=None):
+    """Reads this node's attribute values, before any object exists.
+
+    Used for restore-on-create.
+
+    Args:
+      shape_and_slices: Optional `{attribute name: shape_and_slice}` to
+        read only a slice of an attribute.
+
+    Returns:
+      A dict from attribute name to tensor.
+    """
+    shape_and_slices = shape_and_slices or {}
+    values = {}
+    for attribute in self.object_proto.attributes:
+      values[attribute.name] = self._checkpoint.values.read_one(
+          attribute.checkpoint_key,
+          shape_and_slices.get(attribute.name, ""))
+    return values
+
+  def check_initial_value(self, shape=None, dtype=None):
+    """Raises unless the value can initialize a variable of shape and dtype.
+
+    Raises:
+      ValueError: Naming the checkpoint key and object path, if the
+        checkpointed shape or dtype differs (None: not checked).
+    """
+    key = self.object_proto.attributes[0].checkpoint_key
+    self._checkpoint.check_values(
+        [(key, "", dtype, shape)], shape_error=ValueError,
+        dtype_error=ValueError)
+
+  def value_shape(self):
+    """The checkpointed shape of VARIABLE_VALUE, or None if there is none."""
+    for attribute in self.object_proto.attributes:
+      if attribute.name == trackable_utils.VARIABLE_VALUE_KEY:
+        dims = self._checkpoint.values.shapes.get(attribute.checkpoint_key)
+        return None if dims is None else tensor_shape.TensorShape(dims)
+    return None
+
+  def gather_ops_or_named_saveables(self):
+    """Finds cached restore ops, or makes saveables for this node.
+
+    Returns:
+      A tuple (existing restore ops, {checkpoint key: saveable}, Python
+      state saveables).
+    """
+    attributes = self.object_proto.attributes
+    if not attributes:
+      return [], {}, []
+    trackable = self.trackable
+    factories = saveable_object_util.saveable_objects_from_trackable(
+        trackable)
+    if (len(factories) == 1 and
+        trackable_utils.SERIALIZE_TO_TENSORS_NAME in factories):
+      return self._whole_object_saveable(factories, attributes, trackable)
+    return self._saveables_by_attribute(factories)
+
+  def _whole_object_saveable(self, factories, attributes, trackable):
+    """One saveable restores every attribute (`_serialize_to_tensors`)."""
+    first_key = attributes[0].checkpoint_key
+    key = first_key[:first_key.index(_ATTRIBUTES_SEGMENT) +
+                    len(_ATTRIBUTES_SEGMENT)]
+    checkpoint = self._checkpoint
+    # Cached under the attribute name saves use too, so that saves and
+    # restores share saveables; restore ops are cached by saveable name.
+    attribute = trackable_utils.SERIALIZE_TO_TENSORS_NAME
+    saveable = checkpoint.cached_saveable(trackable, attribute)
+    if saveable is None or key not in saveable.name:
+      saveable = factories[attribute](name=key)
+      checkpoint.cache_saveable(trackable, attribute, saveable)
+    existing_op = checkpoint.cached_restore_op(saveable.name, saveable)
+    if existing_op is not None:
+      return [existing_op], {}, []
+    return [], {key: saveable}, []
+
+  def _saveables_by_attribute(self, factories):
+    """Matches checkpointed attributes to the object's saveable factories."""
+    checkpoint = self._checkpoint
+    existing_ops, named_saveables, python_saveables = [], {}, []
+    for attribute in self.object_proto.attributes:
+      key = attribute.checkpoint_key
+      saveable = checkpoint.cached_saveable(self.trackable, attribute.name)
+      if saveable is not None and key not in saveable.name:
+        saveable = None  # The object moved in the graph; names changed.
+      if saveable is None:
+        factory = factories.get(attribute.name)
+        if factory is None:
+          # TensorFlow 2.21's SerializedTensor has no optional_restore: an
+          # attribute without a saveable is always reported as unused.
+          checkpoint.unused_attributes.setdefault(
+              self._node_id, []).append(attribute.name)
+          continue
+        saveable = factory(name=key) if callable(factory) else factory
+        checkpoint.cache_saveable(self.trackable, attribute.name, saveable)
+      existing_op = checkpoint.cached_restore_op(key, saveable)
+      if existing_op is not None:
+        existing_ops.append(existing_op)
+      elif isinstance(saveable, saveable_object.PythonStateSaveable):
+        python_saveables.append(saveable)
+      else:
+        named_saveables[key] = saveable
+    return existing_ops, named_saveables, python_saveables
+
+  def restore_ops(self):
+    """Restores this node's own attributes (not its dependencies).
+
+    Returns:
+      Restore ops when graph building; an empty list when executing eagerly.
+    """
+    batch = _RestoreBatch()
+    batch.add_node(self)
+    return batch.restore(self._checkpoint)
+
+  @property
+  def checkpoint(self):
+    return self._checkpoint
+
+  @property
+  def trackable(self):
+    bound = self._checkpoint.objects_by_node_id
+    return bound[self._node_id]
+
+  @property
+  def object_proto(self):
+    nodes = self._checkpoint.object_graph_proto.nodes
+    return nodes[self._node_id]
+
+  @property
+  def proto_id(self):
+    return self._node_id
+
+  @property
+  def restore_uid(self):
+    return self._checkpoint.restore_uid
+
+  def __repr__(self):
+    return repr(self.object_proto)
+
+
+class _RestoreBatch:
+  """What one walk of a checkpoint found to restore; restored together."""
+
+  __slots__ = ("restore_ops", "tensor_saveables", "python_saveables",
+               "variables")
+
+  def __init__(self):
+    self.restore_ops = []  # Cached restore ops (graph mode).
+    self.tensor_saveables = {}  # Checkpoint key -> SaveableObject.
+    self.python_saveables = []  # PythonStateSaveables.
+    self.variables = []  # (checkpoint key, stock resource variable).
+
+  def add_node(self, position):
+    """Adds the saveables of `position`'s own attributes."""
+    found_ops, by_key, python_state = position.gather_ops_or_named_saveables()
+    self.restore_ops.extend(found_ops)
+    self.tensor_saveables.update(by_key)
+    self.python_saveables.extend(python_state)
+
+  def restore(self, checkpoint):
+    """Restores everything gathered; returns all restore ops (graph mode)."""
+    self.restore_ops.extend(checkpoint.restore_saveables(
+        self.tensor_saveables, self.python_saveables, self.variables))
+    return self.restore_ops
+
+
+def _plain_variable_key(checkpoint, node_id, variable):
+  """The key of a variable that can skip per-node bookkeeping, or None.
+
+  Restoring many variables spends most of its time on bookkeeping that a
+  stock resource variable read from a plain node (its value only, no
+  dependencies, no optimizer slots waiting for it) does not need.
+  """
+  if (node_id in checkpoint.slots_by_variable or
+      not saveable_object_util.has_default_variable_saving(variable)):
+    return None
+  node = checkpoint.object_graph_proto.nodes[node_id]
+  if node.children or node.slot_variables or len(node.attributes) != 1:
+    return None
+  attribute = node.attributes[0]
+  if attribute.name != trackable_utils.VARIABLE_VALUE_KEY:
+    return None
+  return attribute.checkpoint_key
+
+
+def _bind_plain_variable(checkpoint, node_id, variable, key, batch):
+  """Binds `variable` to node `node_id` and queues its value (eager only).
+
+  Unlike `bind_object`, leaves `seen_objects` alone: it serves to
+  find objects that are not bound.
+  """
+  checkpoint.matched_node_ids.add(node_id)
+  checkpoint.objects_by_node_id[node_id] = variable
+  variable._maybe_initialize_trackable()  # pylint: disable=protected-access
+  if checkpoint.restore_uid > variable._update_uid:  # pylint: disable=protected-access
+    variable._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
+    batch.variables.append((key, variable))
+
+
+def _restore_one(position, visit_queue, batch):
+  """Gathers `position`'s own saveables into `batch`; queues its children.
+
+  Children not yet present on the Python object are deferred: queued in
+  the object's `_deferred_dependencies` until it tracks them. When
+  executing eagerly, plain variable children are bound and gathered here
+  directly instead of being queued.
+  """
+  parent = position.trackable
+  parent._maybe_initialize_trackable()  # pylint: disable=protected-access
+  checkpoint = position.checkpoint
+  if checkpoint.restore_uid > parent._update_uid:  # pylint: disable=protected-access
+    batch.add_node(position)
+    parent._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
+  children = position.object_proto.children
+  if not children:
+    return
+  eager = context.executing_eagerly()
+  objects_by_node_id = checkpoint.objects_by_node_id
+  current_children = parent._trackable_children()  # pylint: disable=protected-access
+  for child in children:
+    node_id = child.node_id
+    if node_id in objects_by_node_id:
+      continue  # Already bound through another path.
+    local_object = parent._lookup_dependency(  # pylint: disable=protected-access
+        child.local_name, current_children)
+    if local_object is None:
+      if checkpoint.node_has_values(node_id):
+        checkpoint.defer(parent, child.local_name,
+                         CheckpointPosition(checkpoint, node_id))
+      continue
+    key = eager and _plain_variable_key(checkpoint, node_id, local_object)
+    if key:
+      _bind_plain_variable(checkpoint, node_id, local_object, key, batch)
+      continue
+    child_position = CheckpointPosition(checkpoint, node_id)
+    if child_position.bind_object(local_object):
+      visit_queue.append(child_position)
+
+
+def restore_breadth_first(position):
+  """Restores the object bound to `position` and its reachable dependencies.
+
+  Breadth first, so that shorter paths win when objects are shared; all
+  values found in one walk are restored together.
+
+  Returns:
+    Restore ops when graph building, else an empty list.
+  """
+  visit_queue = collections.deque([position])
+  batch = _RestoreBatch()
+  while visit_queue:
+    _restore_one(visit_queue.popleft(), visit_queue, batch)
+  return batch.restore(position.checkpoint)

@@ -1,0 +1,358 @@
+"""The state of one object-based restore: what is bound, what is waiting.
+
+A `CheckpointRestoreCoordinator` is the bookkeeping of one `restore()` call:
+which checkpoint nodes are bound to which Python objects, which slot
+variables wait for their optimizer or variable, which attributes found no
+saveable, and, when graph building, the restore ops to run. The restore walk
+(`restore`) binds objects and hands it saveables to restore; it checks them
+all against the checkpoint (`restore_plan`) before reading any value through
+the I/O engine (`functional_saver`).
+"""
+
+import weakref
+
+from tensorflow.python.eager import context
+from tensorflow.python.framework import errors
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import gen_control_flow_ops
+from tensorflow.python.platform import tf_logging as logging
+
+from tf_objckpt import functional_saver
+from tf_objckpt import object_identity
+from tf_objckpt import restore
+from tf_objckpt import restore_plan
+from tf_objckpt import saveable_object_util
+
+
+def node_paths(object_graph_proto):
+  """Names each node of an object graph by its shortest path from the root.
+
+  Returns:
+    A list of names such as "(root).model.layer.kernel", indexed by node id.
+  """
+  names = {0: "(root)"}
+  queue = [0]
+  for node_id in queue:
+    node = object_graph_proto.nodes[node_id]
+    for child in node.children:
+      if child.node_id not in names:
+        names[child.node_id] = names[node_id] + "." + child.local_name
+        queue.append(child.node_id)
+  # Slots last: their variables may be deeper than their optimizer. Named
+  # as TensorFlow names them: "<optimizer>'s state '<slot>' for <variable>".
+  for node_id, node in enumerate(object_graph_proto.nodes):
+    for slot in node.slot_variables:
+      original = slot.original_variable_node_id
+      if slot.slot_variable_node_id not in names:
+        names[slot.slot_variable_node_id] = (
+            f"{names.get(node_id, node_id)}'s state '{slot.slot_name}' for "
+            f"{names.get(original, original)}")
+  return [names.get(node_id, f"<unreachable node {node_id}>")
+          for node_id in range(len(object_graph_proto.nodes))]
+
+
+class _UnrestoredValuesReport:
+  """Warns, when a restore is garbage collected, about values never used.
+
+  Lives apart from the coordinator (which must be collectable) and runs
+  from a `weakref.finalize`; `expect_partial()` silences it.
+  """
+
+  def __init__(self, object_graph_proto, matched_node_ids,
+               unused_attributes, ignored_proto_ids):
+    self.expect_partial = False
+    self._proto = object_graph_proto
+    self._matched_proto_ids = matched_node_ids
+    self._unused_attributes = unused_attributes
+    self._ignored_proto_ids = ignored_proto_ids
+
+  def warn_if_incomplete(self):
+    if self.expect_partial:
+      return
+    unmatched = [node_id for node_id, node in enumerate(self._proto.nodes)
+                 if node.attributes and node_id not in self._matched_proto_ids
+                 and node_id not in self._ignored_proto_ids]
+    if not unmatched and not self._unused_attributes:
+      return
+    names = node_paths(self._proto)
+    logging.warning(
+        "A checkpoint restore is being discarded with values that were never "
+        "restored; the values are listed below. Call "
+        "`status.expect_partial()` on the status returned by restore() if "
+        "this is intended.")
+    for node_id in unmatched:
+      logging.warning("Value in checkpoint could not be found in the "
+                      "restored object: %s", names[node_id])
+    for node_id, attributes in self._unused_attributes.items():
+      logging.warning("An attribute in the restored object could not be "
+                      "found in the checkpoint. Object: %s, attribute: %s",
+                      names[node_id], attributes)
+
+
+class CheckpointRestoreCoordinator:
+  """The state of one object-based `restore()` call.
+
+  Knows the checkpoint (object graph, dtypes, shapes), which checkpoint
+  nodes are bound to which Python objects, which restores wait for objects
+  not created yet, and, when graph building, the restore ops to run.
+  """
+
+  def __init__(self, object_graph_proto, values, restore_op_cache,
+               graph_view, options=None):
+    """Prepares to restore `values.save_path` into `graph_view`'s objects.
+
+    Args:
+      object_graph_proto: The checkpoint's TrackableObjectGraph.
+      values: The checkpoint's `functional_saver.CheckpointValues`.
+      restore_op_cache: The saver's `RestoreOpCache`, shared by all its
+        restores, so graph-mode restores reuse ops.
+      graph_view: The `ObjectGraphView` of the objects being restored.
+      options: Optional `tf.train.CheckpointOptions`: the device to read on,
+        and whether to skip optimizer slot variables.
+    """
+    self.object_graph_proto = object_graph_proto
+    self.values = values
+    self.options = options
+    self.skip_slot_variables = bool(
+        getattr(options, "experimental_skip_slot_variables", False))
+    self.restore_uid = ops.uid()
+    self.graph_view = graph_view
+    self.restore_ops = []
+    self._built_restore_ops = []
+    self._mismatches = []  # Errors of deferred restores (graph building).
+    self._op_cache = restore_op_cache
+    self.on_new_restore_ops = None
+    # Node id -> Python object. Weak: a pending restore must not keep the
+    # program's objects alive.
+    self.objects_by_node_id = weakref.WeakValueDictionary()
+    self.matched_node_ids = set()
+    self.seen_objects = object_identity.ObjectIdentityWeakSet()
+    # Node id -> attribute names present in the checkpoint but not restored.
+    self.unused_attributes = {}
+    # Variable node id -> slots to restore once the variable is bound.
+    self.slots_by_variable = {}
+    # Optimizer node id -> slots waiting for the optimizer to be bound.
+    self.slots_awaiting_optimizer = {}
+    for node_id, node in enumerate(object_graph_proto.nodes):
+      for slot in () if self.skip_slot_variables else node.slot_variables:
+        self.slots_by_variable.setdefault(
+            slot.original_variable_node_id, []).append(
+                restore.SlotToRestore(
+                    optimizer_id=node_id,
+                    slot_variable_id=slot.slot_variable_node_id,
+                    slot_name=slot.slot_name))
+    self._report = _UnrestoredValuesReport(
+        object_graph_proto, self.matched_node_ids, self.unused_attributes,
+        self.skipped_slot_node_ids())
+    weakref.finalize(self, self._report.warn_if_incomplete)
+
+  def skipped_slot_node_ids(self):
+    """Slot variable nodes left alone (`experimental_skip_slot_variables`)."""
+    if not self.skip_slot_variables:
+      return frozenset()
+    return frozenset(slot.slot_variable_node_id
+                     for node in self.object_graph_proto.nodes
+                     for slot in node.slot_variables)
+
+  @property
+  def expect_partial(self):
+    return self._report.expect_partial
+
+  @expect_partial.setter
+  def expect_partial(self, value):
+    self._report.expect_partial = value
+
+  def report_mismatch(self, error):
+    """Raises `error`, or keeps it for `raise_mismatch` (graph, deferred).
+
+    A deferred restore runs when its object is created. Eagerly, the value
+    is assigned right then, so the error is raised right then. Graph
+    building, nothing is assigned before the restore ops run, so the error
+    is raised when they would run (and by the assertions), and building the
+    model goes on, as it does in TensorFlow.
+    """
+    if context.executing_eagerly() or self.on_new_restore_ops:
+      raise error
+    self._mismatches.append(error)
+
+  def raise_mismatch(self):
+    """Raises the first error `report_mismatch` kept, if any."""
+    if self._mismatches:
+      raise self._mismatches[0]
+
+  def new_restore_ops(self, new_ops):
+    """Records restore ops created after `restore()` returned."""
+    self.restore_ops.extend(new_ops)
+    if self.on_new_restore_ops:
+      self.on_new_restore_ops(new_ops)  # pylint: disable=not-callable
+
+  def restore_ops_to_run(self):
+    """What to fetch to run every restore op so far (graph mode)."""
+    return self._op_cache.fetches(self.restore_ops)
+
+  def group_built_restore_ops(self):
+    """Groups the restore ops this restore built (see `RestoreOpCache`)."""
+    self._op_cache.group(self._built_restore_ops)
+
+  def node_has_values(self, node_id):
+    """Whether a node or anything below it holds checkpointed values."""
+    node = self.object_graph_proto.nodes[node_id]
+    if node.HasField("has_checkpoint_values"):
+      return node.has_checkpoint_values.value
+    return bool(node.children or node.attributes or node.slot_variables or
+                node.HasField("registered_saver"))
+
+  def defer(self, trackable, local_name, position):
+    """Queues `position` until `trackable` tracks a dependency `local_name`."""
+    trackable._deferred_dependencies.setdefault(local_name, []).append(  # pylint: disable=protected-access
+        position)
+    if position.is_simple_variable():
+      self.values.await_key(position.object_proto.attributes[0].checkpoint_key)
+
+  def cached_restore_op(self, name, saveable):
+    """The restore op an earlier restore built for `saveable`, or None.
+
+    Graph mode only. The op reads whichever checkpoint is fed, so this
+    checkpoint's value is checked against the saveable first, as for a new
+    op: a mismatch fails here rather than halfway through running the ops.
+    """
+    if context.executing_eagerly():
+      return None
+    restore_op = self._op_cache.by_name.get(name)
+    if restore_op is not None:
+      self._check_saveables(
+          saveable_object_util.validate_and_slice_inputs({name: saveable}), ())
+    return restore_op
+
+  def cached_saveable(self, trackable, name):
+    """A saveable made for `trackable` by an earlier restore, or None."""
+    cache = self.graph_view.saveables_cache
+    if cache is None:
+      return None
+    saveables = cache.get(trackable, {}).get(name)
+    if saveables is None:
+      return None
+    if isinstance(saveables, (list, tuple)):
+      return saveables[0] if len(saveables) == 1 else None
+    return saveables
+
+  def cache_saveable(self, trackable, name, saveable):
+    cache = self.graph_view.saveables_cache
+    if cache is not None:
+      cache.setdefault(trackable, {})[name] = (saveable,)
+
+  def check_values(self, values, shape_error=ValueError,
+                   dtype_error=errors.InvalidArgumentError):
+    """Checks values about to be read against the checkpoint.
+
+    Args:
+      values: `(key, shape_and_slice, dtype, shape)` tuples; a dtype or
+        shape of None is not checked.
+      shape_error: The error type when only shapes differ.
+      dtype_error: The error type when only dtypes differ.
+
+    Raises:
+      NotFoundError: If a key is missing.
+      The error types above: If values do not fit; the message names the
+        checkpoint and every key that does not fit.
+    """
+    entries = [restore_plan.entry(*value) for value in values]
+    restore_plan.check(restore_plan.RestorePlan(entries),
+                       self.values.save_path, self.values.dtypes,
+                       self.values.shapes, shape_error=shape_error,
+                       dtype_error=dtype_error)
+
+  def _check_saveables(self, saveables, variables, python_saveables=()):
+    """Checks keys, dtypes and shapes before anything is assigned."""
+    planned = []
+    for saveable in saveables:
+      variable_shape = restore_plan.expected_shape(saveable)
+      planned.extend((spec.name, spec.slice_spec, spec.dtype, variable_shape)
+                     for spec in saveable.specs)
+    planned.extend((key, "", variable.dtype, variable.shape)
+                   for key, variable in variables)
+    planned.extend((spec.name, "", None, None)
+                   for saveable in python_saveables for spec in saveable.specs)
+    self.check_values(planned)
+
+  def restore_saveables(self, tensor_saveables, python_saveables,
+                        variables=()):
+    """Restores saveables now (eagerly) or builds their restore ops.
+
+    Every value is checked before any is assigned, so a mismatch leaves the
+    objects untouched.
+
+    Args:
+      tensor_saveables: `{checkpoint key: SaveableObject}`.
+      python_saveables: `PythonStateSaveable`s, restored immediately.
+      variables: `(checkpoint key, variable)` pairs of stock resource
+        variables, restored by assigning their values (eager only).
+
+    Returns:
+      The new restore ops when graph building, else an empty list.
+    """
+    saveables = saveable_object_util.validate_and_slice_inputs(tensor_saveables)
+    self._check_saveables(saveables, variables, python_saveables)
+    for saveable in python_saveables:
+      saveable.python_restore(
+          [self.values.python_value(spec.name) for spec in saveable.specs])
+    if context.executing_eagerly():
+      specs = [spec for saveable in saveables for spec in saveable.specs]
+      specs.extend(functional_saver.KeyToRead(key, "", variable.dtype)
+                   for key, variable in variables)
+      if specs:
+        values = self.values.read(specs)
+        functional_saver.apply_restored(saveables, values)
+        saveable_object_util.assign_variables(
+            [variable for _, variable in variables],
+            values[len(values) - len(variables):])
+      return []
+    assert not variables, "Variables are gathered only when executing eagerly."
+    if not saveables:
+      return []
+    new_ops = functional_saver.Saver(saveables).restore(
+        self.values.path_tensor, self.options)
+    self._op_cache.by_name.update(new_ops)
+    self._built_restore_ops.extend(new_ops.values())
+    return list(new_ops.values())
+
+
+class RestoreOpCache:
+  """A saver's graph-mode restore ops, reused by all its restores.
+
+  Restore ops read whichever checkpoint path is fed, so they are kept by
+  saveable name (`by_name`) and built once. `Session.run` spends more
+  Python time on each fetched op than a restore takes to run, so the
+  restore ops one `restore()` builds are also grouped under a no-op, built
+  with them: running restore ops never adds an op. A group runs all of its
+  ops, so a restore fetches only the groups whose ops it needs every one
+  of, and its other ops one by one.
+  """
+
+  def __init__(self):
+    self.by_name = {}  # Saveable name -> restore op.
+    self._groups = {}  # frozenset of restore ops -> the no-op running them.
+
+  def group(self, restore_ops):
+    """Groups `restore_ops` (unless empty, already grouped, or finalized)."""
+    members = frozenset(restore_ops)
+    if not members or members in self._groups:
+      return
+    graph = next(iter(members)).graph
+    if graph.finalized:
+      return
+    with graph.as_default(), graph.control_dependencies(None):
+      with graph.control_dependencies(members):
+        self._groups[members] = gen_control_flow_ops.no_op(name="restore_all")
+
+  def fetches(self, restore_ops):
+    """The groups and single ops that run exactly `restore_ops`."""
+    remaining = set(restore_ops)
+    fetches = []
+    for members, group in sorted(self._groups.items(),
+                                 key=lambda item: -len(item[0])):
+      if members <= remaining:
+        fetches.append(group)
+        remaining -= members
+    fetches.extend(op for op in restore_ops if op in remaining)
+    return fetches
