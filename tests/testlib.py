@@ -1,31 +1,109 @@
-"""Helpers for tests that do the same thing with TensorFlow and tf_objckpt.
+"""What the tests share: TensorFlow and tf_objckpt side by side.
 
-A checkpoint is compared through what `tf.train.load_checkpoint` sees: its
-keys with their shapes and dtypes, its parsed `TrackableObjectGraph`, and
-its values.
+Tests are differential: they do the same thing with TensorFlow (the oracle)
+and with tf_objckpt, and compare. This module holds
+
+- `IMPLS`, the two implementations by name ("tf", "ours");
+- readers of a checkpoint as `tf.train.load_checkpoint` sees it (keys with
+  shapes and dtypes, the parsed object graph, values), and comparisons;
+- `outcome`, the one way tests catch what a call raises;
+- Python state objects (`Counter`, `Recorder`, `NumpyWrapper`, ...);
+- `GraphProgram`, a graph-mode program with its own graph and session, and
+  `GraphModel`, a small trained model in one;
+- Keras models and optimizers of Keras 3 and tf_keras (Keras 2).
 """
 
 import contextlib
+import functools
+import io
 import logging as py_logging
 import os
+import typing
 
 from absl import logging as absl_logging
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
+from tensorflow.python.checkpoint import checkpoint as tf_checkpoint
+from tensorflow.python.checkpoint import checkpoint_management as tf_management
+from tensorflow.python.trackable import autotrackable as tf_autotrackable
+from tensorflow.python.trackable import data_structures as tf_data_structures
+from tensorflow.python.trackable import python_state
+from tensorflow.python.training import saver as tf_saver
 
 import tf_objckpt
+from tf_objckpt import base
+from tf_objckpt import checkpoint_management
+from tf_objckpt import data_structures
+from tf_objckpt import saver
+from tf_objckpt import util
 
+# The checkout (or Bazel's runfiles tree) the tests run from.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
-# The two implementations under test, by the names tests use for them.
-CHECKPOINT_CLASSES = {"tf": tf.train.Checkpoint, "ours": tf_objckpt.Checkpoint}
-IMPLS = tuple(CHECKPOINT_CLASSES)
+
+class Impl(typing.NamedTuple):
+  """One implementation's classes and modules, by TensorFlow's names.
+
+  `checkpoint` is the module of `list_objects`, `gather_initializers`,
+  `streaming_restore`, `frozen_saver`, `add_variable` and
+  `capture_dependencies`; `saver` the module of the v1 `Saver` and its
+  builders.
+  """
+  # pylint: disable=invalid-name
+  Checkpoint: type
+  CheckpointV1: type
+  CheckpointManager: type
+  AutoTrackable: type
+  Saver: type
+  # pylint: enable=invalid-name
+  import_meta_graph: typing.Callable
+  checkpoint: typing.Any
+  checkpoint_management: typing.Any
+  data_structures: typing.Any
+  saver: typing.Any
+
+
+# The implementations under test, by the names tests give them.
+IMPLS = {
+    "tf": Impl(
+        Checkpoint=tf.train.Checkpoint,
+        CheckpointV1=tf.compat.v1.train.Checkpoint,
+        CheckpointManager=tf.train.CheckpointManager,
+        AutoTrackable=tf_autotrackable.AutoTrackable,
+        Saver=tf.compat.v1.train.Saver,
+        import_meta_graph=tf.compat.v1.train.import_meta_graph,
+        checkpoint=tf_checkpoint,
+        checkpoint_management=tf_management,
+        data_structures=tf_data_structures,
+        saver=tf_saver),
+    "ours": Impl(
+        Checkpoint=tf_objckpt.Checkpoint,
+        CheckpointV1=tf_objckpt.CheckpointV1,
+        CheckpointManager=tf_objckpt.CheckpointManager,
+        AutoTrackable=tf_objckpt.AutoTrackable,
+        Saver=saver.Saver,
+        import_meta_graph=saver.import_meta_graph,
+        checkpoint=util,
+        checkpoint_management=checkpoint_management,
+        data_structures=data_structures,
+        saver=saver),
+}
+# Objects to attach variables to: ours, and one of TensorFlow's.
+OWNERS = {"ours": tf_objckpt.AutoTrackable, "tf_module": tf.Module}
+# Every (writer, reader) pair of implementations.
+PAIRS = [(writer, reader) for writer in IMPLS for reader in IMPLS]
 
 
 def other(impl):
   """The implementation that is not `impl`."""
   return "ours" if impl == "tf" else "tf"
+
+
+# ----------------------------------------------------------------------------
+# Checkpoints as `tf.train.load_checkpoint` sees them.
+# ----------------------------------------------------------------------------
 
 
 def object_graph(path):
@@ -54,7 +132,7 @@ def values(path):
 
 
 def assert_values_equal(expected, actual):
-  """Asserts two `{key: value}` dicts hold the same keys and values."""
+  """Asserts two `{key: value}` dicts hold the same keys, values and dtypes."""
   assert sorted(expected) == sorted(actual)
   for key in expected:
     np.testing.assert_array_equal(np.asarray(actual[key]),
@@ -85,7 +163,7 @@ def assert_same_checkpoint(tf_path, our_path, compare_values=True):
 
 def write(impl, prefix, **objects):
   """Writes `objects` with `impl`'s `Checkpoint.write`; returns the path."""
-  return CHECKPOINT_CLASSES[impl](**objects).write(os.fspath(prefix))
+  return IMPLS[impl].Checkpoint(**objects).write(os.fspath(prefix))
 
 
 def write_both(tmp_path, **objects):
@@ -101,19 +179,56 @@ def snapshot(tmp_path, **objects):
   return values(path)
 
 
-def assert_values_differ(first, second):
-  """Asserts no value (but save counters) is equal in both dicts.
+def files_under(directory):
+  """Paths of the files below `directory`, relative to it, sorted."""
+  return sorted(
+      os.path.relpath(os.path.join(root, name), directory)
+      for root, _, names in os.walk(directory) for name in names)
 
-  Used to check that fresh objects start different from the checkpoint, so
-  an equal value after restoring proves a restore happened.
+
+def assert_same_files(tmp_path):
+  """`tmp_path/tf` and `tmp_path/ours` hold the same files, byte for byte.
+
+  A `checkpoint` state file is compared with its directory replaced, as it
+  may name it.
   """
-  for key in first:
-    if key not in second or "save_counter" in key:
-      continue
-    a, b = np.asarray(first[key]), np.asarray(second[key])
-    if a.size == 0:
-      continue
-    assert a.shape != b.shape or not np.array_equal(a, b), key
+  directories = {impl: tmp_path / impl for impl in IMPLS}
+  names = files_under(directories["tf"])
+  assert any(name.endswith(".index") for name in names), names
+  assert any(".data-" in name for name in names), names
+  assert files_under(directories["ours"]) == names
+  for name in names:
+    contents = {}
+    for impl, directory in directories.items():
+      contents[impl] = (directory / name).read_bytes()
+      if os.path.basename(name) == "checkpoint":
+        contents[impl] = contents[impl].replace(os.fsencode(directory),
+                                                b"<dir>")
+    assert contents["ours"] == contents["tf"], (
+        f"{name} differs from byte "
+        f"{_first_difference(contents['tf'], contents['ours'])}")
+
+
+def _first_difference(expected, actual):
+  return next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b),
+              min(len(expected), len(actual)))
+
+
+# Enough variables for every batched path: graph mode makes their handles in
+# batches of 64 (`variable_batches.GRAPH_BATCH_SIZE`); this is two batches and
+# a partial one.
+MANY = 2 * 64 + 7
+_MIXED_DTYPES = (np.float32, np.int64, np.bool_, np.float16, np.complex64,
+                 np.int8, np.uint16, object)
+
+
+def mixed_value(index, scale):
+  """A value whose dtype and shape vary with `index`, its content with both."""
+  dtype = _MIXED_DTYPES[index % len(_MIXED_DTYPES)]
+  shape = [index % 3, 2] if index % 5 else []
+  if dtype is object:
+    return np.full(shape, f"s{index * scale}", dtype=object)
+  return (np.ones(shape) * (index * scale % 7)).astype(dtype)
 
 
 def function_library_names(graph):
@@ -134,6 +249,64 @@ def assert_variables_equal(expected, actual):
     a = np.asarray(a.numpy() if hasattr(a, "numpy") else a)
     b = np.asarray(b.numpy() if hasattr(b, "numpy") else b)
     np.testing.assert_array_equal(b, a)
+
+
+# ----------------------------------------------------------------------------
+# Errors and logs.
+# ----------------------------------------------------------------------------
+
+
+class Outcome(typing.NamedTuple):
+  """What a call did: its result, or the exception it raised."""
+  result: typing.Any
+  error: typing.Optional[Exception]
+
+  @property
+  def name(self):
+    """"ok", or the name of the exception's type (messages may differ)."""
+    return "ok" if self.error is None else type(self.error).__name__
+
+
+def outcome(fn, *args, **kwargs):
+  """Calls `fn(*args, **kwargs)`; returns an `Outcome`, never raises."""
+  try:
+    return Outcome(fn(*args, **kwargs), None)
+  except Exception as e:  # pylint: disable=broad-except
+    return Outcome(None, e)
+
+
+STATUS_ASSERTIONS = ("assert_consumed", "assert_existing_objects_matched",
+                     "assert_nontrivial_match")
+
+
+def assertion_outcomes(status, names=STATUS_ASSERTIONS):
+  """For each method `names` of a load status: "ok", or what it raised."""
+  return [outcome(getattr(status, name)).name for name in names]
+
+
+def errors_by_impl(fn):
+  """`{impl: exception or None}` from `fn(impl's Checkpoint class)`."""
+  return {impl: outcome(fn, lib.Checkpoint).error
+          for impl, lib in IMPLS.items()}
+
+
+def assert_same_error_type(errors, expected_type=None):
+  """Both raised, exceptions of one type (and of `expected_type`)."""
+  assert errors["tf"] is not None, "TensorFlow raised nothing"
+  assert errors["ours"] is not None, "tf_objckpt raised nothing"
+  assert type(errors["ours"]) is type(errors["tf"]), (
+      f"TensorFlow raised {errors['tf']!r}, we raised {errors['ours']!r}")
+  if expected_type is not None:
+    assert isinstance(errors["ours"], expected_type)
+
+
+def assert_names_the_value(error, path, *object_paths):
+  """The message names `path`, and one of `object_paths` with its key."""
+  message = str(error)
+  assert path in message, message
+  assert any(f"{object_path}/.ATTRIBUTES/VARIABLE_VALUE" in message and
+             f"'{object_path}'" in message
+             for object_path in object_paths), message
 
 
 class _Collect(py_logging.Handler):
@@ -167,18 +340,286 @@ def captured_logs():
       logger.setLevel(level)
 
 
-def outcome(fn):
-  """Runs `fn`; returns "ok" or the name of the exception type it raised."""
-  try:
-    fn()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
-  return "ok"
+# ----------------------------------------------------------------------------
+# Python state.
+# ----------------------------------------------------------------------------
 
 
+class Counter(python_state.PythonState):
+  """Python state saved as a string, through TensorFlow's `PythonState`."""
+
+  def __init__(self, count=0):
+    self.count = count
+
+  def serialize(self):
+    return str(self.count)
+
+  def deserialize(self, string_value):
+    self.count = int(string_value)
+
+
+class Recorder(python_state.PythonState):
+  """Saves `payload`; records every value `deserialize` receives."""
+
+  def __init__(self, payload):
+    self.payload = payload
+    self.received = []
+
+  def serialize(self):
+    return self.payload
+
+  def deserialize(self, string_value):
+    self.received.append(string_value)
+
+
+class NumpyWrapper(python_state.PythonState):
+  """The example of `PythonState`'s documentation: an array as .npy bytes.
+
+  Records the types of the values `deserialize` receives.
+  """
+
+  def __init__(self, array):
+    self.array = array
+    self.received_types = []
+
+  def serialize(self):
+    string_file = io.BytesIO()
+    np.save(string_file, self.array, allow_pickle=False)
+    return string_file.getvalue()
+
+  def deserialize(self, string_value):
+    self.received_types.append(type(string_value).__name__)
+    self.array = np.load(io.BytesIO(string_value), allow_pickle=False)
+
+
+class StringState(tf_objckpt.AutoTrackable):
+  """Python state saved through our `PythonStringStateSaveable` factory."""
+
+  impl = "ours"
+
+  def __init__(self):
+    super().__init__()
+    self.state = "initial"
+    self.restored = []
+
+  def _gather_saveables_for_checkpoint(self):
+    return {python_state.PYTHON_STATE: functools.partial(
+        base.PythonStringStateSaveable, state_callback=lambda: self.state,
+        restore_callback=self._restore)}
+
+  def _restore(self, string_value):
+    self.restored.append(string_value.decode())
+
+
+class TfStringState(python_state.PythonState):
+  """The same Python state as `StringState`, saved TensorFlow's way."""
+
+  impl = "tf"
+
+  def __init__(self):
+    self.state = "initial"
+    self.restored = []
+
+  def serialize(self):
+    return self.state
+
+  def deserialize(self, string_value):
+    self.restored.append(string_value.decode())
+
+
+# ----------------------------------------------------------------------------
+# Graph-mode programs.
+# ----------------------------------------------------------------------------
+
+
+class GraphProgram:
+  """One run of a graph-mode program: its own graph and session.
+
+  Use it as a context manager: inside, its graph is the default graph (its
+  session is not the default session); on the way out the session is
+  closed. `lib` holds `impl`'s classes. After
+  `track()`, `root` holds `variables` and `checkpoint` is a `CheckpointV1`
+  of it.
+  """
+
+  def __init__(self, impl, config=None, target=""):
+    self.impl = impl
+    self.lib = IMPLS[impl]
+    self.graph = tf.Graph()
+    self.session = None
+    self.variables = []
+    self.root = None
+    self.checkpoint = None
+    self._config = config
+    self._target = target
+    self._scopes = contextlib.ExitStack()
+
+  def __enter__(self):
+    self._scopes.enter_context(self.graph.as_default())
+    self.session = self._scopes.enter_context(contextlib.closing(
+        tf.compat.v1.Session(self._target, graph=self.graph,
+                             config=self._config)))
+    return self
+
+  def __exit__(self, *exc_info):
+    return self._scopes.__exit__(*exc_info)
+
+  def variable(self, name, value, **kwargs):
+    """A `tf.compat.v1.get_variable` whose initial value is `value`."""
+    return tf.compat.v1.get_variable(name, initializer=tf.constant(value),
+                                     **kwargs)
+
+  def track(self, variables):
+    """Tracks `variables` as `root.variables`, and initializes them."""
+    self.variables = list(variables)
+    self.root = self.lib.AutoTrackable()
+    self.root.variables = self.variables
+    self.checkpoint = self.lib.CheckpointV1(root=self.root)
+    self.initialize()
+
+  def run(self, fetches, feed_dict=None):
+    return self.session.run(fetches, feed_dict)
+
+  def initialize(self):
+    self.run(tf.compat.v1.global_variables_initializer())
+
+  def values(self):
+    """The values of `variables`."""
+    return self.run(self.variables)
+
+  def uninitialized(self):
+    """Names of the graph's uninitialized variables, sorted."""
+    return sorted(self.run(
+        tf.compat.v1.report_uninitialized_variables()).tolist())
+
+  def num_ops(self):
+    return len(self.graph.get_operations())
+
+  def save(self, prefix):
+    """Saves a numbered checkpoint at `prefix`; returns its path."""
+    return self.checkpoint.save(prefix, session=self.session)
+
+
+def write_in_graph(impl, prefix, **initial_values):
+  """Writes, from a graph of its own, a root holding `initial_values`.
+
+  Each value is a variable of the root, named as its attribute.
+
+  Returns:
+    The path of the checkpoint, written by `impl`'s `CheckpointV1.write`.
+  """
+  with GraphProgram(impl) as program:
+    root = program.lib.AutoTrackable()
+    for name, value in initial_values.items():
+      setattr(root, name, program.variable(name, value))
+    program.initialize()
+    return program.lib.CheckpointV1(root=root).write(
+        prefix, session=program.session)
+
+
+def rewrite_without(path, key):
+  """Rewrites the checkpoint at `path` without the value of `key`."""
+  reader = tf.train.load_checkpoint(path)
+  keys = [k for k in reader.get_variable_to_shape_map() if k != key]
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    session.run(tf.raw_ops.SaveV2(
+        prefix=path, tensor_names=keys, shape_and_slices=[""] * len(keys),
+        tensors=[reader.get_tensor(k) for k in keys]))
+
+
+GRAPH_OPTIMIZERS = {
+    "adam": lambda: tf.compat.v1.train.AdamOptimizer(0.1),
+    "momentum": lambda: tf.compat.v1.train.MomentumOptimizer(0.1, 0.9),
+    "adagrad": lambda: tf.compat.v1.train.AdagradOptimizer(0.1),
+}
+VARIABLE_KINDS = ("resource", "reference", "partitioned")
+
+
+class GraphModel(GraphProgram):
+  """A small model in a `GraphProgram`, with a v1 optimizer.
+
+  The model is `tf.compat.v1.get_variable` variables (resource, reference
+  or partitioned) on `root`, trained by a `tf.compat.v1.train` optimizer, so
+  checkpoints hold slot variables and non-slot optimizer variables such as
+  Adam's `beta1_power`. `checkpoint` is a `CheckpointV1` of both.
+  """
+
+  def __init__(self, impl, kind="resource", optimizer="adam",
+               create_optimizer=True, seed=1):
+    super().__init__(impl)
+    self.kind = kind
+    self.optimizer = None
+    self.train_op = None
+    self._optimizer_name = optimizer
+    self._create_optimizer = create_optimizer
+    self._seed = seed
+
+  def __enter__(self):
+    super().__enter__()
+    init = tf.compat.v1.random_uniform_initializer(seed=self._seed)
+    use_resource = self.kind != "reference"
+    self.root = self.lib.AutoTrackable()
+    self.root.w = tf.compat.v1.get_variable(
+        "w", [3, 2], initializer=init, use_resource=use_resource)
+    self.root.b = tf.compat.v1.get_variable(
+        "b", [2], initializer=init, use_resource=use_resource)
+    self.variables = [self.root.w, self.root.b]
+    if self.kind == "partitioned":
+      self.root.parts = list(tf.compat.v1.get_variable(
+          "p", [4, 2], initializer=init,
+          partitioner=tf.compat.v1.fixed_size_partitioner(2)))
+      self.variables.extend(self.root.parts)
+    self.optimizer = GRAPH_OPTIMIZERS[self._optimizer_name]()
+    self.checkpoint = self.lib.CheckpointV1(model=self.root,
+                                            optimizer=self.optimizer)
+    if self._create_optimizer:
+      self.create_slots()
+    return self
+
+  def create_slots(self):
+    """Builds the training op, creating slot and non-slot variables."""
+    x = tf.constant([[1., 2., 3.]])
+    loss = tf.reduce_sum(tf.square(tf.matmul(x, self.root.w) + self.root.b))
+    for part in self.variables[2:]:
+      loss += tf.reduce_sum(tf.square(part))
+    self.train_op = self.optimizer.minimize(loss)
+
+  def labelled_values(self):
+    """`{label: value}` of model and optimizer variables (see `labelled`)."""
+    variables = labelled(
+        {"w": self.root.w, "b": self.root.b,
+         **{f"p{i}": part for i, part in enumerate(self.variables[2:])}},
+        self.optimizer)
+    return dict(zip(variables, self.run(list(variables.values()))))
+
+  def train(self, steps=3):
+    for _ in range(steps):
+      self.run(self.train_op)
+
+
+def labelled(variables, optimizer):
+  """Adds an optimizer's slot and non-slot variables to `{label: variable}`.
+
+  Labels do not depend on graph names, which differ between programs (and
+  between eager and graph mode).
+  """
+  result = dict(variables)
+  for label, variable in variables.items():
+    for slot_name in optimizer.get_slot_names():
+      slot = optimizer.get_slot(variable, slot_name)
+      if slot is not None:
+        result[f"{label}/{slot_name}"] = slot
+  for (name, _), variable in optimizer._non_slot_dict.items():  # pylint: disable=protected-access
+    result[name] = variable
+  return result
+
+
+# ----------------------------------------------------------------------------
 # Keras models and optimizers, for Keras 3 (`keras`) and Keras 2
 # (`tf_keras`), whose new optimizers keep their state in plain variables and
 # whose legacy optimizers keep it in slot variables.
+# ----------------------------------------------------------------------------
+
 FLAVORS = ("keras3", "tf_keras", "tf_keras_legacy")
 MODEL_KINDS = ("sequential", "functional", "subclassed")
 

@@ -15,7 +15,7 @@ import os
 
 import tensorflow as tf
 
-import compat_util as cu
+import testlib as tl
 import tf_objckpt
 
 _ASYNC = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
@@ -23,21 +23,23 @@ _ASYNC = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
 
 def test_async_save_writes_tensorflows_checkpoint(tmp_path):
   paths = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    checkpoint = cls(v=tf.Variable([1.0, 2.0]), step=tf.Variable(3))
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint(v=tf.Variable([1.0, 2.0]), step=tf.Variable(3))
     paths[impl] = checkpoint.save(os.fspath(tmp_path / impl / "s"),
                                   options=_ASYNC)
-    if impl == "ours":  # Already written: nothing is pending.
+    if impl == "ours":  # Already written and recorded: nothing is pending.
       assert tf.train.latest_checkpoint(tmp_path / impl) == paths[impl]
-      cu.signature(paths[impl])
+      before_sync = tl.values(paths[impl])
     checkpoint.sync()
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"])
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
+  # What we had written before sync() is all TensorFlow writes.
+  tl.assert_values_equal(tl.values(paths["tf"]), before_sync)
 
 
 def test_async_saves_are_numbered_like_other_saves(tmp_path):
   numbers = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    checkpoint = cls(v=tf.Variable(1.0))
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint(v=tf.Variable(1.0))
     prefix = os.fspath(tmp_path / impl / "s")
     paths = [checkpoint.save(prefix, options=_ASYNC)]
     checkpoint.sync()

@@ -11,17 +11,17 @@ import weakref
 import pytest
 import tensorflow as tf
 
-import compat_util as cu
+import testlib as tl
 import tf_objckpt
 
 
 def _keys(path):
-  return sorted(cu.signature(path))
+  return sorted(tl.signature(path))
 
 
-@pytest.mark.parametrize("impl", cu.IMPLS)
+@pytest.mark.parametrize("impl", tl.IMPLS)
 def test_write_accepts_a_path_like_prefix(tmp_path, impl):
-  checkpoint = cu.CHECKPOINT_CLASSES[impl](v=tf.Variable(1.0))
+  checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(1.0))
   path = checkpoint.write(tmp_path / "ckpt")
   assert path == os.fspath(tmp_path / "ckpt")
   assert isinstance(path, str)
@@ -29,9 +29,9 @@ def test_write_accepts_a_path_like_prefix(tmp_path, impl):
                          "v/.ATTRIBUTES/VARIABLE_VALUE"]
 
 
-@pytest.mark.parametrize("impl", cu.IMPLS)
+@pytest.mark.parametrize("impl", tl.IMPLS)
 def test_save_read_and_restore_accept_path_like_paths(tmp_path, impl):
-  cls = cu.CHECKPOINT_CLASSES[impl]
+  cls = tl.IMPLS[impl].Checkpoint
   saved = cls(v=tf.Variable(1.0)).save(tmp_path / "ckpt")
   assert saved == os.fspath(tmp_path / "ckpt-1")
   written = cls(v=tf.Variable(2.0)).write(os.fspath(tmp_path / "written"))
@@ -43,9 +43,9 @@ def test_save_read_and_restore_accept_path_like_paths(tmp_path, impl):
   assert float(read.v.numpy()) == 2.0
 
 
-@pytest.mark.parametrize("impl", cu.IMPLS)
+@pytest.mark.parametrize("impl", tl.IMPLS)
 def test_methods_accept_checkpoint_options(tmp_path, impl):
-  cls = cu.CHECKPOINT_CLASSES[impl]
+  cls = tl.IMPLS[impl].Checkpoint
   options = tf.train.CheckpointOptions()
   checkpoint = cls(v=tf.Variable(1.0))
   written = checkpoint.write(os.fspath(tmp_path / "w"), options=options)
@@ -89,30 +89,29 @@ def test_tensorflows_manager_manages_our_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("manager_impl", ["tf", "ours"])
 def test_manager_save_with_options(tmp_path, manager_impl):
-  manager_cls = {"tf": tf.train.CheckpointManager,
-                 "ours": tf_objckpt.CheckpointManager}[manager_impl]
+  manager_cls = tl.IMPLS[manager_impl].CheckpointManager
   results = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
+  for impl, lib in tl.IMPLS.items():
     if manager_impl == "tf" and impl == "ours":
       continue  # Covered by test_tensorflows_manager_manages_our_checkpoint.
-    manager = manager_cls(cls(v=tf.Variable(1.0)),
+    manager = manager_cls(lib.Checkpoint(v=tf.Variable(1.0)),
                           os.fspath(tmp_path / impl), max_to_keep=1)
     results[impl] = os.path.basename(
         manager.save(options=tf.train.CheckpointOptions()))
   assert set(results.values()) == {"ckpt-1"}
 
 
-@pytest.mark.parametrize("impl", cu.IMPLS)
+@pytest.mark.parametrize("impl", tl.IMPLS)
 def test_root_may_be_a_weak_reference(tmp_path, impl):
   module = tf.Module()
   module.v = tf.Variable(1.0)
-  path = cu.CHECKPOINT_CLASSES[impl](weakref.ref(module)).write(
+  path = tl.IMPLS[impl].Checkpoint(weakref.ref(module)).write(
       os.fspath(tmp_path / "ckpt"))
   assert _keys(path) == ["_CHECKPOINTABLE_OBJECT_GRAPH",
                          "v/.ATTRIBUTES/VARIABLE_VALUE"]
   fresh = tf.Module()
   fresh.v = tf.Variable(0.0)
-  cu.CHECKPOINT_CLASSES[impl](weakref.ref(fresh)).read(path).assert_consumed()
+  tl.IMPLS[impl].Checkpoint(weakref.ref(fresh)).read(path).assert_consumed()
   assert float(fresh.v.numpy()) == 1.0
 
 
@@ -120,14 +119,8 @@ def test_root_may_be_a_weak_reference(tmp_path, impl):
     "root", [[tf.Variable(1.0)], {"a": tf.Variable(1.0)}, 5, "text"],
     ids=["list", "dict", "int", "str"])
 def test_non_trackable_root_is_a_value_error(root):
-  errors = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    try:
-      cls(root=root)
-    except Exception as e:  # pylint: disable=broad-except
-      errors[impl] = e
-  assert isinstance(errors.get("tf"), ValueError)
-  assert type(errors.get("ours")) is type(errors["tf"]), errors.get("ours")
+  errors = tl.errors_by_impl(lambda cls: cls(root=root))
+  tl.assert_same_error_type(errors, ValueError)
 
 
 def test_checkpoint_with_root_held_by_another_object(tmp_path):
@@ -135,25 +128,27 @@ def test_checkpoint_with_root_held_by_another_object(tmp_path):
   module = tf.Module()
   module.v = tf.Variable(1.0)
   extra = tf.Variable(2.0)
-  paths = {impl: cls(inner=cls(root=module, extra=extra)).write(
-      os.fspath(tmp_path / impl / "ckpt"))
-           for impl, cls in cu.CHECKPOINT_CLASSES.items()}
-  assert "inner/_root/v/.ATTRIBUTES/VARIABLE_VALUE" in cu.signature(
+  paths = {impl: lib.Checkpoint(
+      inner=lib.Checkpoint(root=module, extra=extra)).write(
+          os.fspath(tmp_path / impl / "ckpt"))
+           for impl, lib in tl.IMPLS.items()}
+  assert "inner/_root/v/.ATTRIBUTES/VARIABLE_VALUE" in tl.signature(
       paths["tf"])
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"])
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
 
 
 def test_children_of_a_checkpoint_with_root():
   module = tf.Module()
   children = {
-      impl: sorted(cls(module, w=tf.Variable(1.0))._trackable_children())  # pylint: disable=protected-access
-      for impl, cls in cu.CHECKPOINT_CLASSES.items()}
+      impl: sorted(lib.Checkpoint(module, w=tf.Variable(1.0))
+                   ._trackable_children())  # pylint: disable=protected-access
+      for impl, lib in tl.IMPLS.items()}
   assert children["ours"] == children["tf"] == ["_root", "root", "w"]
 
 
-@pytest.mark.parametrize("impl", cu.IMPLS)
+@pytest.mark.parametrize("impl", tl.IMPLS)
 def test_save_inside_a_function_is_not_implemented(tmp_path, impl):
-  checkpoint = cu.CHECKPOINT_CLASSES[impl](v=tf.Variable(1.0))
+  checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(1.0))
 
   @tf.function
   def save():
@@ -165,8 +160,8 @@ def test_save_inside_a_function_is_not_implemented(tmp_path, impl):
 
 def test_write_inside_a_function_writes_current_values(tmp_path):
   values = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    checkpoint = cls(v=tf.Variable(1.0))
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint(v=tf.Variable(1.0))
     prefix = os.fspath(tmp_path / impl / "ckpt")
 
     @tf.function
@@ -177,6 +172,6 @@ def test_write_inside_a_function_writes_current_values(tmp_path):
     write(tf.constant(5.0))
     path = write(tf.constant(7.0))
     assert isinstance(path, tf.Tensor)
-    values[impl] = cu.values(prefix)
-  cu.assert_values_equal(values["tf"], values["ours"])
+    values[impl] = tl.values(prefix)
+  tl.assert_values_equal(values["tf"], values["ours"])
   assert float(values["ours"]["v/.ATTRIBUTES/VARIABLE_VALUE"]) == 7.0

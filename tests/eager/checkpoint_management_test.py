@@ -17,9 +17,9 @@ from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.checkpoint import checkpoint_management as tf_cm
 from tensorflow.python.lib.io import file_io
 
+import testlib as tl
 from tf_objckpt import checkpoint_management as ours
 
-IMPLS = {"tf": tf_cm, "ours": ours}
 START = 1_700_000_000.0
 HOUR = 3600.
 
@@ -46,9 +46,7 @@ def _normalize(value, directory):
 
 def _snapshot(directory):
   """Files under `directory` and the state file's text."""
-  files = sorted(
-      os.path.relpath(os.path.join(root, f), directory)
-      for root, _, names in os.walk(directory) for f in names)
+  files = tl.files_under(directory)
   state = os.path.join(directory, "checkpoint")
   text = open(state).read() if os.path.exists(state) else None
   return {"files": files, "state": text}
@@ -65,7 +63,8 @@ def _observe(mod, manager, directory, result):
 def _run_both(tmp_path, clock, scenario, relative=False):
   """Runs `scenario(mod, directory)` for both modules; returns observations."""
   results = {}
-  for name, mod in IMPLS.items():
+  for name, lib in tl.IMPLS.items():
+    mod = lib.checkpoint_management
     clock.now = START
     base = tmp_path / name
     base.mkdir()
@@ -160,7 +159,10 @@ def test_recovery_when_clock_went_backwards(tmp_path, clock):
     out.append(_observe(mod, m, d, None))
     return out + _save_n(mod, m, d, clock, 3)
 
-  _run_both(tmp_path, clock, scenario)
+  obs = _run_both(tmp_path, clock, scenario)
+  # The new checkpoint object numbers from 1 again, over the old files.
+  assert obs[-1]["checkpoints"] == ["<dir>/ckpt-2", "<dir>/ckpt-3"]
+  assert "ckpt-4.index" in obs[-1]["files"]
 
 
 def test_recovery_from_state_without_timestamps(tmp_path, clock):
@@ -172,7 +174,10 @@ def test_recovery_from_state_without_timestamps(tmp_path, clock):
     out = [_observe(mod, m, d, None)]
     return out + _save_n(mod, m, d, clock, 2)
 
-  _run_both(tmp_path, clock, scenario)
+  obs = _run_both(tmp_path, clock, scenario)
+  assert obs[-1]["checkpoints"] == ["<dir>/ckpt-2"]
+  assert "ckpt-1.index" not in obs[-1]["files"]
+  assert "old-2.index" in obs[-1]["files"]
 
 
 def test_checkpoint_numbers(tmp_path, clock):
@@ -362,7 +367,7 @@ def test_state_recorded_before_deleting(tmp_path, clock, monkeypatch):
 
     with monkeypatch.context() as patch:
       patch.setattr(file_io, "delete_file", broken_delete)
-      out.append(_outcome(m.save)[0])
+      out.append(tl.outcome(m.save).name)
     return out + [_observe(mod, m, d, None)]
 
   obs = _run_both(tmp_path, clock, scenario)
@@ -370,15 +375,10 @@ def test_state_recorded_before_deleting(tmp_path, clock, monkeypatch):
   assert 'model_checkpoint_path: "ckpt-2"' in obs[2]["state"]
 
 
-@pytest.mark.skipif(
-    not (pathlib.Path(__file__).parents[1] / "tf_objckpt" / "util.py")
-    .exists(), reason="tf_objckpt.util is not written yet")
 def test_tf_objckpt_checkpoint_object(tmp_path, clock):
-  from tf_objckpt import util  # pylint: disable=g-import-not-at-top
-
   def scenario(mod, d):
     if mod is ours:
-      ckpt = util.Checkpoint(v=tf.Variable(1.))
+      ckpt = tl.IMPLS["ours"].Checkpoint(v=tf.Variable(1.))
     else:
       ckpt = _new_checkpoint()
     m = mod.CheckpointManager(ckpt, d, max_to_keep=2)
@@ -400,23 +400,18 @@ def test_interleaving_with_tensorflow_manager(tmp_path, clock):
       out += _save_n(managers, m, d, clock, 2, step=HOUR / 3)
     return out
 
-  _run_both(tmp_path, clock, scenario)
-
-
-def _outcome(fn, *args, **kwargs):
-  """("ok", result), or (error type name, None): messages may differ."""
-  try:
-    return ("ok", fn(*args, **kwargs))
-  except Exception as e:  # pylint: disable=broad-except
-    return (type(e).__name__, None)
+  obs = _run_both(tmp_path, clock, scenario)
+  assert obs[-1]["checkpoints"] == ["<dir>/ckpt-6", "<dir>/ckpt-7",
+                                    "<dir>/ckpt-8"]
+  assert "ckpt-3.index" in obs[-1]["files"]  # Kept: an hour had passed.
 
 
 def _differential(tmp_path, body):
   results = {}
-  for name, mod in IMPLS.items():
+  for name, lib in tl.IMPLS.items():
     d = tmp_path / name
     d.mkdir()
-    results[name] = _normalize(body(mod, str(d)), str(d))
+    results[name] = _normalize(body(lib.checkpoint_management, str(d)), str(d))
   assert results["tf"] == results["ours"]
   return results["ours"]
 
@@ -424,8 +419,8 @@ def _differential(tmp_path, body):
 def test_constructor_errors():
   for kwargs in (dict(max_to_keep=0), dict(max_to_keep=-3),
                  dict(max_to_keep=1, checkpoint_interval=2)):
-    got = [_outcome(mod.CheckpointManager, _new_checkpoint(), "/nonexistent",
-                    **kwargs)[0] for mod in IMPLS.values()]
+    got = [tl.outcome(lib.CheckpointManager, _new_checkpoint(), "/nonexistent",
+                      **kwargs).name for lib in tl.IMPLS.values()]
     assert got == ["ValueError", "ValueError"]
 
 
@@ -440,8 +435,9 @@ def test_generate_checkpoint_state_proto(tmp_path):
         out.append(str(proto))
     out.append(str(mod.generate_checkpoint_state_proto(
         d, "b", ["a", "b"], all_model_checkpoint_timestamps=[1., 2.])))
-    out.append(_outcome(mod.generate_checkpoint_state_proto, d, "c",
-                        ["a", "b"], all_model_checkpoint_timestamps=[1.])[0])
+    out.append(tl.outcome(
+        mod.generate_checkpoint_state_proto, d, "c", ["a", "b"],
+        all_model_checkpoint_timestamps=[1.]).name)
     return out
 
   assert _differential(tmp_path, body)[-1] == "ValueError"
@@ -483,11 +479,13 @@ def test_update_and_get_checkpoint_state(tmp_path):
         last_preserved_timestamp=0.5)
     out.append(_snapshot(d))
     out.append(str(mod.get_checkpoint_state(d, latest_filename="other")))
-    out.append(_outcome(mod.update_checkpoint_state, d,
-                        os.path.join(d, "checkpoint")))
-    out.append(_outcome(mod.update_checkpoint_state_internal, d, "checkpoint",
-                        [], save_relative_paths=True))
-    out.append(_outcome(mod.get_checkpoint_state, d, latest_filename="none"))
+    for call in (
+        lambda: mod.update_checkpoint_state(d, os.path.join(d, "checkpoint")),
+        lambda: mod.update_checkpoint_state_internal(
+            d, "checkpoint", [], save_relative_paths=True),
+        lambda: mod.get_checkpoint_state(d, latest_filename="none")):
+      result = tl.outcome(call)
+      out.append([result.name, result.result])
     return out
 
   out = _differential(tmp_path, body)
@@ -507,7 +505,8 @@ def test_get_checkpoint_state_bad_files(tmp_path, content, expected):
   def body(mod, d):
     with open(os.path.join(d, "checkpoint"), "w") as f:
       f.write(content)
-    kind, value = _outcome(mod.get_checkpoint_state, d)
+    result = tl.outcome(mod.get_checkpoint_state, d)
+    kind, value = result.name, result.result
     out = (kind, str(value) if kind == "ok" and value is not None else value)
     return [out, mod.latest_checkpoint(d) if kind == "ok" else None]
 

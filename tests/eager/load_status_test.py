@@ -14,21 +14,19 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-import compat_util as cu
+import testlib as tl
 import tf_objckpt
 
-_ASSERTIONS = ("assert_consumed", "assert_existing_objects_matched",
-               "assert_nontrivial_match", "run_restore_ops",
-               "initialize_or_restore")
+_METHODS = tl.STATUS_ASSERTIONS + ("run_restore_ops", "initialize_or_restore")
 
 
 def _outcomes(status):
-  """`{assertion name: "ok" or exception type name}`."""
-  return {name: cu.outcome(getattr(status, name)) for name in _ASSERTIONS}
+  """`{method name: "ok" or exception type name}`."""
+  return dict(zip(_METHODS, tl.assertion_outcomes(status, _METHODS)))
 
 
 def _save(tmp_path, **objects):
-  return cu.write("tf", tmp_path / "saved" / "ckpt", **objects)
+  return tl.write("tf", tmp_path / "saved" / "ckpt", **objects)
 
 
 def _module(**attributes):
@@ -43,183 +41,136 @@ def _module(**attributes):
 # returns (status, objects to keep alive).
 
 
-def _exact_match(tmp_path):
-  path = _save(tmp_path, a=_module(v=tf.Variable(1.0)), b=tf.Variable(2))
+def _restoring(path, make_objects, method="read"):
+  """The restore of a scenario: `method(path)` on `make_objects()`."""
 
   def restore(cls):
-    objects = {"a": _module(v=tf.Variable(0.0)), "b": tf.Variable(0)}
-    return cls(**objects).read(path), objects
+    objects = make_objects()
+    return getattr(cls(**objects), method)(path), objects
   return restore
+
+
+def _exact_match(tmp_path):
+  path = _save(tmp_path, a=_module(v=tf.Variable(1.0)), b=tf.Variable(2))
+  return _restoring(path, lambda: {"a": _module(v=tf.Variable(0.0)),
+                                   "b": tf.Variable(0)})
 
 
 def _extra_variable_in_program(tmp_path):
   path = _save(tmp_path, a=_module(v=tf.Variable(1.0)))
-
-  def restore(cls):
-    objects = {"a": _module(v=tf.Variable(0.0), w=tf.Variable(5.0))}
-    return cls(**objects).read(path), objects
-  return restore
+  return _restoring(path, lambda: {
+      "a": _module(v=tf.Variable(0.0), w=tf.Variable(5.0))})
 
 
 def _extra_root_object_in_program(tmp_path):
   path = _save(tmp_path, a=tf.Variable(1.0))
-
-  def restore(cls):
-    objects = {"a": tf.Variable(0.0), "b": _module(v=tf.Variable(0.0))}
-    return cls(**objects).read(path), objects
-  return restore
+  return _restoring(path, lambda: {"a": tf.Variable(0.0),
+                                   "b": _module(v=tf.Variable(0.0))})
 
 
 def _extra_empty_objects_in_program(tmp_path):
   path = _save(tmp_path, a=tf.Variable(1.0))
 
-  def restore(cls):
+  def objects():
     auto = tf_objckpt.AutoTrackable()
     auto.empty = []
     auto.nothing = {}
-    objects = {"a": tf.Variable(0.0), "empty": auto, "module": tf.Module()}
-    return cls(**objects).read(path), objects
-  return restore
+    return {"a": tf.Variable(0.0), "empty": auto, "module": tf.Module()}
+  return _restoring(path, objects)
 
 
 def _extra_value_in_checkpoint(tmp_path):
   path = _save(tmp_path, a=tf.Variable(1.0), b=_module(v=tf.Variable(2.0)))
-
-  def restore(cls):
-    objects = {"a": tf.Variable(0.0)}
-    return cls(**objects).read(path), objects
-  return restore
+  return _restoring(path, lambda: {"a": tf.Variable(0.0)})
 
 
 def _extra_nested_value_in_checkpoint(tmp_path):
   path = _save(tmp_path, a=_module(v=tf.Variable(1.0), w=tf.Variable(2.0)))
-
-  def restore(cls):
-    objects = {"a": _module(v=tf.Variable(0.0))}
-    return cls(**objects).read(path), objects
-  return restore
+  return _restoring(path, lambda: {"a": _module(v=tf.Variable(0.0))})
 
 
 def _attribute_without_saveable(tmp_path):
   """The checkpoint holds a value where the program has a plain object."""
   path = _save(tmp_path, a=tf.Variable(1.0), b=tf.Variable(2.0))
-
-  def restore(cls):
-    objects = {"a": tf.Variable(0.0), "b": tf_objckpt.AutoTrackable()}
-    return cls(**objects).read(path), objects
-  return restore
+  return _restoring(path, lambda: {"a": tf.Variable(0.0),
+                                   "b": tf_objckpt.AutoTrackable()})
 
 
 def _variable_where_checkpoint_has_object(tmp_path):
   path = _save(tmp_path, a=tf.Variable(1.0), b=_module(v=tf.Variable(2.0)))
-
-  def restore(cls):
-    objects = {"a": tf.Variable(0.0), "b": tf.Variable(0.0)}
-    return cls(**objects).read(path), objects
-  return restore
+  return _restoring(path, lambda: {"a": tf.Variable(0.0),
+                                   "b": tf.Variable(0.0)})
 
 
 def _nothing_matches(tmp_path):
   path = _save(tmp_path, x=tf.Variable(1.0))
-
-  def restore(cls):
-    objects = {"y": tf.Variable(0.0)}
-    return cls(**objects).read(path), objects
-  return restore
+  return _restoring(path, lambda: {"y": tf.Variable(0.0)})
 
 
 def _nothing_in_program(tmp_path):
   path = _save(tmp_path, x=tf.Variable(1.0))
+  return _restoring(path, dict)
 
-  def restore(cls):
-    return cls().read(path), {}
-  return restore
+
+def _two_dense_layers():
+  return tf_keras.Sequential([tf_keras.layers.Dense(3),
+                              tf_keras.layers.Dense(2)])
 
 
 def _partially_built_model(tmp_path):
-  source = tf_keras.Sequential([tf_keras.layers.Dense(3),
-                                tf_keras.layers.Dense(2)])
+  source = _two_dense_layers()
   source.build((None, 4))
   path = _save(tmp_path, model=source)
 
-  def restore(cls):
-    model = tf_keras.Sequential([tf_keras.layers.Dense(3),
-                                 tf_keras.layers.Dense(2)])
+  def objects():
+    model = _two_dense_layers()
     model.layers[0].build((None, 4))  # The second layer has no weights yet.
-    return cls(model=model).read(path), {"model": model}
-  return restore
+    return {"model": model}
+  return _restoring(path, objects)
 
 
 def _unbuilt_model(tmp_path):
-  source = cu.make_model("keras3", "subclassed")
-  path = _save(tmp_path, model=source)
-
-  def restore(cls):
-    model = cu.make_model("keras3", "subclassed", built=False)
-    return cls(model=model).read(path), {"model": model}
-  return restore
+  path = _save(tmp_path, model=tl.make_model("keras3", "subclassed"))
+  return _restoring(path, lambda: {
+      "model": tl.make_model("keras3", "subclassed", built=False)})
 
 
 def _legacy_optimizer_without_slots(tmp_path):
   """Slot variables wait for an optimizer the program does not have."""
-  model, optimizer = cu.trained("tf_keras_legacy", "functional")
+  model, optimizer = tl.trained("tf_keras_legacy", "functional")
   path = _save(tmp_path, model=model, optimizer=optimizer)
-
-  def restore(cls):
-    fresh = cu.make_model("tf_keras_legacy", "functional")
-    return cls(model=fresh).read(path), {"model": fresh}
-  return restore
+  return _restoring(path, lambda: {
+      "model": tl.make_model("tf_keras_legacy", "functional")})
 
 
 def _restore_none(tmp_path):
   del tmp_path
-
-  def restore(cls):
-    objects = {"a": tf.Variable(0.0)}
-    return cls(**objects).read(None), objects
-  return restore
+  return _restoring(None, lambda: {"a": tf.Variable(0.0)})
 
 
 def _restore_none_with_restore(tmp_path):
   del tmp_path
-
-  def restore(cls):
-    objects = {"a": tf.Variable(0.0)}
-    return cls(**objects).restore(None), objects
-  return restore
+  return _restoring(None, lambda: {"a": tf.Variable(0.0)}, method="restore")
 
 
 def _saved_with_save_read_with_restore(tmp_path):
-  source = {"a": tf.Variable(1.0)}
-  path = tf.train.Checkpoint(**source).save(
+  path = tf.train.Checkpoint(a=tf.Variable(1.0)).save(
       str(tmp_path / "saved" / "ckpt"))
-
-  def restore(cls):
-    objects = {"a": tf.Variable(0.0)}
-    return cls(**objects).restore(path), objects
-  return restore
+  return _restoring(path, lambda: {"a": tf.Variable(0.0)}, method="restore")
 
 
 def _written_with_write_read_with_restore(tmp_path):
   """`restore` creates a save counter the checkpoint lacks."""
   path = _save(tmp_path, a=tf.Variable(1.0))
-
-  def restore(cls):
-    objects = {"a": tf.Variable(0.0)}
-    return cls(**objects).restore(path), objects
-  return restore
+  return _restoring(path, lambda: {"a": tf.Variable(0.0)}, method="restore")
 
 
 def _shared_in_checkpoint_two_in_program(tmp_path):
   """One variable by two paths in the checkpoint, two in the program."""
   shared = tf.Variable(1.0)
   path = _save(tmp_path, a=_module(v=shared), b=_module(v=shared))
-
-  def restore(cls):
-    objects = {"a": _module(v=tf.Variable(0.0)),
-               "b": _module(v=tf.Variable(0.0))}
-    return cls(**objects).read(path), objects
-  return restore
+  return _restoring(path, lambda: {"a": _module(v=tf.Variable(0.0)),
+                                   "b": _module(v=tf.Variable(0.0))})
 
 
 SCENARIOS = {
@@ -263,8 +214,8 @@ _EXPECTED_CONSUMED = {
 def test_assertions_agree_with_tensorflow(tmp_path, scenario):
   restore = SCENARIOS[scenario](tmp_path)
   results = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    status, objects = restore(cls)
+  for impl, lib in tl.IMPLS.items():
+    status, objects = restore(lib.Checkpoint)
     results[impl] = _outcomes(status)
     assert status.expect_partial() is status
     del objects
@@ -277,8 +228,8 @@ def test_assertions_agree_with_tensorflow(tmp_path, scenario):
 def test_status_class_names_agree(tmp_path, scenario):
   restore = SCENARIOS[scenario](tmp_path)
   names = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    status, _ = restore(cls)
+  for impl, lib in tl.IMPLS.items():
+    status, _ = restore(lib.Checkpoint)
     status.expect_partial()
     names[impl] = type(status).__name__
   assert names["ours"] == names["tf"]
@@ -288,9 +239,9 @@ def test_assertions_later_pass_when_objects_are_created(tmp_path):
   """A status reflects objects created after restore()."""
   path = _save(tmp_path, a=_module(v=tf.Variable(1.0)), b=tf.Variable(2.0))
   traces = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
+  for impl, lib in tl.IMPLS.items():
     a = tf.Module()
-    checkpoint = cls(a=a)
+    checkpoint = lib.Checkpoint(a=a)
     status = checkpoint.read(path)
     trace = [_outcomes(status)]
     a.v = tf.Variable(0.0)
@@ -307,7 +258,7 @@ def test_assertions_later_pass_when_objects_are_created(tmp_path):
 def _unrestored_value_warnings(tmp_path, cls, scenario, expect_partial):
   """Messages logged when a restore with unused values is dropped."""
   restore = SCENARIOS[scenario](tmp_path)
-  with cu.captured_logs() as messages:
+  with tl.captured_logs() as messages:
     status, objects = restore(cls)
     if expect_partial:
       status.expect_partial()
@@ -333,9 +284,9 @@ def _value_lines(messages):
 @pytest.mark.parametrize("scenario", _WARNING_SCENARIOS)
 def test_dropped_status_warns_about_unrestored_values(tmp_path, scenario):
   lines = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    messages = _unrestored_value_warnings(tmp_path / impl, cls, scenario,
-                                          expect_partial=False)
+  for impl, lib in tl.IMPLS.items():
+    messages = _unrestored_value_warnings(
+        tmp_path / impl, lib.Checkpoint, scenario, expect_partial=False)
     lines[impl] = _value_lines(messages)
     if lines[impl]:
       assert any("expect_partial" in m for m in messages), messages
@@ -346,9 +297,9 @@ def test_dropped_status_warns_about_unrestored_values(tmp_path, scenario):
 
 @pytest.mark.parametrize("scenario", _WARNING_SCENARIOS)
 def test_expect_partial_silences_the_warning(tmp_path, scenario):
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    messages = _unrestored_value_warnings(tmp_path / impl, cls, scenario,
-                                          expect_partial=True)
+  for impl, lib in tl.IMPLS.items():
+    messages = _unrestored_value_warnings(
+        tmp_path / impl, lib.Checkpoint, scenario, expect_partial=True)
     assert not _value_lines(messages), (impl, messages)
     assert not any("expect_partial" in m for m in messages), (impl, messages)
 
@@ -369,10 +320,10 @@ def test_name_based_checkpoint_statuses_agree(tmp_path):
   path = tf.compat.v1.train.Saver([v, w]).save(
       None, str(tmp_path / "names" / "ckpt"))
   results = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
+  for impl, lib in tl.IMPLS.items():
     fresh_v = tf.Variable(0.0, name="v")
     fresh_w = tf.Variable([0, 0], name="w")
-    status = cls(a=fresh_v, b=fresh_w).restore(path)
+    status = lib.Checkpoint(a=fresh_v, b=fresh_w).restore(path)
     results[impl] = (type(status).__name__, _outcomes(status),
                      float(fresh_v.numpy()), fresh_w.numpy().tolist())
   assert results["ours"] == results["tf"]
@@ -381,9 +332,9 @@ def test_name_based_checkpoint_statuses_agree(tmp_path):
 
 def test_initialization_only_status_leaves_values_alone(tmp_path):
   del tmp_path
-  for cls in cu.CHECKPOINT_CLASSES.values():
+  for lib in tl.IMPLS.values():
     v = tf.Variable(np.arange(3.0))
-    status = cls(v=v).restore(None)
+    status = lib.Checkpoint(v=v).restore(None)
     status.initialize_or_restore()
     np.testing.assert_array_equal(v.numpy(), np.arange(3.0))
 
@@ -393,9 +344,9 @@ def test_inconsistent_references_are_logged_by_both(tmp_path):
   shared = tf.Variable(1.0)
   path = _save(tmp_path, a=_module(v=shared), b=_module(v=shared))
   logged = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    checkpoint = cls()
-    with cu.captured_logs() as messages:
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint()
+    with tl.captured_logs() as messages:
       status = checkpoint.read(path)
       checkpoint.a = tf.Module()  # Waits for its "v".
       checkpoint.b = _module(v=tf.Variable(0.0))  # Gets the value.

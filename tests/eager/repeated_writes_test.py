@@ -1,36 +1,18 @@
-"""Repeated writes of the same objects save their current state.
+"""Repeated eager writes of the same objects save their current state.
 
 Between writes of an unchanged object graph, tf_objckpt reuses the object
-graph proto and the variables' saveables. These tests change the state
+graph proto and the variables' saveables. This test changes the state
 between writes in every way that must still show in the next checkpoint,
-eagerly and when graph building, and compare it with what TensorFlow
-writes after the same changes.
+and compares it with what TensorFlow writes after the same changes. (Graph
+mode: `graph/graph_mode_ops_test.py`.)
 """
 
 import os
 
-import numpy as np
-import pytest
 import tensorflow as tf
-from tensorflow.python.trackable import autotrackable as tf_autotrackable
 from tensorflow.python.trackable import base as tf_base
-from tensorflow.python.trackable import python_state
 
-import compat_util as cu
-import tf_objckpt
-
-
-class _Counter(python_state.PythonState):
-  """Python state saved as a string."""
-
-  def __init__(self):
-    self.count = 0
-
-  def serialize(self):
-    return str(self.count)
-
-  def deserialize(self, string_value):
-    self.count = int(string_value)
+import testlib as tl
 
 
 class _Table(tf_base.Trackable):
@@ -50,7 +32,7 @@ class _Table(tf_base.Trackable):
 def _objects():
   module = tf.Module()
   module.variables_list = [tf.Variable(float(i)) for i in range(20)]
-  return {"m": module, "counter": _Counter(), "table": _Table()}
+  return {"m": module, "counter": tl.Counter(), "table": _Table()}
 
 
 def _change(objects, step):
@@ -63,8 +45,8 @@ def _change(objects, step):
 
 
 def test_eager_writes_follow_the_state(tmp_path):
-  checkpoints = {impl: cls(**_objects())
-                 for impl, cls in cu.CHECKPOINT_CLASSES.items()}
+  checkpoints = {impl: lib.Checkpoint(**_objects())
+                 for impl, lib in tl.IMPLS.items()}
   objects = {impl: {name: getattr(checkpoint, name) for name in _objects()}
              for impl, checkpoint in checkpoints.items()}
   for step in range(4):
@@ -72,34 +54,4 @@ def test_eager_writes_follow_the_state(tmp_path):
     for impl, checkpoint in checkpoints.items():
       _change(objects[impl], step)
       paths[impl] = checkpoint.write(os.fspath(tmp_path / f"{impl}{step}"))
-    cu.assert_same_checkpoint(paths["tf"], paths["ours"])
-
-
-@pytest.mark.parametrize("grow", [False, True])
-def test_graph_saves_follow_the_state(tmp_path, grow):
-  """In a session, variables and Python state are read at every save."""
-  results = {}
-  for impl, (autotrackable_cls, checkpoint_cls) in {
-      "tf": (tf_autotrackable.AutoTrackable, tf.compat.v1.train.Checkpoint),
-      "ours": (tf_objckpt.AutoTrackable, tf_objckpt.CheckpointV1)}.items():
-    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-      root = autotrackable_cls()
-      root.variables = [tf.compat.v1.get_variable(f"v{i}", initializer=0.)
-                        for i in range(20)]
-      root.counter = _Counter()
-      checkpoint = checkpoint_cls(root=root)
-      session.run(tf.compat.v1.global_variables_initializer())
-      paths = []
-      for step in range(3):
-        session.run(root.variables[step].assign(10.0 + step))
-        root.counter.count = step
-        if grow and step == 1:
-          root.extra = tf.compat.v1.get_variable("extra", initializer=5.)
-          session.run(root.extra.initializer)
-        paths.append(checkpoint.write(os.fspath(tmp_path / f"{impl}{step}"),
-                                      session=session))
-    results[impl] = paths
-  for theirs, ours in zip(results["tf"], results["ours"]):
-    cu.assert_same_checkpoint(theirs, ours)
-  assert cu.values(results["ours"][-1])[
-      "root/variables/2/.ATTRIBUTES/VARIABLE_VALUE"] == np.float32(12.0)
+    tl.assert_same_checkpoint(paths["tf"], paths["ours"])

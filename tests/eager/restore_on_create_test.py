@@ -14,55 +14,58 @@ import weakref
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 import tf_keras
 
-import compat_util as cu
+import testlib as tl
 import tf_objckpt
 
 
-def assertions(status):
-  """Which of the status' assertions pass ("ok") or raise (the type)."""
-  return (cu.outcome(status.assert_consumed),
-          cu.outcome(status.assert_existing_objects_matched),
-          cu.outcome(status.assert_nontrivial_match))
-
-
-ALL_PASS = ("ok", "ok", "ok")
+ALL_PASS = ["ok"] * 3
 
 
 def _read(impl, path, **objects):
-  checkpoint = cu.CHECKPOINT_CLASSES[impl](**objects)
+  checkpoint = tl.IMPLS[impl].Checkpoint(**objects)
   return checkpoint, checkpoint.read(path)
 
 
+def _create_optimizer_variables(tmp_path, flavor, model, optimizer, status,
+                                expected):
+  """Creates the optimizer's variables, restored on creation.
+
+  Asserts that the model and the optimizer then hold the values `expected`.
+
+  Returns:
+    The outcomes of the status' assertions after that.
+  """
+  tl.create_optimizer_variables(flavor, optimizer, model.trainable_variables)
+  tl.assert_values_equal(
+      expected, tl.snapshot(tmp_path, model=model, optimizer=optimizer))
+  return tl.assertion_outcomes(status)
+
+
 @pytest.mark.parametrize("kind", ["sequential", "subclassed"])
-@pytest.mark.parametrize("flavor", cu.FLAVORS)
+@pytest.mark.parametrize("flavor", tl.FLAVORS)
 def test_keras_model_and_optimizer_restored_when_built(tmp_path, flavor,
                                                        kind):
-  model, optimizer = cu.trained(flavor, kind)
-  path = cu.write("tf", tmp_path / "ckpt", model=model, optimizer=optimizer)
-  expected = cu.values(path)
-  x, _ = cu.training_data()
+  model, optimizer = tl.trained(flavor, kind)
+  path = tl.write("tf", tmp_path / "ckpt", model=model, optimizer=optimizer)
+  expected = tl.values(path)
+  x, _ = tl.training_data()
   traces = {}
-  for impl in cu.IMPLS:
-    fresh = cu.make_model(flavor, kind, built=False)
-    fresh_optimizer = cu.make_optimizer(flavor)
+  for impl in tl.IMPLS:
+    fresh = tl.make_model(flavor, kind, built=False)
+    fresh_optimizer = tl.make_optimizer(flavor)
     assert not fresh.built
     _, status = _read(impl, path, model=fresh, optimizer=fresh_optimizer)
-    trace = [assertions(status)]
+    trace = [tl.assertion_outcomes(status)]
     fresh(x)  # Creates the model's weights, restored as they are created.
-    trace.append(assertions(status))
-    cu.assert_variables_equal(model.weights, fresh.weights)
+    trace.append(tl.assertion_outcomes(status))
+    tl.assert_variables_equal(model.weights, fresh.weights)
     np.testing.assert_allclose(fresh(x).numpy(), model(x).numpy(),
                                rtol=1e-6)
-    cu.create_optimizer_variables(flavor, fresh_optimizer,
-                                  fresh.trainable_variables)
-    trace.append(assertions(status))
+    trace.append(_create_optimizer_variables(
+        tmp_path, flavor, fresh, fresh_optimizer, status, expected))
     assert int(fresh_optimizer.iterations.numpy()) == 1
-    cu.assert_values_equal(
-        expected,
-        cu.snapshot(tmp_path, model=fresh, optimizer=fresh_optimizer))
     traces[impl] = trace
   assert traces["ours"] == traces["tf"]
   assert traces["ours"][-1] == ALL_PASS
@@ -77,16 +80,16 @@ def test_keras3_model_built_symbolically_behaves_as_with_tensorflow(
   value reaches the model, with TensorFlow as with us; what matters here is
   that we fail exactly as TensorFlow does.
   """
-  model, _ = cu.trained("keras3", "subclassed")
-  path = cu.write("tf", tmp_path / "ckpt", model=model)
-  x, _ = cu.training_data()
+  model, _ = tl.trained("keras3", "subclassed")
+  path = tl.write("tf", tmp_path / "ckpt", model=model)
+  x, _ = tl.training_data()
   results = {}
-  for impl in cu.IMPLS:
-    fresh = cu.make_model("keras3", "subclassed", built=False,
+  for impl in tl.IMPLS:
+    fresh = tl.make_model("keras3", "subclassed", built=False,
                           explicit_build=False)
     _, status = _read(impl, path, model=fresh)
     fresh(x)
-    results[impl] = (assertions(status), len(fresh.weights), [
+    results[impl] = (tl.assertion_outcomes(status), len(fresh.weights), [
         np.array_equal(a.numpy(), b.numpy())
         for a, b in zip(model.weights, fresh.weights)])
   assert results["ours"] == results["tf"]
@@ -97,38 +100,34 @@ def test_legacy_slots_restored_when_the_optimizer_creates_them(
     tmp_path, optimizer_first):
   """Slot variables are created from the checkpoint, whichever comes first."""
   flavor = "tf_keras_legacy"
-  model, optimizer = cu.trained(flavor, "subclassed")
-  path = cu.write("tf", tmp_path / "ckpt", model=model, optimizer=optimizer)
-  expected = cu.values(path)
-  x, _ = cu.training_data()
+  model, optimizer = tl.trained(flavor, "subclassed")
+  path = tl.write("tf", tmp_path / "ckpt", model=model, optimizer=optimizer)
+  expected = tl.values(path)
+  x, _ = tl.training_data()
   traces = {}
-  for impl in cu.IMPLS:
-    fresh = cu.make_model(flavor, "subclassed", built=False)
-    fresh_optimizer = cu.make_optimizer(flavor)
+  for impl in tl.IMPLS:
+    fresh = tl.make_model(flavor, "subclassed", built=False)
+    fresh_optimizer = tl.make_optimizer(flavor)
     checkpoint, status = _read(impl, path, model=fresh)
-    trace = [assertions(status)]
+    trace = [tl.assertion_outcomes(status)]
     if optimizer_first:
       checkpoint.optimizer = fresh_optimizer
-      trace.append(assertions(status))
+      trace.append(tl.assertion_outcomes(status))
       fresh(x)
     else:
       fresh(x)
-      trace.append(assertions(status))
+      trace.append(tl.assertion_outcomes(status))
       checkpoint.optimizer = fresh_optimizer
-    trace.append(assertions(status))
+    trace.append(tl.assertion_outcomes(status))
     # The optimizer made the slots from the checkpoint, before any step.
     for variable, original in zip(fresh.trainable_variables,
                                   model.trainable_variables):
       for slot_name in ("m", "v"):
-        cu.assert_variables_equal(
+        tl.assert_variables_equal(
             [optimizer.get_slot(original, slot_name)],
             [fresh_optimizer.get_slot(variable, slot_name)])
-    cu.create_optimizer_variables(flavor, fresh_optimizer,
-                                  fresh.trainable_variables)
-    trace.append(assertions(status))
-    cu.assert_values_equal(
-        expected,
-        cu.snapshot(tmp_path, model=fresh, optimizer=fresh_optimizer))
+    trace.append(_create_optimizer_variables(
+        tmp_path, flavor, fresh, fresh_optimizer, status, expected))
     traces[impl] = trace
   assert traces["ours"] == traces["tf"]
   assert traces["ours"][-1] == ALL_PASS
@@ -138,9 +137,9 @@ def test_tf_keras_initializers_are_not_called(tmp_path):
   """tf_keras weights start with the checkpointed value (no initializer)."""
   source = tf_keras.layers.Dense(3)
   source.build((None, 2))
-  path = cu.write("tf", tmp_path / "ckpt", layer=source)
+  path = tl.write("tf", tmp_path / "ckpt", layer=source)
   calls = {}
-  for impl in cu.IMPLS:
+  for impl in tl.IMPLS:
     calls[impl] = []
 
     def initializer(shape, dtype=None, calls_so_far=calls[impl]):
@@ -152,7 +151,7 @@ def test_tf_keras_initializers_are_not_called(tmp_path):
     _, status = _read(impl, path, layer=layer)
     layer.build((None, 2))
     status.assert_consumed()
-    cu.assert_variables_equal(source.weights, layer.weights)
+    tl.assert_variables_equal(source.weights, layer.weights)
   assert calls["ours"] == calls["tf"] == []
 
 
@@ -186,27 +185,24 @@ def _leaves(root):
           root.module.auto.leaf]
 
 
-ROOT_CLASSES = {"tf_module": tf.Module, "ours": tf_objckpt.AutoTrackable}
-
-
-@pytest.mark.parametrize("writer", cu.IMPLS)
-@pytest.mark.parametrize("root_class", sorted(ROOT_CLASSES))
+@pytest.mark.parametrize("writer", tl.IMPLS)
+@pytest.mark.parametrize("root_class", sorted(tl.OWNERS))
 def test_attributes_attached_after_restore(tmp_path, root_class, writer):
-  cls = ROOT_CLASSES[root_class]
+  cls = tl.OWNERS[root_class]
   source = cls()
   for _ in _grow(cls, source, 0.0):
     pass
-  path = cu.write(writer, tmp_path / "ckpt", tree=source)
-  expected = cu.variable_values(_leaves(source))
+  path = tl.write(writer, tmp_path / "ckpt", tree=source)
+  expected = tl.variable_values(_leaves(source))
   traces = {}
-  for impl in cu.IMPLS:
+  for impl in tl.IMPLS:
     root = cls()
     _, status = _read(impl, path, tree=root)
-    trace = [assertions(status)]
+    trace = [tl.assertion_outcomes(status)]
     for _ in _grow(cls, root, 100.0):
-      trace.append(assertions(status))
-    trace.append(assertions(status))
-    cu.assert_variables_equal(expected, _leaves(root))
+      trace.append(tl.assertion_outcomes(status))
+    trace.append(tl.assertion_outcomes(status))
+    tl.assert_variables_equal(expected, _leaves(root))
     traces[impl] = trace
   assert traces["ours"] == traces["tf"]
   assert traces["ours"][-1] == ALL_PASS
@@ -254,44 +250,39 @@ def _raising_initializer(*args, **kwargs):
   raise AssertionError(f"The initializer was called: {args} {kwargs}")
 
 
-OWNERS = {"ours": tf_objckpt.AutoTrackable, "tf_module": tf.Module}
-ADD_VARIABLE = {"ours": tf_objckpt.add_variable,
-                "tf": tf_checkpoint_lib.add_variable}
-
-
 @pytest.mark.parametrize("with_shape", [True, False])
-@pytest.mark.parametrize("owner", sorted(OWNERS))
+@pytest.mark.parametrize("owner", sorted(tl.OWNERS))
 def test_add_variable_never_calls_the_initializer(tmp_path, owner,
                                                   with_shape):
   source = _add_variable_source()
-  path = cu.write("tf", tmp_path / "ckpt", tree=source)
-  expected = cu.values(path)
+  path = tl.write("tf", tmp_path / "ckpt", tree=source)
+  expected = tl.values(path)
   traces = {}
-  for impl in cu.IMPLS:
-    target = OWNERS[owner]()
+  for impl in tl.IMPLS:
+    target = tl.OWNERS[owner]()
     _, status = _read(impl, path, tree=target)
-    trace = [assertions(status)]
+    trace = [tl.assertion_outcomes(status)]
     for name, (shape, dtype) in _SPECS.items():
-      variable = ADD_VARIABLE[impl](
+      variable = tl.IMPLS[impl].checkpoint.add_variable(
           target, name, shape=shape if with_shape else None, dtype=dtype,
           initializer=_raising_initializer)
       assert variable.dtype == dtype and variable.shape == shape
       assert getattr(target, name, variable) is variable
       assert target._lookup_dependency(name) is variable  # pylint: disable=protected-access
-    trace.append(assertions(status))
-    cu.assert_values_equal(expected, cu.snapshot(tmp_path, tree=target))
+    trace.append(tl.assertion_outcomes(status))
+    tl.assert_values_equal(expected, tl.snapshot(tmp_path, tree=target))
     traces[impl] = trace
   assert traces["ours"] == traces["tf"]
   assert traces["ours"][-1] == ALL_PASS
 
 
-@pytest.mark.parametrize("owner", sorted(OWNERS))
+@pytest.mark.parametrize("owner", sorted(tl.OWNERS))
 def test_add_variable_calls_the_initializer_without_a_restore(tmp_path,
                                                               owner):
   """The raising initializer above would be noticed."""
   source = _add_variable_source()
-  path = cu.write("tf", tmp_path / "ckpt", tree=source)
-  target = OWNERS[owner]()
+  path = tl.write("tf", tmp_path / "ckpt", tree=source)
+  target = tl.OWNERS[owner]()
   tf_objckpt.Checkpoint(tree=target).read(path)
   with pytest.raises(AssertionError, match="initializer was called"):
     tf_objckpt.add_variable(target, "not_in_checkpoint", shape=(2,),
@@ -305,13 +296,14 @@ def test_add_variable_calls_the_initializer_without_a_restore(tmp_path,
   variable = tf_objckpt.add_variable(target, "fresh", shape=(2,),
                                      initializer=initializer)
   assert counted == [[2]]
-  cu.assert_variables_equal([np.ones(2, np.float32)], [variable])
+  tl.assert_variables_equal([np.ones(2, np.float32)], [variable])
 
 
 def test_add_variable_for_both_implementations_is_the_same(tmp_path):
   """Our add_variable and TensorFlow's create the same variables."""
   results = {}
-  for impl, add in ADD_VARIABLE.items():
+  for impl, lib in tl.IMPLS.items():
+    add = lib.checkpoint.add_variable
     root = tf_objckpt.AutoTrackable()
     for name, (shape, dtype) in _SPECS.items():
       if dtype == tf.string:
@@ -322,8 +314,8 @@ def test_add_variable_for_both_implementations_is_the_same(tmp_path):
         initializer = tf.constant_initializer(3)
       add(root, name, shape=shape, dtype=dtype, initializer=initializer)
     add(root, "constant", initializer=7, dtype=tf.int32)
-    results[impl] = cu.values(cu.write("tf", tmp_path / impl, tree=root))
-  cu.assert_values_equal(results["tf"], results["ours"])
+    results[impl] = tl.values(tl.write("tf", tmp_path / impl, tree=root))
+  tl.assert_values_equal(results["tf"], results["ours"])
 
 
 @pytest.mark.parametrize("order", ["first_then_second", "second_then_first"])
@@ -331,33 +323,34 @@ def test_newest_restore_wins(tmp_path, order):
   """Two restores wait for one variable: the later restore() call wins."""
   paths = []
   for offset in (0, 10):
-    paths.append(cu.write("tf", tmp_path / f"ckpt{offset}",
+    paths.append(tl.write("tf", tmp_path / f"ckpt{offset}",
                           tree=_add_variable_source(offset)))
   if order == "second_then_first":
     paths.reverse()
-  expected = cu.values(paths[-1])
-  for impl in cu.IMPLS:
+  expected = tl.values(paths[-1])
+  for impl in tl.IMPLS:
     results = {}
     for how in ("add_variable", "attribute"):
       target = tf_objckpt.AutoTrackable()
       for path in paths:
-        cu.CHECKPOINT_CLASSES[impl](tree=target).read(path)
+        tl.IMPLS[impl].Checkpoint(tree=target).read(path)
       for name, (shape, dtype) in _SPECS.items():
         if how == "add_variable":
-          ADD_VARIABLE[impl](target, name, shape=shape, dtype=dtype,
-                             initializer=_raising_initializer)
+          tl.IMPLS[impl].checkpoint.add_variable(
+              target, name, shape=shape, dtype=dtype,
+              initializer=_raising_initializer)
         else:
           setattr(target, name,
                   tf.Variable(_spec_value(shape, dtype, 100)))
-      results[how] = cu.snapshot(tmp_path, tree=target)
-      cu.assert_values_equal(expected, results[how])
+      results[how] = tl.snapshot(tmp_path, tree=target)
+      tl.assert_values_equal(expected, results[how])
 
 
 def test_deferred_restore_does_not_keep_objects_alive(tmp_path):
   source = tf_objckpt.AutoTrackable()
   source.child = tf_objckpt.AutoTrackable()
   source.child.v = tf.Variable(1.0)
-  path = cu.write("ours", tmp_path / "ckpt", tree=source)
+  path = tl.write("ours", tmp_path / "ckpt", tree=source)
   target = tf_objckpt.AutoTrackable()
   status = tf_objckpt.Checkpoint(tree=target).read(path)
   status.expect_partial()
@@ -372,8 +365,8 @@ def test_restore_then_create_many_variables_reads_each_value(tmp_path):
   source = tf_objckpt.AutoTrackable()
   source.vs = [tf.Variable(np.full((5,), i, np.float32)) for i in range(50)]
   source.others = {f"k{i}": tf.Variable(i, dtype=tf.int64) for i in range(20)}
-  path = cu.write("ours", tmp_path / "ckpt", tree=source)
-  for impl in cu.IMPLS:
+  path = tl.write("ours", tmp_path / "ckpt", tree=source)
+  for impl in tl.IMPLS:
     target = tf_objckpt.AutoTrackable()
     _, status = _read(impl, path, tree=target)
     target.others = {}
@@ -383,20 +376,20 @@ def test_restore_then_create_many_variables_reads_each_value(tmp_path):
     for i in range(50):
       target.vs.append(tf.Variable(np.zeros((5,), np.float32)))
     status.assert_consumed()
-    cu.assert_variables_equal(source.vs, target.vs)
+    tl.assert_variables_equal(source.vs, target.vs)
     assert {k: int(v.numpy()) for k, v in target.others.items()} == {
         f"k{i}": i for i in range(20)}
   assert os.path.exists(path + ".index")
 
 
-@pytest.mark.parametrize("flavor", cu.FLAVORS)
+@pytest.mark.parametrize("flavor", tl.FLAVORS)
 def test_resumed_training_continues_where_it_stopped(tmp_path, flavor):
   """Restore before building, then `fit`: the same as never stopping."""
-  x, y = cu.training_data()
+  x, y = tl.training_data()
 
   def compiled():
-    model = cu.make_model(flavor, "sequential", built=False)
-    model.compile(optimizer=cu.make_optimizer(flavor), loss="mse")
+    model = tl.make_model(flavor, "sequential", built=False)
+    model.compile(optimizer=tl.make_optimizer(flavor), loss="mse")
     return model
 
   def fit(model):
@@ -404,16 +397,16 @@ def test_resumed_training_continues_where_it_stopped(tmp_path, flavor):
 
   source = compiled()
   fit(source)
-  path = cu.write("tf", tmp_path / "ckpt", model=source,
+  path = tl.write("tf", tmp_path / "ckpt", model=source,
                   optimizer=source.optimizer)
   fit(source)
   expected = [w.numpy() for w in source.weights]
   traces = {}
-  for impl in cu.IMPLS:
+  for impl in tl.IMPLS:
     model = compiled()
     _, status = _read(impl, path, model=model, optimizer=model.optimizer)
     fit(model)  # Builds the model and the optimizer, restoring both.
-    traces[impl] = assertions(status)
+    traces[impl] = tl.assertion_outcomes(status)
     assert int(model.optimizer.iterations.numpy()) == 2
     for want, got in zip(expected, model.weights):
       np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)

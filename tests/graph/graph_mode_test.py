@@ -12,72 +12,18 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.checkpoint import checkpoint as tf_checkpoint
-from tensorflow.python.trackable import autotrackable as tf_autotrackable
 
-import compat_util
-from graph_mode_testlib import StringState
-from graph_mode_testlib import TfStringState
+import testlib as tl
 import tf_objckpt
 from tf_objckpt import util
 
-IMPLS = ("tf", "ours")
-_AUTOTRACKABLE = {"tf": tf_autotrackable.AutoTrackable,
-                  "ours": tf_objckpt.AutoTrackable}
-_CHECKPOINT = {"tf": tf.compat.v1.train.Checkpoint,
-               "ours": tf_objckpt.CheckpointV1}
-_LIST_OBJECTS = {"tf": tf_checkpoint.list_objects,
-                 "ours": tf_objckpt.list_objects}
-_GATHER_INITIALIZERS = {"tf": tf_checkpoint.gather_initializers,
-                        "ours": tf_objckpt.gather_initializers}
-_STREAMING_RESTORE = {"tf": tf_checkpoint.streaming_restore,
-                      "ours": tf_objckpt.streaming_restore}
 
-
-class Program:
-  """One run of a graph-mode program: a graph, a session and `impl`'s classes.
-
-  The graph is the default graph until `close()`.
-  """
-
-  def __init__(self, impl):
-    self.impl = impl
-    self.graph = tf.Graph()
-    self.session = tf.compat.v1.Session(graph=self.graph)
-    self._context = self.graph.as_default()
-    self._context.__enter__()
-
-  def autotrackable(self):
-    return _AUTOTRACKABLE[self.impl]()
-
-  def checkpoint(self, **kwargs):
-    return _CHECKPOINT[self.impl](**kwargs)
-
-  def variable(self, name, value, **kwargs):
-    return tf.compat.v1.get_variable(
-        name, initializer=tf.constant(value, tf.float32), **kwargs)
-
-  def run(self, fetches):
-    return self.session.run(fetches)
-
-  def uninitialized(self):
-    return sorted(self.session.run(
-        tf.compat.v1.report_uninitialized_variables()).tolist())
-
-  def close(self):
-    self._context.__exit__(None, None, None)
-    self.session.close()
-
-
-def _run_both(scenario, *args):
-  """Runs `scenario(program, *args)` for TF and ours; returns both results."""
+def _run_both(scenario):
+  """Runs `scenario(program)` in a `GraphProgram` of each; returns results."""
   results = {}
-  for impl in IMPLS:
-    program = Program(impl)
-    try:
-      results[impl] = scenario(program, *args)
-    finally:
-      program.close()
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as program:
+      results[impl] = scenario(program)
   return results
 
 
@@ -88,12 +34,12 @@ def _assert_same(results):
 
 def _train_and_save(program, prefix, steps):
   """The documented CheckpointV1 loop, resuming from the latest checkpoint."""
-  root = program.autotrackable()
+  root = program.lib.AutoTrackable()
   root.w = program.variable("w", [[1., 2.], [3., 4.]])
   root.b = program.variable("b", [0.5, -0.5])
   loss = tf.reduce_sum(tf.square(tf.matmul([[1., 1.]], root.w) + root.b))
   optimizer = tf.compat.v1.train.AdamOptimizer(0.1)
-  checkpoint = program.checkpoint(optimizer=optimizer, model=root)
+  checkpoint = program.lib.CheckpointV1(optimizer=optimizer, model=root)
   status = checkpoint.restore(
       tf_objckpt.latest_checkpoint(os.path.dirname(prefix)))
   train_op = optimizer.minimize(loss)
@@ -113,9 +59,8 @@ def test_documented_training_loop_resumes_like_tensorflow(tmp_path):
   def scenario(program):
     prefix = os.path.join(tmp_path, program.impl, "ckpt")
     first = _train_and_save(program, prefix, steps=2)
-    resumed = Program(program.impl)  # The program runs again.
-    second = _train_and_save(resumed, prefix, steps=3)
-    resumed.close()
+    with tl.GraphProgram(program.impl) as resumed:  # The program runs again.
+      second = _train_and_save(resumed, prefix, steps=3)
     return first, second
 
   results = _run_both(scenario)
@@ -127,21 +72,16 @@ def test_documented_training_loop_resumes_like_tensorflow(tmp_path):
 
 def _three_variables(program):
   """A root with `a`, `b` and `c`; returns (root, checkpoint)."""
-  root = program.autotrackable()
+  root = program.lib.AutoTrackable()
   root.a = program.variable("a", 1.)
   root.b = program.variable("b", 2.)
   root.c = program.variable("c", 3.)
-  return root, program.checkpoint(root=root)
+  return root, program.lib.CheckpointV1(root=root)
 
 
 def _write(program, prefix, **values):
   """Writes a checkpoint of a root holding `values`, from another graph."""
-  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-    root = program.autotrackable()
-    for name, value in values.items():
-      setattr(root, name, program.variable(name, value))
-    session.run(tf.compat.v1.global_variables_initializer())
-    return program.checkpoint(root=root).write(prefix, session=session)
+  return tl.write_in_graph(program.impl, prefix, **values)
 
 
 def test_initialize_or_restore_respects_later_restores(tmp_path):
@@ -172,12 +112,8 @@ def test_initialization_only_status_initializes(tmp_path):
                   a=10.)
     root, checkpoint = _three_variables(program)
     nothing = checkpoint.restore(None)
-    observed = [type(nothing).__name__]
-    for assertion in (nothing.assert_consumed,
-                      nothing.assert_existing_objects_matched,
-                      nothing.assert_nontrivial_match,
-                      nothing.run_restore_ops):
-      observed.append(compat_util.outcome(assertion))
+    observed = [type(nothing).__name__] + tl.assertion_outcomes(
+        nothing, tl.STATUS_ASSERTIONS + ("run_restore_ops",))
     later = checkpoint.restore(path).expect_partial()
     nothing.initialize_or_restore(program.session)
     observed.append(program.uninitialized())  # `a` waits for `later`.
@@ -205,7 +141,7 @@ def test_initialization_only_status_messages():
 def _model_and_optimizer(program, with_model=True, with_optimizer=True,
                          minimize=True):
   """Attaches `model` and `optimizer` dependencies as the scenario asks."""
-  model = program.autotrackable()
+  model = program.lib.AutoTrackable()
   model.w = program.variable("w", [1., 2.])
   optimizer = tf.compat.v1.train.MomentumOptimizer(0.1, 0.9)
   train_op = None
@@ -216,28 +152,19 @@ def _model_and_optimizer(program, with_model=True, with_optimizer=True,
     kwargs["model"] = model
   if with_optimizer:
     kwargs["optimizer"] = optimizer
-  return model, optimizer, train_op, program.checkpoint(**kwargs)
+  return model, optimizer, train_op, program.lib.CheckpointV1(**kwargs)
 
 
 def _saved_momentum(program, directory):
   """Trains the Momentum model two steps in a graph of its own; saves it."""
-  saving = Program(program.impl)
-  model, optimizer, train_op, checkpoint = _model_and_optimizer(saving)
-  saving.run(tf.compat.v1.global_variables_initializer())
-  saving.run([train_op])
-  saving.run([train_op])
-  expected = saving.run([model.w, optimizer.get_slot(model.w, "momentum")])
-  path = checkpoint.save(os.path.join(directory, "ckpt"), saving.session)
-  saving.close()
-  return path, expected
-
-
-ASSERTIONS = ("assert_consumed", "assert_existing_objects_matched",
-              "assert_nontrivial_match")
-
-
-def _assertion_outcomes(status):
-  return [compat_util.outcome(getattr(status, name)) for name in ASSERTIONS]
+  with tl.GraphProgram(program.impl) as saving:
+    model, optimizer, train_op, checkpoint = _model_and_optimizer(saving)
+    saving.initialize()
+    saving.run([train_op])
+    saving.run([train_op])
+    expected = saving.run([model.w, optimizer.get_slot(model.w, "momentum")])
+    return checkpoint.save(os.path.join(directory, "ckpt"),
+                           saving.session), expected
 
 
 def test_assertions_in_graph_mode(tmp_path):
@@ -246,15 +173,15 @@ def test_assertions_in_graph_mode(tmp_path):
     model, optimizer, _, checkpoint = _model_and_optimizer(
         program, with_model=False, with_optimizer=False, minimize=False)
     status = checkpoint.restore(path)
-    observed = [_assertion_outcomes(status)]
+    observed = [tl.assertion_outcomes(status)]
     checkpoint.model = model
-    observed.append(_assertion_outcomes(status))
+    observed.append(tl.assertion_outcomes(status))
     checkpoint.optimizer = optimizer
-    observed.append(_assertion_outcomes(status))
+    observed.append(tl.assertion_outcomes(status))
     optimizer.minimize(tf.reduce_sum(model.w))  # Creates the slots.
-    observed.append(_assertion_outcomes(status))
+    observed.append(tl.assertion_outcomes(status))
     checkpoint.extra = program.variable("extra", 1.)  # Not in the checkpoint.
-    observed.append(_assertion_outcomes(status))
+    observed.append(tl.assertion_outcomes(status))
     return observed
 
   results = _run_both(scenario)
@@ -292,15 +219,15 @@ def test_deferred_dependencies_of_nested_objects(tmp_path):
   def scenario(program):
     path = _write(program, os.path.join(tmp_path, program.impl, "ckpt"),
                   a=10., b=20.)
-    checkpoint = program.checkpoint()
+    checkpoint = program.lib.CheckpointV1()
     status = checkpoint.restore(path)
-    checkpoint.root = program.autotrackable()
+    checkpoint.root = program.lib.AutoTrackable()
     checkpoint.root.a = program.variable("a", 1.)
     observed = [len(status._checkpoint.restore_ops)]  # pylint: disable=protected-access
     checkpoint.root.b = program.variable("b", 2.)
     observed.append(len(status._checkpoint.restore_ops))  # pylint: disable=protected-access
     # The checkpoint, written by write(), has no save counter.
-    observed.append(_assertion_outcomes(status))
+    observed.append(tl.assertion_outcomes(status))
     status.run_restore_ops(program.session)
     observed.append(program.run([checkpoint.root.a, checkpoint.root.b]))
     return observed
@@ -312,12 +239,12 @@ def test_deferred_dependencies_of_nested_objects(tmp_path):
 
 def test_streaming_restore_runs_restore_ops_as_they_are_created(tmp_path):
   def scenario(program):
-    streaming_restore = _STREAMING_RESTORE[program.impl]
+    streaming_restore = program.lib.checkpoint.streaming_restore
     directory = os.path.join(tmp_path, program.impl)
     path = _write(program, os.path.join(directory, "ckpt"), a=10., b=20.)
-    checkpoint = program.checkpoint()
+    checkpoint = program.lib.CheckpointV1()
     status = checkpoint.restore(path)
-    checkpoint.root = program.autotrackable()
+    checkpoint.root = program.lib.AutoTrackable()
     checkpoint.root.a = program.variable("a", 1.)
     streaming_restore(status, program.session)  # Runs `a`'s restore op.
     observed = [program.run(checkpoint.root.a)]
@@ -325,8 +252,8 @@ def test_streaming_restore_runs_restore_ops_as_they_are_created(tmp_path):
     observed.append(program.run(checkpoint.root.b))
     name_based = tf.compat.v1.train.Saver([checkpoint.root.a]).save(
         program.session, os.path.join(directory, "name_based"))
-    observed.append(compat_util.outcome(lambda: streaming_restore(
-        checkpoint.restore(name_based), program.session)))
+    observed.append(tl.outcome(lambda: streaming_restore(
+        checkpoint.restore(name_based), program.session)).name)
     return observed
 
   results = _run_both(scenario)
@@ -348,8 +275,8 @@ def test_list_objects_and_gather_initializers(tmp_path):
   def scenario(program):
     model, optimizer, _, checkpoint = _model_and_optimizer(program)
     del model, optimizer
-    objects = _LIST_OBJECTS[program.impl](checkpoint)
-    initializers = _GATHER_INITIALIZERS[program.impl](checkpoint)
+    objects = program.lib.checkpoint.list_objects(checkpoint)
+    initializers = program.lib.checkpoint.gather_initializers(checkpoint)
     return ([type(obj).__name__ for obj in objects],
             [getattr(obj, "name", None) for obj in objects],
             [op.name for op in initializers])
@@ -364,8 +291,8 @@ def test_python_state_is_fed_at_save_time(tmp_path):
   key = "state/.ATTRIBUTES/py_state"
 
   def scenario(program):
-    state = StringState() if program.impl == "ours" else TfStringState()
-    checkpoint = program.checkpoint(state=state)
+    state = tl.StringState() if program.impl == "ours" else tl.TfStringState()
+    checkpoint = program.lib.CheckpointV1(state=state)
     saved = []
     for value in ("first", "second"):
       state.state = value
@@ -469,10 +396,9 @@ def test_saves_and_restores_work_once_the_graph_is_finalized(tmp_path):
 
 def test_save_inside_a_function_raises(tmp_path):
   """write() works inside a tf.function; save() raises as the spec says."""
-  for checkpoint_cls in (tf.compat.v1.train.Checkpoint,
-                         tf_objckpt.CheckpointV1):
-    checkpoint = checkpoint_cls(v=tf.Variable(1.))
-    prefix = os.path.join(tmp_path, checkpoint_cls.__module__, "ckpt")
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.CheckpointV1(v=tf.Variable(1.))
+    prefix = os.path.join(tmp_path, impl, "ckpt")
 
     @tf.function
     def save(checkpoint=checkpoint, prefix=prefix):
@@ -494,15 +420,15 @@ def test_name_based_checkpoints_restore_with_run_restore_ops(tmp_path):
       session.run(tf.compat.v1.global_variables_initializer())
       path = tf.compat.v1.train.Saver([a, b, save_counter]).save(
           session, os.path.join(tmp_path, program.impl, "names"))
-    root = program.autotrackable()
+    root = program.lib.AutoTrackable()
     root.a = program.variable("a", 1.)
     root.b = program.variable("b", 2.)
-    checkpoint = program.checkpoint(root=root)
+    checkpoint = program.lib.CheckpointV1(root=root)
     status = checkpoint.restore(path)
     observed = [type(status).__name__,
-                compat_util.outcome(status.assert_consumed)]
+                tl.outcome(status.assert_consumed).name]
     status.initialize_or_restore(program.session)
-    observed += [compat_util.outcome(status.assert_consumed),
+    observed += [tl.outcome(status.assert_consumed).name,
                  program.run([root.a, root.b, checkpoint.save_counter])]
     return observed
 
@@ -520,65 +446,3 @@ def test_session_with_feed_dict_additions():
     feed = {y: 5.}
     assert wrapped.run(x + y, feed_dict=feed) == 7.
     assert feed == {y: 5.}  # The caller's feed dict is not modified.
-
-
-def _bad_checkpoint_restore(program, directory, problem):
-  """Restores a checkpoint whose value for `root.b` does not fit.
-
-  Returns:
-    (the exception raised or None, the values of `root.a` and `root.b`
-    before and after).
-  """
-  key = "root/b/.ATTRIBUTES/VARIABLE_VALUE"
-  path = _write(program, os.path.join(directory, "ckpt"), a=10.,
-                b=[20., 21.] if problem == "shape" else 20.)
-  if problem == "missing":  # Rewrite the checkpoint without `b`'s value.
-    reader = tf.train.load_checkpoint(path)
-    keys = [k for k in reader.get_variable_to_shape_map() if k != key]
-    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-      session.run(tf.raw_ops.SaveV2(
-          prefix=path, tensor_names=keys, shape_and_slices=[""] * len(keys),
-          tensors=[reader.get_tensor(k) for k in keys]))
-  root = program.autotrackable()
-  root.a = program.variable("a", 1.)
-  if problem == "dtype":
-    root.b = tf.compat.v1.get_variable("b", initializer=tf.constant(2))
-  else:
-    root.b = program.variable("b", 2.)
-  checkpoint = program.checkpoint(root=root)
-  checkpoint.restore(None).initialize_or_restore(program.session)
-  before = program.run([root.a, root.b])
-  error = None
-  try:
-    checkpoint.restore(path).run_restore_ops(program.session)
-  except (ValueError, tf.errors.OpError) as e:
-    error = e
-  return error, before, program.run([root.a, root.b])
-
-
-@pytest.mark.parametrize("problem", ["shape", "dtype", "missing"])
-def test_bad_checkpoints_name_the_key_and_leave_variables_untouched(
-    tmp_path, problem):
-  """A mismatched or missing value fails the restore; nothing is assigned.
-
-  TensorFlow fails at `run_restore_ops` for a wrong dtype or a missing key
-  but silently reshapes a resource variable to a checkpointed shape; we
-  fail in `restore()`, before building any restore op, in all three cases.
-  """
-  results = {}
-  for impl in IMPLS:
-    program = Program(impl)
-    results[impl] = _bad_checkpoint_restore(
-        program, os.path.join(tmp_path, impl), problem)
-    program.close()
-  error, before, after = results["ours"]
-  assert "'root/b/.ATTRIBUTES/VARIABLE_VALUE'" in str(error)
-  assert "'root/b'" in str(error)
-  np.testing.assert_equal(after, before)
-  their_error, their_before, their_after = results["tf"]
-  if problem == "shape":
-    assert their_error is None
-    np.testing.assert_equal(their_after, [10., [20., 21.]])
-  else:
-    assert type(their_error) is type(error)  # pylint: disable=unidiomatic-typecheck
-    np.testing.assert_equal(their_after, their_before)

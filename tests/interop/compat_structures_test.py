@@ -6,6 +6,7 @@ checkpoint from either must restore into fresh objects through the other
 with `assert_consumed()` passing and the values of the originals.
 """
 
+import functools
 import os
 
 import keras
@@ -14,7 +15,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-import compat_util as cu
+import testlib as tl
 import tf_objckpt
 
 
@@ -102,20 +103,20 @@ STRUCTURES = {"nested": build_nested, "dtypes": build_dtypes}
 
 def test_dtype_structure_covers_every_dtype(tmp_path):
   root, _ = build_dtypes()
-  path = cu.write("ours", tmp_path / "ckpt", tree=root)
-  saved = {dtype for _, dtype in cu.signature(path).values()}
+  path = tl.write("ours", tmp_path / "ckpt", tree=root)
+  saved = {dtype for _, dtype in tl.signature(path).values()}
   assert saved == {dtype.name for dtype in _DTYPES}
 
 
 @pytest.mark.parametrize("structure", sorted(STRUCTURES))
 def test_write_gives_tensorflows_checkpoint(tmp_path, structure):
   root, _ = STRUCTURES[structure]()
-  paths = cu.write_both(tmp_path, tree=root)
+  paths = tl.write_both(tmp_path, tree=root)
   assert paths["ours"] == os.fspath(tmp_path / "ours" / "ckpt")
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"])
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
   # The structure really holds what it claims: shared objects once.
-  graph = cu.object_graph(paths["ours"])
-  values = cu.values(paths["ours"])
+  graph = tl.object_graph(paths["ours"])
+  values = tl.values(paths["ours"])
   if structure == "nested":
     assert len(values) == 15
     assert "tree/auto/sv/.ATTRIBUTES/VARIABLE_VALUE" in values
@@ -127,22 +128,22 @@ def test_write_gives_tensorflows_checkpoint(tmp_path, structure):
 def test_save_gives_tensorflows_checkpoint_and_state_file(tmp_path,
                                                           structure):
   root, _ = STRUCTURES[structure]()
-  checkpoints = {impl: cls(tree=root)
-                 for impl, cls in cu.CHECKPOINT_CLASSES.items()}
-  paths = {impl: [] for impl in cu.IMPLS}
+  checkpoints = {impl: lib.Checkpoint(tree=root)
+                 for impl, lib in tl.IMPLS.items()}
+  paths = {impl: [] for impl in tl.IMPLS}
   for _ in range(2):
     for impl, checkpoint in checkpoints.items():
       paths[impl].append(checkpoint.save(os.fspath(tmp_path / impl / "ckpt")))
-  for impl in cu.IMPLS:
+  for impl in tl.IMPLS:
     assert paths[impl] == [os.fspath(tmp_path / impl / f"ckpt-{n}")
                            for n in (1, 2)]
   for tf_path, our_path in zip(paths["tf"], paths["ours"]):
-    cu.assert_same_checkpoint(tf_path, our_path)
-  assert int(cu.values(paths["ours"][1])[
+    tl.assert_same_checkpoint(tf_path, our_path)
+  assert int(tl.values(paths["ours"][1])[
       "save_counter/.ATTRIBUTES/VARIABLE_VALUE"]) == 2
   # The `checkpoint` state files say the same, relative paths included.
   states = {}
-  for impl in cu.IMPLS:
+  for impl in tl.IMPLS:
     directory = tmp_path / impl
     with open(directory / "checkpoint") as f:
       states[impl] = f.read()
@@ -153,21 +154,21 @@ def test_save_gives_tensorflows_checkpoint_and_state_file(tmp_path,
 
 
 @pytest.mark.parametrize("structure", sorted(STRUCTURES))
-@pytest.mark.parametrize("writer", cu.IMPLS)
+@pytest.mark.parametrize("writer", tl.IMPLS)
 @pytest.mark.parametrize("method", ["write_read", "save_restore"])
 def test_cross_restore(tmp_path, structure, writer, method):
   build = STRUCTURES[structure]
   source, source_leaves = build()
-  saver = cu.CHECKPOINT_CLASSES[writer](tree=source)
+  saver = tl.IMPLS[writer].Checkpoint(tree=source)
   if method == "write_read":
     path = saver.write(os.fspath(tmp_path / "ckpt"))
   else:
     path = saver.save(os.fspath(tmp_path / "ckpt"))
-  expected = cu.variable_values(source_leaves)
+  expected = tl.variable_values(source_leaves)
   fresh, fresh_leaves = build(100)
-  for before, after in zip(expected, cu.variable_values(fresh_leaves)):
+  for before, after in zip(expected, tl.variable_values(fresh_leaves)):
     assert not np.array_equal(before, after)
-  reader = cu.CHECKPOINT_CLASSES[cu.other(writer)](tree=fresh)
+  reader = tl.IMPLS[tl.other(writer)].Checkpoint(tree=fresh)
   if method == "write_read":
     status = reader.read(path)
   else:
@@ -176,14 +177,14 @@ def test_cross_restore(tmp_path, structure, writer, method):
   status.assert_consumed()
   status.assert_existing_objects_matched()
   status.assert_nontrivial_match()
-  cu.assert_variables_equal(expected, fresh_leaves)
+  tl.assert_variables_equal(expected, fresh_leaves)
   for before, after in zip(source_leaves, fresh_leaves):
     assert after.dtype == before.dtype and after.shape == before.shape
 
 
 def test_shared_variable_stays_shared_after_restore(tmp_path):
   source, _ = build_nested()
-  path = cu.write("tf", tmp_path / "ckpt", tree=source)
+  path = tl.write("tf", tmp_path / "ckpt", tree=source)
   fresh, _ = build_nested(100)
   tf_objckpt.Checkpoint(tree=fresh).read(path).assert_consumed()
   assert fresh.auto.sv is fresh.modules[0].sv_again
@@ -202,16 +203,8 @@ def _attach_ours(container, offset):
   return [ours.v, ours.nested[0].w]
 
 
-def _keras3_layer(offset, attach=True):
-  layer = keras.layers.Dense(2)
-  layer.build((None, 3))
-  layer.kernel.assign(np.full((3, 2), 1.0 + offset))
-  leaves = [layer.kernel, layer.bias]
-  return layer, leaves + (_attach_ours(layer, offset) if attach else [])
-
-
-def _tf_keras_layer(offset, attach=True):
-  layer = tf_keras.layers.Dense(2)
+def _dense_layer(keras_module, offset, attach=True):
+  layer = keras_module.layers.Dense(2)
   layer.build((None, 3))
   layer.kernel.assign(np.full((3, 2), 1.0 + offset))
   leaves = [layer.kernel, layer.bias]
@@ -225,7 +218,8 @@ def _module(offset, attach=True):
   return module, leaves + (_attach_ours(module, offset) if attach else [])
 
 
-CONTAINERS = {"keras3_layer": _keras3_layer, "tf_keras_layer": _tf_keras_layer,
+CONTAINERS = {"keras3_layer": functools.partial(_dense_layer, keras),
+              "tf_keras_layer": functools.partial(_dense_layer, tf_keras),
               "tf_module": _module}
 
 
@@ -235,17 +229,17 @@ def test_tensorflow_saves_and_restores_ours_held_by_its_objects(
   build = CONTAINERS[container]
   source, source_leaves = build(0.0)
   path = tf.train.Checkpoint(obj=source).write(os.fspath(tmp_path / "ckpt"))
-  keys = set(cu.signature(path))
+  keys = set(tl.signature(path))
   assert "obj/ours/v/.ATTRIBUTES/VARIABLE_VALUE" in keys
   assert "obj/ours/nested/0/w/.ATTRIBUTES/VARIABLE_VALUE" in keys
   # Ours writes the same checkpoint for the same objects.
-  ours_path = cu.write("ours", tmp_path / "ours", obj=source)
-  cu.assert_same_checkpoint(path, ours_path)
-  expected = cu.variable_values(source_leaves)
+  ours_path = tl.write("ours", tmp_path / "ours", obj=source)
+  tl.assert_same_checkpoint(path, ours_path)
+  expected = tl.variable_values(source_leaves)
   # TensorFlow restores into existing objects...
   fresh, fresh_leaves = build(10.0)
   tf.train.Checkpoint(obj=fresh).read(path).assert_consumed()
-  cu.assert_variables_equal(expected, fresh_leaves)
+  tl.assert_variables_equal(expected, fresh_leaves)
   # ... and on creation, when ours is attached after the restore.
   fresh, fresh_leaves = build(20.0, attach=False)
   status = tf.train.Checkpoint(obj=fresh).read(path)
@@ -253,20 +247,7 @@ def test_tensorflow_saves_and_restores_ours_held_by_its_objects(
     status.assert_consumed()
   fresh_leaves += _attach_ours(fresh, 30.0)
   status.assert_consumed()
-  cu.assert_variables_equal(expected, fresh_leaves)
-
-
-class _Counter(tf.train.experimental.PythonState):
-  """Python state saved as a string."""
-
-  def __init__(self, count=0):
-    self.count = count
-
-  def serialize(self):
-    return str(self.count)
-
-  def deserialize(self, string_value):
-    self.count = int(string_value)
+  tl.assert_variables_equal(expected, fresh_leaves)
 
 
 def _build_stateful(offset=0):
@@ -279,7 +260,7 @@ def _build_stateful(offset=0):
       next(iterator)
     table.insert(tf.constant(["a", "b"]), tf.constant([1, 2], tf.int64))
   objects = {"iterator": iterator, "table": table,
-             "counter": _Counter(7 if offset == 0 else 0),
+             "counter": tl.Counter(7 if offset == 0 else 0),
              "v": tf.Variable(1.0 + offset)}
 
   def state():
@@ -291,21 +272,21 @@ def _build_stateful(offset=0):
 
 def test_iterators_tables_and_python_state(tmp_path):
   objects, state = _build_stateful()
-  paths = cu.write_both(tmp_path, **objects)
+  paths = tl.write_both(tmp_path, **objects)
   # Values of iterators are opaque variants: compare keys and graphs only.
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"], compare_values=False)
-  assert "iterator/.ATTRIBUTES/ITERATOR_STATE" in cu.signature(paths["ours"])
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"], compare_values=False)
+  assert "iterator/.ATTRIBUTES/ITERATOR_STATE" in tl.signature(paths["ours"])
   expected = state()
   assert expected == (3, [1, 2, -1], 7, 1.0)
-  for writer in cu.IMPLS:
-    for reader in cu.IMPLS:
+  for writer in tl.IMPLS:
+    for reader in tl.IMPLS:
       fresh, fresh_state = _build_stateful(offset=10)
-      status = cu.CHECKPOINT_CLASSES[reader](**fresh).read(paths[writer])
+      status = tl.IMPLS[reader].Checkpoint(**fresh).read(paths[writer])
       status.assert_consumed()
       assert fresh_state() == expected, (writer, reader)
       # And on creation.
       later, later_state = _build_stateful(offset=10)
-      checkpoint = cu.CHECKPOINT_CLASSES[reader]()
+      checkpoint = tl.IMPLS[reader].Checkpoint()
       status = checkpoint.read(paths[writer])
       for name, value in later.items():
         setattr(checkpoint, name, value)
@@ -327,14 +308,14 @@ def test_v1_optimizer_slot_variables(tmp_path):
     loss = tf.reduce_sum(module.w * module.w) + module.b
   variables = [module.w, module.b]
   optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-  paths = cu.write_both(tmp_path, module=module, optimizer=optimizer)
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"])
-  assert any(".OPTIMIZER_SLOT" in key for key in cu.signature(paths["ours"]))
-  expected = cu.values(paths["tf"])
-  for writer in cu.IMPLS:
-    for reader in cu.IMPLS:
+  paths = tl.write_both(tmp_path, module=module, optimizer=optimizer)
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
+  assert any(".OPTIMIZER_SLOT" in key for key in tl.signature(paths["ours"]))
+  expected = tl.values(paths["tf"])
+  for writer in tl.IMPLS:
+    for reader in tl.IMPLS:
       fresh, fresh_optimizer = _v1_optimizer_setup(10.0)
-      status = cu.CHECKPOINT_CLASSES[reader](
+      status = tl.IMPLS[reader].Checkpoint(
           module=fresh, optimizer=fresh_optimizer).read(paths[writer])
       # The slots were created from the checkpoint when the variables were
       # bound; the beta powers wait for the optimizer to create them.
@@ -348,5 +329,5 @@ def test_v1_optimizer_slot_variables(tmp_path):
           initial_value=0.999, name="beta2_power", colocate_with=fresh.w)
       # pylint: enable=protected-access
       status.assert_consumed()
-      cu.assert_values_equal(expected, cu.snapshot(
+      tl.assert_values_equal(expected, tl.snapshot(
           tmp_path, module=fresh, optimizer=fresh_optimizer))

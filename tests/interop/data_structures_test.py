@@ -17,13 +17,9 @@ from tensorflow.python.trackable import autotrackable as tf_autotrackable
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_ds
 
+import testlib as tl
 from tf_objckpt import data_structures as ds
 from tf_objckpt import tracking
-
-IMPLS = {
-    "tf": (tf_autotrackable.AutoTrackable, tf_ds),
-    "ours": (tracking.AutoTrackable, ds),
-}
 
 Point = collections.namedtuple("Point", ["x", "y"])
 
@@ -42,7 +38,9 @@ class Env:
   """What a scenario step sees: one implementation and shared variables."""
 
   def __init__(self, impl):
-    self.AutoTrackable, self.ds = IMPLS[impl]  # pylint: disable=invalid-name
+    lib = tl.IMPLS[impl]
+    self.AutoTrackable = lib.AutoTrackable  # pylint: disable=invalid-name
+    self.ds = lib.data_structures
     self.v = _VARIABLES
     self.root = self.AutoTrackable()
     self.scratch = {}
@@ -59,12 +57,11 @@ def _label(value):
 def tree(obj, depth=0):
   """The ordered dependency tree below `obj`, or the error listing it."""
   assert depth < 20, "cycle"
-  try:
-    children = obj._trackable_children()  # pylint: disable=protected-access
-  except Exception as e:  # pylint: disable=broad-except
-    return ("raises", type(e).__name__)
+  children = tl.outcome(obj._trackable_children)  # pylint: disable=protected-access
+  if children.error is not None:
+    return ("raises", children.name)
   described = []
-  for name, child in children.items():
+  for name, child in children.result.items():
     if isinstance(child, tf.Variable):
       described.append((name, _label(child)))
     else:
@@ -77,13 +74,10 @@ def run(scenario, impl):
   env = Env(impl)
   observations = []
   for step in scenario:
-    try:
-      result = step(env)
-      error = None
-    except Exception as e:  # pylint: disable=broad-except
-      result, error = None, (type(e).__name__,
-                             isinstance(e, ValueError),
-                             isinstance(e, TypeError))
+    result, error = tl.outcome(step, env)
+    if error is not None:
+      error = (type(error).__name__, isinstance(error, ValueError),
+               isinstance(error, TypeError))
     observations.append((error, _describe_result(result), tree(env.root)))
   return observations
 
@@ -104,10 +98,6 @@ def _set(name, make):
   def step(env):
     setattr(env.root, name, make(env))
   return step
-
-
-def _call(fn):
-  return fn
 
 
 SCENARIOS = {
@@ -456,8 +446,8 @@ def test_wrappers_pass_builtin_type_checks_like_tensorflow(kind):
 
 @pytest.mark.parametrize("kind", ["list", "dict", "tuple"])
 def test_copies_keep_contents_and_type(kind):
-  for module in (tf_ds, ds):
-    original = _wrappers(module)[kind]
+  for lib in tl.IMPLS.values():
+    original = _wrappers(lib.data_structures)[kind]
     shallow = copy.copy(original)
     deep = copy.deepcopy(original)
     assert type(shallow) is type(original)
@@ -469,31 +459,22 @@ def test_copies_keep_contents_and_type(kind):
 
 def test_copied_list_wrapper_keeps_unsaveable_flag():
   results = {}
-  for key, module in (("tf", tf_ds), ("ours", ds)):
-    wrapper = module.wrap_or_unwrap([_VARIABLES[0]])
+  for impl, lib in tl.IMPLS.items():
+    wrapper = lib.data_structures.wrap_or_unwrap([_VARIABLES[0]])
     wrapper[0] = _VARIABLES[1]
-    results[key] = [_raises(c._trackable_children)
-                    for c in (wrapper, copy.copy(wrapper),
-                              copy.deepcopy(wrapper))]
+    copies = (wrapper, copy.copy(wrapper), copy.deepcopy(wrapper))
+    results[impl] = [tl.outcome(c._trackable_children).name for c in copies]  # pylint: disable=protected-access
   assert results["ours"] == results["tf"] == ["ValueError"] * 3
 
 
 def test_copied_dict_wrapper_keeps_unsaveable_flag():
   results = {}
-  for key, module in (("tf", tf_ds), ("ours", ds)):
-    wrapper = module.wrap_or_unwrap({"a": 1})
+  for impl, lib in tl.IMPLS.items():
+    wrapper = lib.data_structures.wrap_or_unwrap({"a": 1})
     wrapper[1] = _VARIABLES[1]
-    results[key] = [_raises(c._trackable_children)
-                    for c in (wrapper, copy.copy(wrapper))]
+    copies = (wrapper, copy.copy(wrapper))
+    results[impl] = [tl.outcome(c._trackable_children).name for c in copies]  # pylint: disable=protected-access
   assert results["ours"] == results["tf"] == ["ValueError"] * 2
-
-
-def _raises(fn):
-  try:
-    fn()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__
-  return None
 
 
 def test_tf_nest_treats_wrappers_like_tensorflows():

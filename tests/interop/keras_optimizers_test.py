@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import compat_util as cu
+import testlib as tl
 
 _KERAS3_OPTIMIZERS = {
     "sgd_momentum": lambda: keras.optimizers.SGD(0.01, momentum=0.9,
@@ -45,26 +45,26 @@ def _snapshot(model, optimizer):
 def test_keras3_optimizer_restored_on_create(tmp_path, name):
   make = _KERAS3_OPTIMIZERS[name]
   model, optimizer = _model(), make()
-  cu.train_step(model, optimizer)
-  paths = cu.write_both(tmp_path, model=model, optimizer=optimizer)
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"])
+  tl.train_step(model, optimizer)
+  paths = tl.write_both(tmp_path, model=model, optimizer=optimizer)
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
   expected = _snapshot(model, optimizer)
   results = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
+  for impl, lib in tl.IMPLS.items():
     fresh, fresh_optimizer = _model(built=False), make()
-    status = cls(model=fresh, optimizer=fresh_optimizer).read(
-        paths[cu.other(impl)])
+    status = lib.Checkpoint(model=fresh, optimizer=fresh_optimizer).read(
+        paths[tl.other(impl)])
     fresh.build((None, 4))
     fresh_optimizer.build(fresh.trainable_variables)
     status.assert_consumed()
     assert _snapshot(fresh, fresh_optimizer) == expected, impl
-    cu.train_step(fresh, fresh_optimizer)
+    tl.train_step(fresh, fresh_optimizer)
     results[impl] = _snapshot(fresh, fresh_optimizer)
   np.testing.assert_equal(results["ours"], results["tf"])
 
 
 def test_keras3_restore_then_fit_continues_like_tensorflow(tmp_path):
-  x, y = cu.training_data()
+  x, y = tl.training_data()
 
   def compiled(built):
     model = _model(built)
@@ -76,16 +76,16 @@ def test_keras3_restore_then_fit_continues_like_tensorflow(tmp_path):
   path = tf.train.Checkpoint(model=model, optimizer=model.optimizer).save(
       os.fspath(tmp_path / "ckpt"))
   results = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
+  for impl, lib in tl.IMPLS.items():
     fresh = compiled(False)
-    checkpoint = cls(model=fresh, optimizer=fresh.optimizer)
+    checkpoint = lib.Checkpoint(model=fresh, optimizer=fresh.optimizer)
     status = checkpoint.restore(path)
     fresh.fit(x, y, epochs=1, batch_size=4, shuffle=False, verbose=0)
     status.assert_existing_objects_matched()
     results[impl] = (int(fresh.optimizer.iterations.numpy()),
                      int(checkpoint.save_counter.numpy()),
                      [w.numpy().tolist() for w in fresh.weights],
-                     cu.outcome(status.assert_consumed))
+                     tl.outcome(status.assert_consumed).name)
   assert results["ours"] == results["tf"]
   assert results["ours"][0] == 8
 
@@ -99,15 +99,14 @@ def _sequence_model(built=True):
   return keras.Sequential(layers)
 
 
-@pytest.mark.parametrize("writer", cu.IMPLS)
+@pytest.mark.parametrize("writer", tl.IMPLS)
 def test_keras3_embedding_and_lstm(tmp_path, writer):
   model = _sequence_model()
-  paths = cu.write_both(tmp_path, model=model)
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"])
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
+  paths = tl.write_both(tmp_path, model=model)
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
+  for lib in tl.IMPLS.values():
     fresh = _sequence_model(built=False)
-    status = cls(model=fresh).read(paths[writer])
+    status = lib.Checkpoint(model=fresh).read(paths[writer])
     fresh.build((None, 5))
     status.assert_consumed()
-    cu.assert_variables_equal(model.weights, fresh.weights)
-    del impl
+    tl.assert_variables_equal(model.weights, fresh.weights)

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-import compat_util as cu
+import testlib as tl
 
 _OPTIMIZERS = {
     "legacy_adam": lambda: tf_keras.mixed_precision.LossScaleOptimizer(
@@ -39,10 +39,10 @@ def test_write_gives_tensorflows_checkpoint(tmp_path, name):
   variable = tf.Variable([1.0, 2.0])
   optimizer = _OPTIMIZERS[name]()
   _train_step(variable, optimizer)
-  paths = cu.write_both(tmp_path, v=variable, opt=optimizer)
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"])
+  paths = tl.write_both(tmp_path, v=variable, opt=optimizer)
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
   if optimizer.dynamic:
-    assert any("loss_scale" in key for key in cu.signature(paths["ours"]))
+    assert any("loss_scale" in key for key in tl.signature(paths["ours"]))
 
 
 @pytest.mark.parametrize("name", sorted(_OPTIMIZERS))
@@ -63,13 +63,13 @@ def test_mixed_precision_model_cross_restore(tmp_path, name):
 
     model = compiled(True)
     model.fit(x, y, epochs=2, batch_size=4, verbose=0)
-    paths = cu.write_both(tmp_path, model=model, opt=model.optimizer)
-    cu.assert_same_checkpoint(paths["tf"], paths["ours"])
-    expected = cu.values(paths["tf"])
-    for writer in cu.IMPLS:
+    paths = tl.write_both(tmp_path, model=model, opt=model.optimizer)
+    tl.assert_same_checkpoint(paths["tf"], paths["ours"])
+    expected = tl.values(paths["tf"])
+    for writer in tl.IMPLS:
       for built in (True, False):
         fresh = compiled(built)
-        status = cu.CHECKPOINT_CLASSES[cu.other(writer)](
+        status = tl.IMPLS[tl.other(writer)].Checkpoint(
             model=fresh, opt=fresh.optimizer).read(paths[writer])
         if not built:
           fresh.build((None, 4))
@@ -79,7 +79,7 @@ def test_mixed_precision_model_cross_restore(tmp_path, name):
         else:
           fresh.optimizer.build(fresh.trainable_variables)
         status.assert_consumed()
-        after = cu.snapshot(tmp_path, model=fresh, opt=fresh.optimizer)
-        cu.assert_values_equal(expected, after)
+        after = tl.snapshot(tmp_path, model=fresh, opt=fresh.optimizer)
+        tl.assert_values_equal(expected, after)
   finally:
     tf_keras.mixed_precision.set_global_policy(policy)

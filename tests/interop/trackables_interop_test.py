@@ -6,76 +6,44 @@ our `NoDependency`, and containers changed after assignment. Each test runs
 the same program with `tf.train.Checkpoint` and `tf_objckpt.Checkpoint`.
 """
 
-import io
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.trackable import autotrackable
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures
 
-import compat_util as cu
-import tf_objckpt
-
-
-class _Recorder(tf.train.experimental.PythonState):
-  """Saves `payload`; records what `deserialize` receives."""
-
-  def __init__(self, payload):
-    self.payload = payload
-    self.received = None
-
-  def serialize(self):
-    return self.payload
-
-  def deserialize(self, string_value):
-    self.received = string_value
-
-
-class _NumpyWrapper(tf.train.experimental.PythonState):
-  """The example of `tf.train.experimental.PythonState`'s documentation."""
-
-  def __init__(self, array):
-    self.array = array
-
-  def serialize(self):
-    string_file = io.BytesIO()
-    np.save(string_file, self.array, allow_pickle=False)
-    return string_file.getvalue()
-
-  def deserialize(self, string_value):
-    self.array = np.load(io.BytesIO(string_value), allow_pickle=False)
+import testlib as tl
 
 
 @pytest.mark.parametrize("payload", [b"ascii text", b"\x00\xff\xfe binary"],
                          ids=["ascii", "binary"])
-@pytest.mark.parametrize("impl", cu.IMPLS)
+@pytest.mark.parametrize("impl", tl.IMPLS)
 def test_python_state_deserialize_receives_bytes(tmp_path, impl, payload):
-  path = cu.write("tf", tmp_path / "ckpt", state=_Recorder(payload))
-  target = _Recorder(b"")
-  cu.CHECKPOINT_CLASSES[impl](state=target).read(path).assert_consumed()
-  assert isinstance(target.received, bytes)
-  assert target.received == payload
+  path = tl.write("tf", tmp_path / "ckpt", state=tl.Recorder(payload))
+  target = tl.Recorder(b"")
+  tl.IMPLS[impl].Checkpoint(state=target).read(path).assert_consumed()
+  assert target.received == [payload]
+  assert isinstance(target.received[0], bytes)
 
 
 @pytest.mark.parametrize("deferred", [False, True])
-@pytest.mark.parametrize("writer", cu.IMPLS)
+@pytest.mark.parametrize("writer", tl.IMPLS)
 def test_documented_numpy_wrapper_round_trips(tmp_path, writer, deferred):
   source = tf.Module()
-  source.numpy = _NumpyWrapper(np.arange(6.0).reshape(2, 3))
-  path = cu.CHECKPOINT_CLASSES[writer](holder=source).save(
+  source.numpy = tl.NumpyWrapper(np.arange(6.0).reshape(2, 3))
+  path = tl.IMPLS[writer].Checkpoint(holder=source).save(
       os.fspath(tmp_path / "ckpt"))
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    target = _NumpyWrapper(np.zeros(1))
+  for impl, lib in tl.IMPLS.items():
+    target = tl.NumpyWrapper(np.zeros(1))
     holder = tf.Module()
     if deferred:
-      status = cls(holder=holder).restore(path)
+      status = lib.Checkpoint(holder=holder).restore(path)
       holder.numpy = target
     else:
       holder.numpy = target
-      status = cls(holder=holder).restore(path)
+      status = lib.Checkpoint(holder=holder).restore(path)
     status.assert_consumed()
     np.testing.assert_array_equal(target.array, source.numpy.array,
                                   err_msg=impl)
@@ -106,20 +74,20 @@ def _custom_program(offset):
   return module
 
 
-@pytest.mark.parametrize("writer", cu.IMPLS)
+@pytest.mark.parametrize("writer", tl.IMPLS)
 def test_serialize_to_tensors_trackables(tmp_path, writer):
-  paths = cu.write_both(tmp_path, tree=_custom_program(0.0))
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"])
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
+  paths = tl.write_both(tmp_path, tree=_custom_program(0.0))
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
+  for impl, lib in tl.IMPLS.items():
     target = _custom_program(100.0)
-    cls(tree=target).read(paths[writer]).assert_consumed()
+    lib.Checkpoint(tree=target).read(paths[writer]).assert_consumed()
     assert target.pair.restores == 1, impl
     assert float(target.pair.a.numpy()) == 1.0
     assert target.pair.b.numpy().tolist() == [2.0, 3.0]
     assert float(target.pairs[0].a.numpy()) == 4.0
     # Restore on attach.
     holder = tf.Module()
-    cls(tree=holder).read(paths[writer])
+    lib.Checkpoint(tree=holder).read(paths[writer])
     holder.pair = _TwoTensors(0.0, [0.0, 0.0])
     assert float(holder.pair.a.numpy()) == 1.0, impl
 
@@ -136,15 +104,15 @@ def test_mirrored_strategy_variables(tmp_path):
           aggregation=tf.VariableAggregation.SUM)
     return module
 
-  paths = cu.write_both(tmp_path, tree=program(0.0))
-  cu.assert_same_checkpoint(paths["tf"], paths["ours"])
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
+  paths = tl.write_both(tmp_path, tree=program(0.0))
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
+  for impl, lib in tl.IMPLS.items():
     target = program(100.0)
-    cls(tree=target).read(paths["tf"]).assert_consumed()
+    lib.Checkpoint(tree=target).read(paths["tf"]).assert_consumed()
     assert target.v.numpy().tolist() == [1.0, 2.0], impl
     assert float(target.on_read.numpy()) == 5.0, impl
     holder = tf.Module()
-    cls(tree=holder).read(paths["ours"])
+    lib.Checkpoint(tree=holder).read(paths["ours"])
     with strategy.scope():
       holder.v = tf.Variable([0.0, 0.0])
     assert holder.v.numpy().tolist() == [1.0, 2.0], impl
@@ -162,9 +130,8 @@ def _no_dependency_program(auto_cls, no_dependency):
 def test_tensorflows_no_dependency_is_unwrapped():
   """TF's NoDependency on our AutoTrackable acts as on TF's AutoTrackable."""
   results = {}
-  for impl, auto_cls in [("tf", autotrackable.AutoTrackable),
-                         ("ours", tf_objckpt.AutoTrackable)]:
-    obj, variable = _no_dependency_program(auto_cls,
+  for impl, lib in tl.IMPLS.items():
+    obj, variable = _no_dependency_program(lib.AutoTrackable,
                                            data_structures.NoDependency)
     results[impl] = (obj.x is variable, type(obj.items).__name__,
                      sorted(obj._trackable_children()))  # pylint: disable=protected-access
@@ -173,10 +140,10 @@ def test_tensorflows_no_dependency_is_unwrapped():
 
 def test_checkpoint_argument_wrapped_in_tensorflows_no_dependency(tmp_path):
   keys = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    checkpoint = cls(x=data_structures.NoDependency(tf.Variable(1.0)),
-                     y=tf.Variable(2.0))
-    keys[impl] = sorted(cu.signature(
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint(
+        x=data_structures.NoDependency(tf.Variable(1.0)), y=tf.Variable(2.0))
+    keys[impl] = sorted(tl.signature(
         checkpoint.write(os.fspath(tmp_path / impl))))
   assert keys["ours"] == keys["tf"]
 
@@ -235,16 +202,14 @@ _MUTATIONS = ["dict_setitem", "dict_del", "dict_pop", "dict_int_key",
 def test_changed_containers_save_like_tensorflows(tmp_path, mutation):
   """Our AutoTrackable's wrappers save or refuse as TF's AutoTrackable's."""
   outcomes, paths = {}, {}
-  for impl, auto_cls in [("tf", autotrackable.AutoTrackable),
-                         ("ours", tf_objckpt.AutoTrackable)]:
-    obj = auto_cls()
+  for impl, lib in tl.IMPLS.items():
+    obj = lib.AutoTrackable()
     _mutate(mutation, obj)
     prefix = os.fspath(tmp_path / impl / "ckpt")
-    outcomes[impl] = cu.outcome(
-        lambda obj=obj, prefix=prefix: tf.train.Checkpoint(obj=obj).write(
-            prefix))
+    outcomes[impl] = tl.outcome(tf.train.Checkpoint(obj=obj).write,
+                                prefix).name
     if outcomes[impl] == "ok":
       paths[impl] = prefix
   assert outcomes["ours"] == outcomes["tf"]
   if outcomes["tf"] == "ok":
-    cu.assert_same_checkpoint(paths["tf"], paths["ours"])
+    tl.assert_same_checkpoint(paths["tf"], paths["ours"])

@@ -14,19 +14,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-from tensorflow.core.protobuf import trackable_object_graph_pb2
-from tensorflow.python.trackable import autotrackable as tf_autotrackable
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_ds
 
+import testlib as tl
 import tf_objckpt
 from tf_objckpt import base
 from tf_objckpt import data_structures as ds
 from tf_objckpt import tracking
 
-TF_AUTO = tf_autotrackable.AutoTrackable
 OURS = tracking.AutoTrackable
-IMPLS = {"tf": (TF_AUTO, tf_ds), "ours": (OURS, ds)}
 
 Pair = collections.namedtuple("Pair", ["first", "second"])
 
@@ -53,17 +50,18 @@ def build(impl, value_offset=0.0):
   Returns:
     The root object.
   """
-  auto, module = IMPLS[impl]
+  lib = tl.IMPLS[impl]
+
   def var(name, value):
     if isinstance(value, tf.Tensor):  # Strings: change them another way.
       return tf.Variable(tf.strings.join([value, str(value_offset)]),
                          name=name)
     return tf.Variable(value + value_offset, name=name)
 
-  root = auto()
+  root = lib.AutoTrackable()
   root.scalar = var("scalar", 1.0)
   root.matrix = var("matrix", np.arange(6.0).reshape(2, 3))
-  root.child = auto()
+  root.child = lib.AutoTrackable()
   root.child.v = var("child_v", 2.0)
   root.child.more = [var("more0", 3.0), {"deep": var("deep", 4.0)}]
   root.module = tf.Module()
@@ -74,7 +72,7 @@ def build(impl, value_offset=0.0):
   root.pair = Pair(var("first", 11.0), (var("second0", 12.0), 3))
   root.shared = root.child  # One object reached by two paths.
   root.items.append(root.child.v)
-  root.hidden = module.NoDependency(var("hidden", 13.0))
+  root.hidden = lib.data_structures.NoDependency(var("hidden", 13.0))
   root.strings = var("strings", tf.constant(["a", "bc"]))
   return root
 
@@ -129,8 +127,7 @@ def test_savedmodel_save_type_lists_the_same_children():
 
 @pytest.mark.parametrize("impl", ["tf", "ours"])
 def test_reassign_and_delete_attributes(impl):
-  auto, _ = IMPLS[impl]
-  root = auto()
+  root = tl.IMPLS[impl].AutoTrackable()
   a, b = tf.Variable(1.0), tf.Variable(2.0)
   root.x = a
   root.y = b
@@ -148,8 +145,8 @@ def test_reassign_and_delete_attributes(impl):
 
 def test_delete_untracked_attribute_keeps_dependencies():
   results = {}
-  for impl, (auto, _) in IMPLS.items():
-    root = auto()
+  for impl, lib in tl.IMPLS.items():
+    root = lib.AutoTrackable()
     root.v = tf.Variable(1.0)
     root.plain = 3
     del root.plain
@@ -204,9 +201,8 @@ def test_is_a_tensorflow_trackable():
 
 @pytest.mark.parametrize("impl", ["tf", "ours"])
 def test_tf_module_tracks_autotrackable(impl):
-  auto, _ = IMPLS[impl]
   module = tf.Module()
-  module.holder = auto()
+  module.holder = tl.IMPLS[impl].AutoTrackable()
   module.holder.v = tf.Variable(1.0)
   module.holder.l = [tf.Variable(2.0)]
   assert module._trackable_children()["holder"] is module.holder  # pylint: disable=protected-access
@@ -238,13 +234,6 @@ def test_keras_layer_tracks_our_autotrackable(make_layer, tmp_path):
   assert "layer/extra/l/0/.ATTRIBUTES/VARIABLE_VALUE" in keys
 
 
-def _object_graph(path):
-  reader = tf.train.load_checkpoint(path)
-  graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor(base.OBJECT_GRAPH_PROTO_KEY))
-  return graph
-
-
 def _keys(path):
   return sorted(name for name, _ in tf.train.list_variables(path))
 
@@ -257,7 +246,7 @@ def test_tf_checkpoint_saves_same_keys_and_graph_for_ours(tmp_path):
   assert _keys(ours_path) == _keys(tf_path)
   assert "obj/table/a/0/.ATTRIBUTES/VARIABLE_VALUE" in _keys(ours_path)
   assert "obj/pair/first/.ATTRIBUTES/VARIABLE_VALUE" in _keys(ours_path)
-  assert _object_graph(ours_path) == _object_graph(tf_path)
+  assert tl.object_graph(ours_path) == tl.object_graph(tf_path)
 
 
 def test_our_checkpoint_saves_same_keys_and_graph_as_tensorflow(tmp_path):
@@ -266,20 +255,18 @@ def test_our_checkpoint_saves_same_keys_and_graph_as_tensorflow(tmp_path):
   ours_path = tf_objckpt.Checkpoint(obj=build("ours")).write(
       str(tmp_path / "ours" / "ckpt"))
   assert _keys(ours_path) == _keys(tf_path)
-  assert _object_graph(ours_path) == _object_graph(tf_path)
+  assert tl.object_graph(ours_path) == tl.object_graph(tf_path)
 
 
-@pytest.mark.parametrize("writer,reader", [
-    ("tf", "tf"), ("tf", "ours"), ("ours", "tf"), ("ours", "ours")])
+@pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_checkpoint_round_trip_between_implementations(writer, reader,
                                                        tmp_path):
-  checkpoints = {"tf": tf.train.Checkpoint, "ours": tf_objckpt.Checkpoint}
   source = build("ours")
-  path = checkpoints[writer](obj=source).write(str(tmp_path / "ckpt"))
+  path = tl.write(writer, tmp_path / "ckpt", obj=source)
   target = build("ours", value_offset=100.0)
   saved = _values(source)
   assert _structure_values_differ(source, target)
-  status = checkpoints[reader](obj=target).read(path)
+  status = tl.IMPLS[reader].Checkpoint(obj=target).read(path)
   status.assert_consumed()
   expected = list(saved)
   expected[12] = _values(target)[12]  # NoDependency: not in the checkpoint.
@@ -289,7 +276,6 @@ def test_checkpoint_round_trip_between_implementations(writer, reader,
 @pytest.mark.parametrize("reader", ["tf", "ours"])
 def test_restore_on_create_through_attributes_and_containers(reader, tmp_path):
   """Values queued by a restore reach variables assigned afterwards."""
-  checkpoints = {"tf": tf.train.Checkpoint, "ours": tf_objckpt.Checkpoint}
   source = OURS()
   source.v = tf.Variable(1.0)
   source.l = [tf.Variable(2.0), {"k": tf.Variable(3.0)}]
@@ -298,7 +284,7 @@ def test_restore_on_create_through_attributes_and_containers(reader, tmp_path):
   path = tf.train.Checkpoint(obj=source).write(str(tmp_path / "ckpt"))
 
   target = OURS()
-  status = checkpoints[reader](obj=target).read(path)
+  status = tl.IMPLS[reader].Checkpoint(obj=target).read(path)
   target.v = tf.Variable(0.0)
   target.l = [tf.Variable(0.0), {"k": tf.Variable(0.0)}]
   target.l.append(tf.Variable(0.0))
@@ -310,8 +296,8 @@ def test_restore_on_create_through_attributes_and_containers(reader, tmp_path):
 
 def test_unsaveable_list_fails_checkpoint_like_tensorflow(tmp_path):
   errors = {}
-  for impl, (auto, _) in IMPLS.items():
-    root = auto()
+  for impl, lib in tl.IMPLS.items():
+    root = lib.AutoTrackable()
     root.l = [tf.Variable(1.0), tf.Variable(2.0)]
     root.l.reverse()
     with pytest.raises(ValueError) as info:
@@ -353,8 +339,8 @@ def test_add_trackable_child_sets_attribute():
 
 
 def test_self_assignment_does_not_rewrap():
-  for auto, _ in IMPLS.values():
-    root = auto()
+  for lib in tl.IMPLS.values():
+    root = lib.AutoTrackable()
     root.l = [tf.Variable(1.0)]
     wrapper = root.l
     root.l = root.l

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-import compat_util as cu
+import testlib as tl
 import tf_objckpt
 
 
@@ -24,42 +24,26 @@ def _saved(tmp_path):
   source.sub = tf.Module()
   source.sub.i = tf.Variable(3, dtype=tf.int64)
   source.sub.v = tf.Variable([1.0, 2.0])
-  return cu.write("tf", tmp_path / "ckpt", m=source)
+  return tl.write("tf", tmp_path / "ckpt", m=source)
 
 
-def _errors(fn):
-  errors = {}
-  for impl, cls in cu.CHECKPOINT_CLASSES.items():
-    try:
-      fn(cls)
-      errors[impl] = None
-    except Exception as e:  # pylint: disable=broad-except
-      errors[impl] = e
-  return errors
+def _assert_same_type_and_named(errors, expected_type, path, name):
+  tl.assert_same_error_type(errors, expected_type)
+  tl.assert_names_the_value(errors["ours"], path, f"m/sub/{name}")
 
 
-def _assert_same_type_and_named(errors, path, name):
-  assert errors["tf"] is not None and errors["ours"] is not None, errors
-  assert type(errors["ours"]) is type(errors["tf"]), errors
-  message = str(errors["ours"])
-  assert path in message, message
-  assert f"m/sub/{name}/.ATTRIBUTES/VARIABLE_VALUE" in message, message
-  assert f"'m/sub/{name}'" in message, message
-
-
-@pytest.mark.parametrize("owner", ["ours", "tf_module"])
+@pytest.mark.parametrize("owner", sorted(tl.OWNERS))
 def test_add_variable_dtype_mismatch_names_the_value(saved, owner):
   def restore(cls):
-    sub = tf_objckpt.AutoTrackable() if owner == "ours" else tf.Module()
+    sub = tl.OWNERS[owner]()
     target = tf_objckpt.AutoTrackable()
     target.sub = sub
     cls(m=target).read(saved)
     tf_objckpt.add_variable(sub, "i", shape=(), dtype=tf.int32,
                             initializer=0)
 
-  errors = _errors(restore)
-  assert isinstance(errors["tf"], ValueError)
-  _assert_same_type_and_named(errors, saved, "i")
+  errors = tl.errors_by_impl(restore)
+  _assert_same_type_and_named(errors, ValueError, saved, "i")
 
 
 def _restore_then_build(path, layer_cls):
@@ -92,9 +76,8 @@ def test_tf_keras_add_weight_mismatch_raises_tensorflows_error(saved, change):
         self.i = self.add_weight(name="i", shape=(), dtype="int32",
                                  initializer="zeros")
 
-  errors = _errors(_restore_then_build(saved, Layer))
-  assert isinstance(errors["tf"], ValueError), errors
-  assert type(errors["ours"]) is type(errors["tf"]), errors
+  errors = tl.errors_by_impl(_restore_then_build(saved, Layer))
+  tl.assert_same_error_type(errors, ValueError)
   assert str(errors["ours"]) == str(errors["tf"])
 
 
@@ -105,16 +88,15 @@ def test_keras3_add_weight_shape_mismatch_names_the_value(saved):
     def build(self, input_shape):
       self.v = self.add_weight(name="v", shape=(3,))
 
-  errors = _errors(_restore_then_build(saved, Layer))
-  assert isinstance(errors["tf"], ValueError)
-  _assert_same_type_and_named(errors, saved, "v")
+  errors = tl.errors_by_impl(_restore_then_build(saved, Layer))
+  _assert_same_type_and_named(errors, ValueError, saved, "v")
 
 
-@pytest.mark.parametrize("impl", cu.IMPLS)
+@pytest.mark.parametrize("impl", tl.IMPLS)
 def test_add_variable_shape_mismatch_creates_nothing(saved, impl):
   target = tf_objckpt.AutoTrackable()
   target.sub = tf_objckpt.AutoTrackable()
-  cu.CHECKPOINT_CLASSES[impl](m=target).read(saved)
+  tl.IMPLS[impl].Checkpoint(m=target).read(saved)
   with pytest.raises(ValueError):
     tf_objckpt.add_variable(target.sub, "v", shape=(3,))
   # The value is still waiting: a fitting variable gets it.
@@ -133,15 +115,14 @@ def test_immediate_dtype_mismatch_is_invalid_argument(saved, dtype):
     target.sub.i = tf.Variable(value, dtype=dtype)
     cls(m=target).read(saved)
 
-  errors = _errors(restore)
-  assert isinstance(errors["tf"], tf.errors.InvalidArgumentError)
-  _assert_same_type_and_named(errors, saved, "i")
+  errors = tl.errors_by_impl(restore)
+  _assert_same_type_and_named(errors, tf.errors.InvalidArgumentError, saved,
+                              "i")
 
 
 def test_write_to_a_path_under_a_file_is_an_op_error(tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("x")
-  errors = _errors(lambda cls: cls(v=tf.Variable(1.0)).write(
+  errors = tl.errors_by_impl(lambda cls: cls(v=tf.Variable(1.0)).write(
       os.fspath(blocker / "ckpt")))
-  assert isinstance(errors["tf"], tf.errors.OpError)
-  assert type(errors["ours"]) is type(errors["tf"])
+  tl.assert_same_error_type(errors, tf.errors.OpError)

@@ -14,27 +14,14 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.checkpoint import checkpoint as tf_checkpoint
 from tensorflow.python.util import deprecation
 import tf_keras
 
-import compat_util as cu
-import tf_objckpt
-from tf_objckpt import util
+import testlib as tl
 
 # Keras 3 warns (inside Keras) about numpy 2's `copy` argument.
 pytestmark = pytest.mark.filterwarnings(
     "ignore:__array__ implementation:DeprecationWarning")
-
-IMPLS = ("tf", "ours")
-_SAVERS = {"tf": tf.compat.v1.train.Saver, "ours": tf_objckpt.Saver}
-_CHECKPOINTS = {"tf": tf.train.Checkpoint, "ours": tf_objckpt.Checkpoint}
-_CHECKPOINTS_V1 = {"tf": tf.compat.v1.train.Checkpoint,
-                   "ours": tf_objckpt.CheckpointV1}
-_STREAMING_RESTORE = {"tf": tf_checkpoint.streaming_restore,
-                      "ours": util.streaming_restore}
-_ASSERTIONS = ("assert_consumed", "assert_existing_objects_matched",
-               "assert_nontrivial_match")
 
 # Who writes the name-based checkpoint: "<saver>_<mode>".
 WRITERS = ("tf_graph", "tf_eager", "ours_graph", "ours_eager")
@@ -122,9 +109,10 @@ def _checkpointed_values(kind, with_save_counter, graph_mode=False):
 def _write(writer, prefix, values):
   """Writes `{name: value}` with a v1 `Saver`; returns the checkpoint path."""
   impl, mode = writer.split("_")
-  saver_cls = _SAVERS[impl]
+  saver_cls = tl.IMPLS[impl].Saver
   if mode == "eager":
-    variables = [tf.Variable(value, name=name) for name, value in values.items()]
+    variables = [tf.Variable(value, name=name)
+                 for name, value in values.items()]
     return saver_cls(variables).save(None, os.fspath(prefix))
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
@@ -135,19 +123,17 @@ def _write(writer, prefix, values):
 
 def _outcome(fn):
   """"ok", or the exception type and the start of its message."""
-  try:
-    fn()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e).__name__, str(e).split(":")[0]
-  return "ok"
+  error = tl.outcome(fn).error
+  return "ok" if error is None else (type(error).__name__,
+                                     str(error).split(":")[0])
 
 
 def _outcomes(status):
-  return [_outcome(getattr(status, name)) for name in _ASSERTIONS]
+  return [_outcome(getattr(status, name)) for name in tl.STATUS_ASSERTIONS]
 
 
 def _run_both(scenario, *args):
-  results = {impl: scenario(impl, *args) for impl in IMPLS}
+  results = {impl: scenario(impl, *args) for impl in tl.IMPLS}
   np.testing.assert_equal(results["ours"], results["tf"])
   return results["ours"]
 
@@ -160,7 +146,7 @@ def _assert_restored(observed_values, values):
 
 def _eager_restore(impl, kind, path, on_create):
   target = _make_target(kind, built=not on_create)
-  checkpoint = _CHECKPOINTS[impl](model=target.obj)
+  checkpoint = tl.IMPLS[impl].Checkpoint(model=target.obj)
   status = checkpoint.restore(path)
   observed = {"status": type(status).__name__, "before": _outcomes(status)}
   if on_create:
@@ -217,7 +203,7 @@ def test_keras3_variable_value_key_is_restored(tmp_path):
   def scenario(impl):
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(
         2, use_bias=False, kernel_initializer="zeros")])
-    status = _CHECKPOINTS[impl](model=model).restore(path)
+    status = tl.IMPLS[impl].Checkpoint(model=model).restore(path)
     return _outcomes(status), model.weights[0].numpy()
 
   outcomes, restored = _run_both(scenario)
@@ -228,7 +214,7 @@ def test_keras3_variable_value_key_is_restored(tmp_path):
 def _graph_restore(impl, kind, path, method):
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     target = _make_target(kind)
-    checkpoint = _CHECKPOINTS_V1[impl](model=target.obj)
+    checkpoint = tl.IMPLS[impl].CheckpointV1(model=target.obj)
     status = checkpoint.restore(path)
     observed = [type(status).__name__, _outcomes(status)]
     if method == "run_restore_ops":
@@ -278,11 +264,12 @@ def test_deprecation_warning_is_logged(tmp_path, monkeypatch):
   path = _write("tf_eager", tmp_path / "ckpt",
                 _checkpointed_values("module", with_save_counter=False))
   logged = {}
-  for impl in IMPLS:
+  for impl in tl.IMPLS:
     # Deprecation warnings are logged once per process; forget earlier ones.
     monkeypatch.setattr(deprecation, "_PRINTED_WARNING", {})
-    with cu.captured_logs() as messages:
-      _CHECKPOINTS[impl](model=_make_target("module").obj).restore(path)
+    with tl.captured_logs() as messages:
+      tl.IMPLS[impl].Checkpoint(model=_make_target("module").obj).restore(
+          path)
     logged[impl] = [m for m in messages if "deprecated" in m]
   assert len(logged["ours"]) == len(logged["tf"]) == 1
   assert ("NameBasedSaverStatus.__init__ (from tf_objckpt.util) is "
@@ -296,14 +283,14 @@ def test_streaming_restore(tmp_path, graph_mode):
                 _checkpointed_values("module", with_save_counter=True))
 
   def scenario(impl):
+    lib = tl.IMPLS[impl]
     if not graph_mode:
-      status = _CHECKPOINTS_V1[impl](model=_make_target("module").obj).restore(
-          path)
-      return cu.outcome(lambda: _STREAMING_RESTORE[impl](status))
-    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-      status = _CHECKPOINTS_V1[impl](model=_make_target("module").obj).restore(
-          path)
-      return cu.outcome(lambda: _STREAMING_RESTORE[impl](status, session))
+      status = lib.CheckpointV1(model=_make_target("module").obj).restore(path)
+      return tl.outcome(lib.checkpoint.streaming_restore, status).name
+    with tl.GraphProgram(impl) as program:
+      status = lib.CheckpointV1(model=_make_target("module").obj).restore(path)
+      return tl.outcome(lib.checkpoint.streaming_restore, status,
+                        program.session).name
 
   outcome = _run_both(scenario)
   assert outcome == ("NotImplementedError" if graph_mode else "ok")

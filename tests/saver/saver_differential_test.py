@@ -17,26 +17,8 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.framework import errors
 from tensorflow.python.ops import io_ops
-from tensorflow.python.training import saver as tf_saver_lib
 
-from tf_objckpt import saver as saver_lib
-
-SAVERS = {"ours": saver_lib.Saver, "tf": tf.compat.v1.train.Saver}
-MODULES = {"ours": saver_lib, "tf": tf_saver_lib}
-
-
-def _outcome(fn):
-  """`("ok", result)` or `(exception type, exception)`."""
-  try:
-    return "ok", fn()
-  except Exception as e:  # pylint: disable=broad-except
-    return type(e), e
-
-
-def _files_under(directory):
-  return sorted(
-      os.path.relpath(os.path.join(root, name), directory)
-      for root, _, names in os.walk(directory) for name in names)
+import testlib as tl
 
 
 @contextlib.contextmanager
@@ -44,7 +26,7 @@ def _one_variable_saver(impl, **saver_kwargs):
   """Yields a Saver of an initialized graph variable "v", and a session."""
   with tf.Graph().as_default():
     v = tf.compat.v1.get_variable("v", [1])
-    saver = SAVERS[impl]([v], **saver_kwargs)
+    saver = tl.IMPLS[impl].Saver([v], **saver_kwargs)
     with tf.compat.v1.Session() as sess:
       sess.run(v.initializer)
       yield saver, sess
@@ -70,12 +52,12 @@ def _graph_checkpoint(directory, values):
 @pytest.mark.parametrize("pad", [False, True])
 def test_global_step_is_written_as_an_integer(tmp_path, step, pad):
   results = {}
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     directory = str(tmp_path / impl)
     os.makedirs(directory)
     with _one_variable_saver(impl, pad_step_number=pad) as (saver, sess):
       path = saver.save(sess, os.path.join(directory, "m"), global_step=step)
-    results[impl] = (os.path.basename(path), _files_under(directory))
+    results[impl] = (os.path.basename(path), tl.files_under(directory))
   assert results["ours"] == results["tf"]
   assert "True" not in results["ours"][0]
 
@@ -83,12 +65,12 @@ def test_global_step_is_written_as_an_integer(tmp_path, step, pad):
 def test_set_last_checkpoints_with_time_keeps_the_callers_list(tmp_path):
   """Later saves update the very list that was passed in."""
   results = {}
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     directory = str(tmp_path / impl)
     os.makedirs(directory)
     with tf.Graph().as_default():
       v = tf.compat.v1.get_variable("v", [1])
-      saver = SAVERS[impl]([v], max_to_keep=2)
+      saver = tl.IMPLS[impl].Saver([v], max_to_keep=2)
       given = [(os.path.join(directory, "old"), 1.0)]
       saver.set_last_checkpoints_with_time(given)
       with tf.compat.v1.Session() as sess:
@@ -97,7 +79,7 @@ def test_set_last_checkpoints_with_time_keeps_the_callers_list(tmp_path):
           saver.save(sess, os.path.join(directory, "m"), global_step=step)
     results[impl] = ([os.path.basename(path) for path, _ in given],
                      [os.path.basename(p) for p in saver.last_checkpoints],
-                     _files_under(directory))
+                     tl.files_under(directory))
   assert results["ours"] == results["tf"]
   assert results["ours"][0] == ["m-1", "m-2"]
 
@@ -110,29 +92,28 @@ def test_set_last_checkpoints_with_time_keeps_the_callers_list(tmp_path):
 @pytest.mark.parametrize("sharded", [False, True])
 def test_unknown_write_version_raises_tensorflows_error_type(sharded):
   observed = {}
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     with tf.Graph().as_default():
       v = tf.compat.v1.get_variable("v", [1])
-      observed[impl] = _outcome(
-          lambda: SAVERS[impl]([v], write_version=7, sharded=sharded))  # pylint: disable=cell-var-from-loop
+      observed[impl] = tl.outcome(tl.IMPLS[impl].Saver, [v], write_version=7,
+                                  sharded=sharded).error
   # TensorFlow fails building its message: a TypeError, not the RuntimeError
   # it documents. Ours is both.
-  assert observed["tf"][0] is TypeError
-  assert isinstance(observed["ours"][1], TypeError)
-  assert isinstance(observed["ours"][1], RuntimeError)
-  assert "write_version: 7" in str(observed["ours"][1])
+  assert type(observed["tf"]) is TypeError  # pylint: disable=unidiomatic-typecheck
+  assert isinstance(observed["ours"], TypeError)
+  assert isinstance(observed["ours"], RuntimeError)
+  assert "write_version: 7" in str(observed["ours"])
 
 
 def test_eager_saver_def_of_legacy_version(tmp_path):
   """Eagerly a given SaverDef is rebuilt with its (LEGACY) version."""
   observed = {}
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     v = tf.Variable([1.], name="v")
-    saver = SAVERS[impl]([v], saver_def=saver_pb2.SaverDef())
-    observed[impl] = _outcome(
-        lambda: saver.save(None, str(tmp_path / impl)))  # pylint: disable=cell-var-from-loop
-  assert observed["tf"][0] is TypeError
-  assert isinstance(observed["ours"][1], TypeError)
+    saver = tl.IMPLS[impl].Saver([v], saver_def=saver_pb2.SaverDef())
+    observed[impl] = tl.outcome(saver.save, None, str(tmp_path / impl)).error
+  assert type(observed["tf"]) is TypeError  # pylint: disable=unidiomatic-typecheck
+  assert isinstance(observed["ours"], TypeError)
   assert not os.listdir(tmp_path)
 
 
@@ -144,7 +125,7 @@ def test_eager_saver_def_of_legacy_version(tmp_path):
 def _custom_builder(impl):
   """A builder reading every spec from the key `<name>_old`."""
 
-  class OldNames(MODULES[impl].BaseSaverBuilder):
+  class OldNames(tl.IMPLS[impl].saver.BaseSaverBuilder):
 
     def restore_op(self, filename_tensor, saveable, preferred_shard):
       del preferred_shard  # Unused.
@@ -155,41 +136,41 @@ def _custom_builder(impl):
   return OldNames()
 
 
-@pytest.mark.parametrize("impl", SAVERS)
+@pytest.mark.parametrize("impl", tl.IMPLS)
 def test_builder_reading_other_keys_graph(tmp_path, impl):
   path = _graph_checkpoint(str(tmp_path), {"a_old": np.float32([5., 6.])})
   with tf.Graph().as_default():
     a = tf.compat.v1.get_variable("a", [2])
-    saver = SAVERS[impl]([a], builder=_custom_builder(impl))
+    saver = tl.IMPLS[impl].Saver([a], builder=_custom_builder(impl))
     with tf.compat.v1.Session() as sess:
       saver.restore(sess, path)
       np.testing.assert_array_equal(sess.run(a), [5., 6.])
       # A key the builder does not find fails as TensorFlow's does.
       b = tf.compat.v1.get_variable("b", [2])
-      other = SAVERS[impl]([b], builder=_custom_builder(impl))
+      other = tl.IMPLS[impl].Saver([b], builder=_custom_builder(impl))
       with pytest.raises(errors.NotFoundError,
                          match="Restoring from checkpoint failed"):
         other.restore(sess, path)
 
 
-@pytest.mark.parametrize("impl", SAVERS)
+@pytest.mark.parametrize("impl", tl.IMPLS)
 def test_builder_reading_other_keys_eager(tmp_path, impl):
   path = _graph_checkpoint(str(tmp_path), {"a_old": np.float32([5., 6.])})
   a = tf.Variable([0., 0.], name="a")
-  SAVERS[impl]([a], builder=_custom_builder(impl)).restore(None, path)
+  tl.IMPLS[impl].Saver([a], builder=_custom_builder(impl)).restore(None, path)
   np.testing.assert_array_equal(a.numpy(), [5., 6.])
 
 
 def test_restore_in_a_graph_without_the_savers_ops(tmp_path):
   observed = {}
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     with _one_variable_saver(impl) as (saver, sess):
       path = saver.save(sess, str(tmp_path / impl))
     with tf.Graph().as_default():
       tf.compat.v1.get_variable("v", [1])
       with tf.compat.v1.Session() as sess:
-        error_type, error = _outcome(lambda: saver.restore(sess, path))  # pylint: disable=cell-var-from-loop
-    observed[impl] = (error_type, str(error))
+        error = tl.outcome(saver.restore, sess, path).error
+    observed[impl] = (type(error), str(error))
   assert observed["ours"] == observed["tf"]
   assert observed["ours"][0] is TypeError
 
@@ -212,19 +193,20 @@ def _unreadable(directory, kind):
 @pytest.mark.parametrize("eager", [False, True])
 def test_unreadable_checkpoint_raises_tensorflows_error(tmp_path, kind, eager):
   observed = {}
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     directory = str(tmp_path / impl)
     os.makedirs(directory)
     path = _unreadable(directory, kind)
     if eager:
       v = tf.Variable([3.], name="v")
-      observed[impl] = _outcome(lambda: SAVERS[impl]([v]).restore(None, path))  # pylint: disable=cell-var-from-loop
+      observed[impl] = type(tl.outcome(tl.IMPLS[impl].Saver([v]).restore, None,
+                                       path).error)
       np.testing.assert_array_equal(v.numpy(), [3.])
       continue
     with _one_variable_saver(impl) as (saver, sess):
-      observed[impl] = _outcome(lambda: saver.restore(sess, path))  # pylint: disable=cell-var-from-loop
-  assert observed["ours"][0] is observed["tf"][0]
-  assert issubclass(observed["ours"][0], errors.DataLossError)
+      observed[impl] = type(tl.outcome(saver.restore, sess, path).error)
+  assert observed["ours"] is observed["tf"]
+  assert issubclass(observed["ours"], errors.DataLossError)
 
 
 # ----------------------------------------------------------------------------
@@ -238,12 +220,11 @@ def test_eager_shape_mismatch_is_a_value_error(tmp_path):
   path = _graph_checkpoint(str(tmp_path), {"a": np.float32([1., 2.]),
                                            "b": np.float32([3., 4., 5.])})
   observed = {}
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     a = tf.Variable([0., 0.], name="a")
     b = tf.Variable([0., 0.], name="b")
-    error_type, error = _outcome(
-        lambda: SAVERS[impl]([a, b]).restore(None, path))  # pylint: disable=cell-var-from-loop
-    observed[impl] = (error_type, a.numpy(), b.numpy(), str(error))
+    error = tl.outcome(tl.IMPLS[impl].Saver([a, b]).restore, None, path).error
+    observed[impl] = (type(error), a.numpy(), b.numpy(), str(error))
   assert observed["tf"][0] is observed["ours"][0] is ValueError
   np.testing.assert_array_equal(observed["tf"][1], [1., 2.])
   assert not observed["ours"][1].any() and not observed["ours"][2].any()
@@ -256,19 +237,20 @@ def test_eager_dtype_and_shape_mismatch_is_an_invalid_argument(tmp_path):
   path = _graph_checkpoint(str(tmp_path), {"a": np.float32([1., 2.]),
                                            "b": np.float32([3., 4., 5.])})
   observed = {}
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     a = tf.Variable([0, 0], name="a")
     b = tf.Variable([0., 0.], name="b")
-    observed[impl] = _outcome(
-        lambda: SAVERS[impl]([b, a]).restore(None, path))[0]  # pylint: disable=cell-var-from-loop
+    observed[impl] = type(tl.outcome(tl.IMPLS[impl].Saver([b, a]).restore, None,
+                                     path).error)
     assert not b.numpy().any()
   assert observed["ours"] is observed["tf"] is errors.InvalidArgumentError
 
 
 def test_eager_empty_saver_saves_nothing(tmp_path):
   """TensorFlow's empty eager saver crashes on save; ours returns None."""
-  observed = {impl: _outcome(lambda: SAVERS[impl]([], allow_empty=True).save(  # pylint: disable=cell-var-from-loop
-      None, str(tmp_path / impl))) for impl in SAVERS}
-  assert observed["tf"][0] is AttributeError
-  assert observed["ours"] == ("ok", None)
+  observed = {impl: tl.outcome(lib.Saver([], allow_empty=True).save, None,
+                               str(tmp_path / impl))
+              for impl, lib in tl.IMPLS.items()}
+  assert observed["tf"].name == "AttributeError"
+  assert observed["ours"] == tl.Outcome(result=None, error=None)
   assert not os.listdir(tmp_path)

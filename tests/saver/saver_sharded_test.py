@@ -15,11 +15,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saver_pb2
 
-from tf_objckpt import saver as saver_lib
-
-SAVERS = {"ours": saver_lib.Saver, "tf": tf.compat.v1.train.Saver}
-PAIRS = [(w, r) for w in SAVERS for r in SAVERS]
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import testlib as tl
 
 
 def _session():
@@ -45,15 +41,11 @@ def _variables(offset):
   return variables
 
 
-def _files(directory):
-  return sorted(os.listdir(directory))
-
-
 def _save(impl, directory, **kwargs):
   os.makedirs(directory, exist_ok=True)
   with tf.Graph().as_default():
     variables = _variables(3.)
-    saver = SAVERS[impl](sharded=True, **kwargs)
+    saver = tl.IMPLS[impl].Saver(sharded=True, **kwargs)
     with _session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       path = saver.save(sess, os.path.join(directory, "model"))
@@ -63,18 +55,11 @@ def _save(impl, directory, **kwargs):
 def _restore(impl, path, sharded):
   with tf.Graph().as_default():
     variables = _variables(-1.)
-    saver = SAVERS[impl](sharded=sharded)
+    saver = tl.IMPLS[impl].Saver(sharded=sharded)
     with _session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       saver.restore(sess, path)
       return {k: sess.run(v) for k, v in variables.items()}
-
-
-def _assert_equal_values(expected, actual):
-  assert sorted(expected) == sorted(actual)
-  for key in expected:
-    np.testing.assert_array_equal(actual[key], expected[key], err_msg=key)
-    assert actual[key].dtype == expected[key].dtype
 
 
 def test_sessions_have_two_cpus():
@@ -84,55 +69,50 @@ def test_sessions_have_two_cpus():
 
 
 @pytest.mark.parametrize("sharded_reader", [True, False])
-@pytest.mark.parametrize("writer,reader", PAIRS)
+@pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_sharded_round_trip(tmp_path, writer, reader, sharded_reader):
   path, saved = _save(writer, str(tmp_path))
   assert path == str(tmp_path / "model")
   # One checkpoint: one index and one data file per device; no leftovers.
-  assert _files(str(tmp_path)) == [
+  assert tl.files_under(str(tmp_path)) == [
       "checkpoint", "model.data-00000-of-00002", "model.data-00001-of-00002",
       "model.index", "model.meta"]
-  _assert_equal_values(saved, _restore(reader, path, sharded_reader))
+  tl.assert_values_equal(saved, _restore(reader, path, sharded_reader))
 
 
 def test_sharded_files_identical_to_tensorflow(tmp_path):
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     _save(impl, str(tmp_path / impl))
-  assert _files(str(tmp_path / "ours")) == _files(str(tmp_path / "tf"))
-  for name in ("model.data-00000-of-00002", "model.data-00001-of-00002",
-               "model.index"):
-    ours = (tmp_path / "ours" / name).read_bytes()
-    theirs = (tmp_path / "tf" / name).read_bytes()
-    assert ours == theirs, name
+  tl.assert_same_files(tmp_path)
   # Each device's variables went to their own data file.
   sizes = [os.path.getsize(str(tmp_path / "ours" / name)) for name in (
       "model.data-00000-of-00002", "model.data-00001-of-00002")]
   assert sizes == [300 * 4 + 7 * 8, 100 * 8 + 11 * 4]
 
 
-@pytest.mark.parametrize("writer,reader", PAIRS)
+@pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_sharded_v1_round_trip(tmp_path, writer, reader):
   path, saved = _save(writer, str(tmp_path),
                       write_version=saver_pb2.SaverDef.V1)
   assert path == str(tmp_path / "model-?????-of-00002")
-  assert "model-00000-of-00002" in _files(str(tmp_path))
-  assert "model-00001-of-00002" in _files(str(tmp_path))
-  _assert_equal_values(saved, _restore(reader, path, True))
+  assert "model-00000-of-00002" in tl.files_under(str(tmp_path))
+  assert "model-00001-of-00002" in tl.files_under(str(tmp_path))
+  tl.assert_values_equal(saved, _restore(reader, path, True))
 
 
 def test_sharded_save_with_global_step_and_max_to_keep(tmp_path):
   results = {}
-  for impl in SAVERS:
+  for impl in tl.IMPLS:
     directory = str(tmp_path / impl)
     os.makedirs(directory)
     with tf.Graph().as_default():
       _variables(0.)
-      saver = SAVERS[impl](sharded=True, max_to_keep=2)
+      saver = tl.IMPLS[impl].Saver(sharded=True, max_to_keep=2)
       with _session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         for step in range(4):
           saver.save(sess, os.path.join(directory, "m"), global_step=step)
-    results[impl] = _files(directory)
+    results[impl] = tl.files_under(directory)
   assert results["ours"] == results["tf"]
   assert "m-3.data-00001-of-00002" in results["ours"]
   assert "m-1.index" not in results["ours"]
@@ -168,7 +148,7 @@ _EAGER_SCRIPT = textwrap.dedent("""
 
 
 def test_eager_sharded_with_two_logical_cpus(tmp_path):
-  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get(
+  env = dict(os.environ, PYTHONPATH=tl.REPO_ROOT + os.pathsep + os.environ.get(
       "PYTHONPATH", ""), TF_CPP_MIN_LOG_LEVEL="2")
   result = subprocess.run(
       [sys.executable, "-c", _EAGER_SCRIPT, str(tmp_path)],

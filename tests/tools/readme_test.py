@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-_ROOT = pathlib.Path(__file__).resolve().parent.parent
+_ROOT = pathlib.Path(__file__).absolute().parents[2]
 _SNIPPETS = re.findall(r"```python\n(.*?)```",
                        (_ROOT / "README.md").read_text(), re.DOTALL)
 
