@@ -19,37 +19,26 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
-from tensorflow.python.trackable import autotrackable as tf_autotrackable
 from tensorflow.python.trackable import base as tf_base
 import tf_keras
 
+import testlib as tl
 import tf_objckpt
 
-_IMPLS = ("tf", "ours")
-_CHECKPOINTS = {"tf": tf.train.Checkpoint, "ours": tf_objckpt.Checkpoint}
-_CHECKPOINTS_V1 = {"tf": tf.compat.v1.train.Checkpoint,
-                   "ours": tf_objckpt.CheckpointV1}
 _ADD_VARIABLE = {"tf": tf_checkpoint_lib.add_variable,
                  "ours": tf_objckpt.add_variable}
 _TRACKABLES = {"tf": tf_base.Trackable, "ours": tf_objckpt.base.Trackable}
-_AUTO_TRACKABLES = {"tf": tf_autotrackable.AutoTrackable,
-                    "ours": tf_objckpt.tracking.AutoTrackable}
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _SHAPE_PHRASE = "incompatible tensor with shape"
 
 
 def _outcomes(run, *args):
   """`{impl: run(impl, *args)}` for TensorFlow and for us."""
-  return {impl: run(impl, *args) for impl in _IMPLS}
+  return {impl: run(impl, *args) for impl in tl.IMPLS}
 
 
-def _error_of(fn):
-  """The exception `fn()` raises, or None."""
-  try:
-    fn()
-  except Exception as e:  # pylint: disable=broad-except
-    return e
-  return None
+def _error(fn):
+  return tl.outcome(fn).error
 
 
 def _values(path):
@@ -79,12 +68,12 @@ def _no_cyclic_collection():
 
 def _deepcopy_outcome(impl, directory):
   v = tf.Variable(1.)
-  original = _CHECKPOINTS[impl](v=v)
+  original = tl.IMPLS[impl].Checkpoint(v=v)
   copied = copy.deepcopy(original)
   copied.v.assign(2.)
   value_after_assigning_the_copy = float(v.numpy())
   path = copied.save(os.path.join(directory, impl, "ckpt"))
-  error = _error_of(lambda: original.restore(path).assert_consumed())
+  error = _error(lambda: original.restore(path).assert_consumed())
   return dict(value_after_assigning_the_copy=value_after_assigning_the_copy,
               saved=_values(path), restore_error=repr(error),
               restored=float(v.numpy()),
@@ -109,7 +98,7 @@ def _weak_root_outcome(impl, directory):
   """Saves and restores through `Checkpoint(root=weakref)`, drops the root."""
   root = tf.Module()
   root.v = tf.Variable(1.)
-  checkpoint = _CHECKPOINTS[impl](root=weakref.ref(root))
+  checkpoint = tl.IMPLS[impl].Checkpoint(root=weakref.ref(root))
   path = checkpoint.save(os.path.join(directory, impl, "ckpt"))
   root.v.assign(2.)
   checkpoint.restore(path)
@@ -133,8 +122,8 @@ def test_checkpoint_with_weak_root_keeps_nothing_alive(tmp_path):
 
 def _make_checkpoint(impl, obj, as_root):
   if as_root:
-    return _CHECKPOINTS[impl](root=obj)
-  return _CHECKPOINTS[impl](model=obj)
+    return tl.IMPLS[impl].Checkpoint(root=obj)
+  return tl.IMPLS[impl].Checkpoint(model=obj)
 
 
 def _saved_then_dropped_outcome(impl, directory, as_root):
@@ -168,9 +157,9 @@ def test_deferred_restores_keep_nothing_alive(tmp_path, as_root):
   saved = _outcomes(_saved_then_dropped_outcome, str(tmp_path), as_root)
   assert saved["tf"] == saved["ours"] == [True, True, True]
   paths = {impl: os.path.join(str(tmp_path), impl, "ckpt-1")
-           for impl in _IMPLS}
+           for impl in tl.IMPLS}
   deferred = {impl: _deferred_then_dropped_outcome(impl, paths[impl], as_root)
-              for impl in _IMPLS}
+              for impl in tl.IMPLS}
   assert deferred["tf"] == dict(waiting=True, freed=[True, True])
   assert deferred["ours"] == deferred["tf"]
 
@@ -180,7 +169,8 @@ def test_deferred_restores_keep_nothing_alive(tmp_path, as_root):
 
 def _holder_class(impl, base):
   """A trackable saving one variable's value through its own methods."""
-  bases = _TRACKABLES if base == "trackable" else _AUTO_TRACKABLES
+  bases = (_TRACKABLES if base == "trackable" else
+           {impl: lib.AutoTrackable for impl, lib in tl.IMPLS.items()})
 
   class Holder(bases[impl]):
 
@@ -198,8 +188,8 @@ def _holder_class(impl, base):
 
 def _graph_checkpoint(impl, api, holder):
   if api == "v1":
-    return _CHECKPOINTS_V1[impl](holder=holder)
-  return _CHECKPOINTS[impl](root=holder)
+    return tl.IMPLS[impl].CheckpointV1(holder=holder)
+  return tl.IMPLS[impl].Checkpoint(root=holder)
 
 
 def _graph_save(impl, api, base, prefix):
@@ -236,7 +226,7 @@ def test_graph_mode_saves_trackable_with_own_serialization(tmp_path, api,
                                                            base):
   saved = {impl: _graph_save(impl, api, base,
                              os.path.join(str(tmp_path), impl, "ckpt"))
-           for impl in _IMPLS}
+           for impl in tl.IMPLS}
   tf_first, tf_second = saved["tf"]
   ours_first, ours_second = saved["ours"]
   assert tf_first["holder/.ATTRIBUTES/value" if api == "v1"
@@ -245,7 +235,7 @@ def test_graph_mode_saves_trackable_with_own_serialization(tmp_path, api,
   assert _values(ours_second) == _values(tf_second)
   restored = {(writer, reader): _graph_restore(reader, api, base,
                                                saved[writer][1])
-              for writer in _IMPLS for reader in _IMPLS}
+              for writer in tl.IMPLS for reader in tl.IMPLS}
   assert restored == {key: 5.0 for key in restored}
 
 
@@ -262,11 +252,11 @@ def _write_outcomes(impl, directory):
   outcomes = {}
 
   def record(case, write):
-    error = _error_of(write)
+    error = _error(write)
     outcomes[case] = ("ok" if error is None else type(error).__name__,
                       os.path.isdir(os.path.join(base, case)))
 
-  checkpoint = _CHECKPOINTS[impl](v=tf.Variable(1.))
+  checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(1.))
 
   @tf.function
   def write_string_path():
@@ -288,7 +278,7 @@ def _write_outcomes(impl, directory):
       tf.constant(os.path.join(base, "existing", "ckpt"))))
   with tf.Graph().as_default():
     variable = tf.Variable(1.)
-    graph_checkpoint = _CHECKPOINTS[impl](v=variable)
+    graph_checkpoint = tl.IMPLS[impl].Checkpoint(v=variable)
 
     @tf.function
     def graph_write(prefix):
@@ -334,9 +324,9 @@ def _instance_serialization_outcome(impl, directory, custom_first):
   plain, custom = tf.Variable(2.), tf.Variable(3.)
   _serialize_on_instance(custom)
   if custom_first:
-    checkpoint = _CHECKPOINTS[impl](a=custom, b=plain)
+    checkpoint = tl.IMPLS[impl].Checkpoint(a=custom, b=plain)
   else:
-    checkpoint = _CHECKPOINTS[impl](a=plain, b=custom)
+    checkpoint = tl.IMPLS[impl].Checkpoint(a=plain, b=custom)
   path = checkpoint.write(os.path.join(directory, impl, str(custom_first)))
   plain.assign(0.)
   custom.assign(0.)
@@ -360,7 +350,7 @@ def test_variable_with_own_serialization(tmp_path, custom_first):
 
 def _serialization_set_after_a_save_outcome(impl, directory):
   variable = tf.Variable(2.)
-  checkpoint = _CHECKPOINTS[impl](v=variable)
+  checkpoint = tl.IMPLS[impl].Checkpoint(v=variable)
   first = _values(checkpoint.write(os.path.join(directory, impl, "first")))
   _serialize_on_instance(variable)
   second = _values(checkpoint.write(os.path.join(directory, impl, "second")))
@@ -380,24 +370,24 @@ def test_variable_sets_own_serialization_between_saves(tmp_path):
 
 def _shape_mismatch_errors(impl, directory):
   """The errors of restoring a [2] value into [1] variables, several ways."""
-  path = _CHECKPOINTS[impl](v=tf.Variable([1., 1.])).save(
+  path = tl.IMPLS[impl].Checkpoint(v=tf.Variable([1., 1.])).save(
       os.path.join(directory, impl, "ckpt"))
   errors = {}
-  errors["existing"] = _error_of(
-      lambda: _CHECKPOINTS[impl](v=tf.Variable([1.])).restore(path))
+  errors["existing"] = _error(
+      lambda: tl.IMPLS[impl].Checkpoint(v=tf.Variable([1.])).restore(path))
 
   def create_after_restore():
     module = tf.Module()
-    _CHECKPOINTS[impl](root=module).restore(path)
+    tl.IMPLS[impl].Checkpoint(root=module).restore(path)
     module.v = tf.Variable([1.])
 
-  errors["created_after_restore"] = _error_of(create_after_restore)
+  errors["created_after_restore"] = _error(create_after_restore)
   return errors
 
 
 def test_shape_mismatch_message(tmp_path):
   errors = _outcomes(_shape_mismatch_errors, str(tmp_path))
-  for impl in _IMPLS:
+  for impl in tl.IMPLS:
     for case, error in errors[impl].items():
       assert isinstance(error, ValueError), (impl, case, error)
       assert _SHAPE_PHRASE in str(error), (impl, case, error)
@@ -406,11 +396,11 @@ def test_shape_mismatch_message(tmp_path):
 def _layer_built_after_restore_error(impl, keras, directory):
   layer = keras.layers.Dense(3)
   layer.build([None, 2])
-  path = _CHECKPOINTS[impl](layer=layer).save(
+  path = tl.IMPLS[impl].Checkpoint(layer=layer).save(
       os.path.join(directory, impl, "ckpt"))
   restored_layer = keras.layers.Dense(3)
-  _CHECKPOINTS[impl](layer=restored_layer).restore(path)
-  return _error_of(lambda: restored_layer.build([None, 4]))
+  tl.IMPLS[impl].Checkpoint(layer=restored_layer).restore(path)
+  return _error(lambda: restored_layer.build([None, 4]))
 
 
 @pytest.mark.parametrize("keras", [tf.keras, tf_keras],
@@ -432,10 +422,10 @@ def _add_variable_after_restore(impl, directory):
   Returns:
     (the variable or None, the error or None).
   """
-  path = _CHECKPOINTS[impl](v=tf.Variable([1., 1.])).save(
+  path = tl.IMPLS[impl].Checkpoint(v=tf.Variable([1., 1.])).save(
       os.path.join(directory, impl, "ckpt"))
-  root = _AUTO_TRACKABLES[impl]()
-  _CHECKPOINTS[impl](root=root).restore(path)
+  root = tl.IMPLS[impl].AutoTrackable()
+  tl.IMPLS[impl].Checkpoint(root=root).restore(path)
   try:
     return _ADD_VARIABLE[impl](root, name="v", shape=[1]), None
   except ValueError as e:
@@ -454,8 +444,8 @@ def test_shape_mismatch_message_for_add_variable_after_restore(tmp_path):
 
 
 def _constant_initializer_with_shape_error(impl, shape, initializer):
-  return _error_of(lambda: _ADD_VARIABLE[impl](
-      _AUTO_TRACKABLES[impl](), name="x", shape=shape,
+  return _error(lambda: _ADD_VARIABLE[impl](
+      tl.IMPLS[impl].AutoTrackable(), name="x", shape=shape,
       initializer=initializer))
 
 
@@ -464,7 +454,7 @@ def test_add_variable_constant_initializer_with_shape_message(shape,
                                                               initializer):
   errors = _outcomes(_constant_initializer_with_shape_error, shape,
                      initializer)
-  for impl in _IMPLS:
+  for impl in tl.IMPLS:
     assert type(errors[impl]) is ValueError, (impl, errors[impl])  # pylint: disable=unidiomatic-typecheck
     assert "If initializer is a constant, do not specify shape." in str(
         errors[impl])

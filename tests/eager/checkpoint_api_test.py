@@ -1,0 +1,177 @@
+"""Checkpoint's TF 2.21 call surface: paths, `options=`, `root=` variants.
+
+Each test does the same thing with `tf.train.Checkpoint` and
+`tf_objckpt.Checkpoint` and compares what they return, write or raise.
+"""
+
+import os
+import pathlib
+import weakref
+
+import pytest
+import tensorflow as tf
+
+import testlib as tl
+import tf_objckpt
+
+
+def _keys(path):
+  return sorted(tl.signature(path))
+
+
+@pytest.mark.parametrize("impl", tl.IMPLS)
+def test_write_accepts_a_path_like_prefix(tmp_path, impl):
+  checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(1.0))
+  path = checkpoint.write(tmp_path / "ckpt")
+  assert path == os.fspath(tmp_path / "ckpt")
+  assert isinstance(path, str)
+  assert _keys(path) == ["_CHECKPOINTABLE_OBJECT_GRAPH",
+                         "v/.ATTRIBUTES/VARIABLE_VALUE"]
+
+
+@pytest.mark.parametrize("impl", tl.IMPLS)
+def test_save_read_and_restore_accept_path_like_paths(tmp_path, impl):
+  cls = tl.IMPLS[impl].Checkpoint
+  saved = cls(v=tf.Variable(1.0)).save(tmp_path / "ckpt")
+  assert saved == os.fspath(tmp_path / "ckpt-1")
+  written = cls(v=tf.Variable(2.0)).write(os.fspath(tmp_path / "written"))
+  restored = cls(v=tf.Variable(0.0))
+  restored.restore(pathlib.Path(saved)).assert_consumed()
+  assert float(restored.v.numpy()) == 1.0
+  read = cls(v=tf.Variable(0.0))
+  read.read(pathlib.Path(written)).assert_consumed()
+  assert float(read.v.numpy()) == 2.0
+
+
+@pytest.mark.parametrize("impl", tl.IMPLS)
+def test_methods_accept_checkpoint_options(tmp_path, impl):
+  cls = tl.IMPLS[impl].Checkpoint
+  options = tf.train.CheckpointOptions()
+  checkpoint = cls(v=tf.Variable(1.0))
+  written = checkpoint.write(os.fspath(tmp_path / "w"), options=options)
+  saved = checkpoint.save(os.fspath(tmp_path / "s"), options=options)
+  assert os.path.basename(written) == "w"
+  assert os.path.basename(saved) == "s-1"
+  fresh = cls(v=tf.Variable(0.0))
+  fresh.read(written, options=options).assert_consumed()
+  assert float(fresh.v.numpy()) == 1.0
+  fresh = cls(v=tf.Variable(0.0))
+  fresh.restore(saved, options=options).assert_consumed()
+  assert float(fresh.v.numpy()) == 1.0
+
+
+def _manager_run(manager_cls, checkpoint, directory):
+  manager = manager_cls(checkpoint, os.fspath(directory), max_to_keep=2)
+  saved = [os.path.basename(manager.save()) for _ in range(3)]
+  return {"saved": saved,
+          "checkpoints": [os.path.basename(p) for p in manager.checkpoints],
+          "files": sorted(os.listdir(directory)),
+          "latest": os.path.basename(
+              tf.train.latest_checkpoint(os.fspath(directory)))}
+
+
+def test_tensorflows_manager_manages_our_checkpoint(tmp_path):
+  """tf.train.CheckpointManager calls `checkpoint._write(prefix, options=)`."""
+  expected = _manager_run(tf.train.CheckpointManager,
+                          tf.train.Checkpoint(v=tf.Variable(1.0)),
+                          tmp_path / "tf")
+  ours = tf_objckpt.Checkpoint(v=tf.Variable(1.0))
+  actual = _manager_run(tf.train.CheckpointManager, ours, tmp_path / "ours")
+  assert actual == expected
+  assert expected["files"] == [
+      "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+      "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
+  fresh = tf_objckpt.Checkpoint(v=tf.Variable(0.0))
+  tf.train.CheckpointManager(fresh, os.fspath(tmp_path / "ours"),
+                             max_to_keep=2).restore_or_initialize()
+  assert int(fresh.save_counter.numpy()) == 3
+
+
+@pytest.mark.parametrize("manager_impl", ["tf", "ours"])
+def test_manager_save_with_options(tmp_path, manager_impl):
+  manager_cls = tl.IMPLS[manager_impl].CheckpointManager
+  results = {}
+  for impl, lib in tl.IMPLS.items():
+    if manager_impl == "tf" and impl == "ours":
+      continue  # Covered by test_tensorflows_manager_manages_our_checkpoint.
+    manager = manager_cls(lib.Checkpoint(v=tf.Variable(1.0)),
+                          os.fspath(tmp_path / impl), max_to_keep=1)
+    results[impl] = os.path.basename(
+        manager.save(options=tf.train.CheckpointOptions()))
+  assert set(results.values()) == {"ckpt-1"}
+
+
+@pytest.mark.parametrize("impl", tl.IMPLS)
+def test_root_may_be_a_weak_reference(tmp_path, impl):
+  module = tf.Module()
+  module.v = tf.Variable(1.0)
+  path = tl.IMPLS[impl].Checkpoint(weakref.ref(module)).write(
+      os.fspath(tmp_path / "ckpt"))
+  assert _keys(path) == ["_CHECKPOINTABLE_OBJECT_GRAPH",
+                         "v/.ATTRIBUTES/VARIABLE_VALUE"]
+  fresh = tf.Module()
+  fresh.v = tf.Variable(0.0)
+  tl.IMPLS[impl].Checkpoint(weakref.ref(fresh)).read(path).assert_consumed()
+  assert float(fresh.v.numpy()) == 1.0
+
+
+@pytest.mark.parametrize(
+    "root", [[tf.Variable(1.0)], {"a": tf.Variable(1.0)}, 5, "text"],
+    ids=["list", "dict", "int", "str"])
+def test_non_trackable_root_is_a_value_error(root):
+  errors = tl.errors_by_impl(lambda cls: cls(root=root))
+  tl.assert_same_error_type(errors, ValueError)
+
+
+def test_checkpoint_with_root_held_by_another_object(tmp_path):
+  """TF's Checkpoint(root=obj) also depends on obj as "_root"."""
+  module = tf.Module()
+  module.v = tf.Variable(1.0)
+  extra = tf.Variable(2.0)
+  paths = {impl: lib.Checkpoint(
+      inner=lib.Checkpoint(root=module, extra=extra)).write(
+          os.fspath(tmp_path / impl / "ckpt"))
+           for impl, lib in tl.IMPLS.items()}
+  assert "inner/_root/v/.ATTRIBUTES/VARIABLE_VALUE" in tl.signature(
+      paths["tf"])
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
+
+
+def test_children_of_a_checkpoint_with_root():
+  module = tf.Module()
+  children = {
+      impl: sorted(lib.Checkpoint(module, w=tf.Variable(1.0))
+                   ._trackable_children())  # pylint: disable=protected-access
+      for impl, lib in tl.IMPLS.items()}
+  assert children["ours"] == children["tf"] == ["_root", "root", "w"]
+
+
+@pytest.mark.parametrize("impl", tl.IMPLS)
+def test_save_inside_a_function_is_not_implemented(tmp_path, impl):
+  checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(1.0))
+
+  @tf.function
+  def save():
+    return checkpoint.save(os.fspath(tmp_path / "ckpt"))
+
+  with pytest.raises(NotImplementedError):
+    save()
+
+
+def test_write_inside_a_function_writes_current_values(tmp_path):
+  values = {}
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint(v=tf.Variable(1.0))
+    prefix = os.fspath(tmp_path / impl / "ckpt")
+
+    @tf.function
+    def write(x, checkpoint=checkpoint, prefix=prefix):
+      checkpoint.v.assign(x)
+      return checkpoint.write(prefix)
+
+    write(tf.constant(5.0))
+    path = write(tf.constant(7.0))
+    assert isinstance(path, tf.Tensor)
+    values[impl] = tl.values(prefix)
+  tl.assert_values_equal(values["tf"], values["ours"])
+  assert float(values["ours"]["v/.ATTRIBUTES/VARIABLE_VALUE"]) == 7.0

@@ -1,0 +1,179 @@
+"""Graph growth of graph-mode save and restore, against TensorFlow's.
+
+Each scenario is a list of steps (save, write, restore and run its ops,
+...) run once with `tf.compat.v1.train.Checkpoint` and once with
+`tf_objckpt.CheckpointV1`, counting `len(graph.get_operations())` after
+every step. Repeating a step adds no op, and no step adds more ops than the
+same step adds in TensorFlow. Saves through cached ops still save the
+current state.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import testlib as tl
+import tf_objckpt
+
+
+def _save(model, prefix):
+  model.save(prefix)
+
+
+def _write(model, prefix):
+  model.checkpoint.write(prefix, session=model.session)
+
+
+def _restore(model, prefix):
+  """Restores the newest checkpoint under `prefix` and runs its restore ops."""
+  path = tf_objckpt.latest_checkpoint(os.path.dirname(prefix))
+  model.checkpoint.restore(path).run_restore_ops(model.session)
+
+
+def _initialize_or_restore(model, prefix):
+  path = tf_objckpt.latest_checkpoint(os.path.dirname(prefix))
+  model.checkpoint.restore(path).initialize_or_restore(model.session)
+
+
+def _grow(model, prefix):
+  """Adds a dependency: the object graph changes, so the save op is rebuilt."""
+  del prefix
+  model.root.extra = tf.compat.v1.get_variable("extra", [5])
+  model.run(model.root.extra.initializer)
+
+
+def _op_growth(impl, kind, steps, directory, prepare=None):
+  """Runs `steps` on a trained model; returns the ops each step added."""
+  prefix = os.path.join(directory, impl, "ckpt")
+  growth = []
+  with tl.GraphModel(impl, kind) as model:
+    model.initialize()
+    model.train()
+    if prepare is not None:
+      prepare(model, prefix)
+    for step in steps:
+      before = model.num_ops()
+      step(model, prefix)
+      growth.append(model.num_ops() - before)
+  return growth
+
+
+def _assert_no_more_than_tensorflow(tmp_path, kind, steps, prepare=None):
+  theirs = _op_growth("tf", kind, steps, tmp_path, prepare)
+  ours = _op_growth("ours", kind, steps, tmp_path, prepare)
+  assert all(o <= t for o, t in zip(ours, theirs)), (ours, theirs)
+  return ours
+
+
+@pytest.mark.parametrize("kind", tl.VARIABLE_KINDS)
+def test_repeated_saves_and_writes_add_no_ops(tmp_path, kind):
+  ours = _assert_no_more_than_tensorflow(
+      tmp_path, kind, [_save] * 10 + [_write] * 3)
+  assert ours[0] > 0
+  assert ours[1:] == [0] * 12
+
+
+@pytest.mark.parametrize("kind", tl.VARIABLE_KINDS)
+def test_repeated_restores_add_no_ops(tmp_path, kind):
+  """Restore ops are cached by key, shared by every restore of the objects."""
+  ours = _assert_no_more_than_tensorflow(
+      tmp_path, kind, [_restore] * 5 + [_initialize_or_restore] * 2 +
+      [_save] * 2 + [_restore], prepare=_save)
+  assert ours[0] > 0  # The first restore builds the restore ops.
+  assert ours[1:] == [0] * 9
+
+
+def _saved_by_another_program(model, prefix):
+  with tl.GraphModel(model.impl, model.kind) as other:
+    other.initialize()
+    other.save(prefix)
+
+
+@pytest.mark.parametrize("kind", tl.VARIABLE_KINDS)
+def test_restore_first_then_save(tmp_path, kind):
+  """Saves reuse the saveables restores made."""
+  ours = _assert_no_more_than_tensorflow(
+      tmp_path, kind, [_restore, _save, _save, _restore, _save],
+      prepare=_saved_by_another_program)
+  assert ours[0] > 0 and ours[1] > 0
+  assert ours[2:] == [0, 0, 0]
+
+
+def test_changes_to_the_object_graph_rebuild_the_save_op_once(tmp_path):
+  ours = _assert_no_more_than_tensorflow(
+      tmp_path, "resource", [_save, _save, _grow, _save, _save, _restore,
+                             _restore])
+  assert ours[1] == 0 and ours[4] == 0 and ours[6] == 0
+  assert ours[3] > 0
+
+
+def test_op_counts_after_one_two_and_ten_saves(tmp_path):
+  """The issue's table: total ops added after 1, 2 and 10 saves."""
+  totals = {}
+  for impl in tl.IMPLS:
+    growth = _op_growth(impl, "resource", [_save] * 10, tmp_path)
+    totals[impl] = [sum(growth[:n]) for n in (1, 2, 10)]
+  ours, theirs = totals["ours"], totals["tf"]
+  assert ours[0] == ours[1] == ours[2] < theirs[0]
+
+
+def test_python_state_saves_add_no_ops(tmp_path):
+  """Changing Python state is fed; the save op is not rebuilt."""
+  growth = {}
+  for state in (tl.TfStringState(), tl.StringState()):
+    prefix = os.path.join(tmp_path, state.impl, "ckpt")
+    with tl.GraphProgram(state.impl) as program:
+      checkpoint = program.lib.CheckpointV1(state=state)
+      growth[state.impl] = []
+      for step in range(5):
+        state.state = str(step)
+        before = program.num_ops()
+        path = checkpoint.save(prefix, session=program.session)
+        growth[state.impl].append(program.num_ops() - before)
+        assert tf.train.load_checkpoint(path).get_tensor(
+            "state/.ATTRIBUTES/py_state") == str(step).encode()
+  assert all(o <= t for o, t in zip(growth["ours"], growth["tf"])), growth
+  assert growth["ours"][1:] == [0] * 4
+
+
+def test_deferred_restore_ops_are_cached_too(tmp_path):
+  """Restore ops made for dependencies added after restore() are reused."""
+  with tl.GraphModel("ours") as saved:
+    saved.initialize()
+    path = saved.save(os.path.join(tmp_path, "ckpt"))
+  with tl.GraphModel("ours", create_optimizer=False) as model:
+    status = model.checkpoint.restore(path)
+    model.create_slots()  # Slot restore ops are created here.
+    status.assert_consumed().run_restore_ops(model.session)
+    before = model.num_ops()
+    for _ in range(3):
+      model.checkpoint.restore(path).assert_consumed().run_restore_ops(
+          model.session)
+    assert model.num_ops() == before
+
+
+@pytest.mark.parametrize("grow", [False, True])
+def test_saves_through_cached_ops_follow_the_state(tmp_path, grow):
+  """In a session, variables and Python state are read at every save."""
+  results = {}
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as program:
+      program.track(tf.compat.v1.get_variable(f"v{i}", initializer=0.)
+                    for i in range(20))
+      program.root.counter = tl.Counter()
+      paths = []
+      for step in range(3):
+        program.run(program.variables[step].assign(10.0 + step))
+        program.root.counter.count = step
+        if grow and step == 1:
+          program.root.extra = program.variable("extra", 5.)
+          program.run(program.root.extra.initializer)
+        paths.append(program.checkpoint.write(
+            os.fspath(tmp_path / f"{impl}{step}"), session=program.session))
+    results[impl] = paths
+  for theirs, ours in zip(results["tf"], results["ours"]):
+    tl.assert_same_checkpoint(theirs, ours)
+  assert tl.values(results["ours"][-1])[
+      "root/variables/2/.ATTRIBUTES/VARIABLE_VALUE"] == np.float32(12.0)

@@ -1,0 +1,87 @@
+"""Ops added by running restore ops, and the frozen saver's API, against TF.
+
+TensorFlow's `restore()` builds the restore ops; running them
+(`run_restore_ops`, `initialize_or_restore`, `streaming_restore`) adds no op
+to the graph. No step of ours may add more ops than the same step adds with
+`tf.compat.v1.train.Checkpoint`.
+"""
+
+import os
+
+import pytest
+import tensorflow as tf
+
+import testlib as tl
+
+
+def _growth_of_running(impl, directory, run):
+  """Ops added by `run(lib, status, session)` after a restore() built ops."""
+  with tl.GraphProgram(impl) as program:
+    root = program.lib.AutoTrackable()
+    root.a = tf.compat.v1.get_variable("a", initializer=1.)
+    checkpoint = program.lib.CheckpointV1(root=root)
+    checkpoint.restore(None).initialize_or_restore(program.session)
+    path = checkpoint.save(os.path.join(directory, impl, "ckpt"),
+                           session=program.session)
+    status = checkpoint.restore(path)
+    before = program.num_ops()
+    run(program.lib, status, program.session)
+    return program.num_ops() - before
+
+
+_RUNS = {
+    "run_restore_ops": lambda _, status, session: status.run_restore_ops(
+        session),
+    "initialize_or_restore": (
+        lambda _, status, session: status.initialize_or_restore(session)),
+    "streaming_restore": (
+        lambda lib, status, session: lib.checkpoint.streaming_restore(
+            status, session)),
+}
+
+
+@pytest.mark.parametrize("run", sorted(_RUNS))
+def test_running_restore_ops_adds_no_ops(tmp_path, run):
+  theirs = _growth_of_running("tf", tmp_path, _RUNS[run])
+  assert theirs == 0
+  assert _growth_of_running("ours", tmp_path, _RUNS[run]) <= theirs
+
+
+def test_running_deferred_restores_adds_no_ops(tmp_path):
+  """Restore ops created after restore() run without adding ops either."""
+  growth = {}
+  for impl in tl.IMPLS:
+    path = tl.write_in_graph(impl, os.path.join(tmp_path, impl, "ckpt"), a=5.)
+    with tl.GraphProgram(impl) as program:
+      root = program.lib.AutoTrackable()
+      status = program.lib.CheckpointV1(root=root).restore(path)
+      growth[impl] = []
+      for step in ("nothing to restore yet", "restore `a`"):
+        if step == "restore `a`":
+          root.a = tf.compat.v1.get_variable("a", initializer=1.)
+        before = program.num_ops()
+        status.run_restore_ops(program.session)
+        growth[impl].append(program.num_ops() - before)
+      assert program.run(root.a) == 5.
+  assert growth["tf"] == [0, 0]
+  assert growth["ours"] == growth["tf"]
+
+
+def test_frozen_saver_api_matches_tensorflows(tmp_path):
+  """save()/restore() take `options`; save() gives an op, as TF's does."""
+  observed = {}
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as program:
+      root = program.lib.AutoTrackable()
+      root.v = tf.compat.v1.get_variable("v", initializer=1.)
+      program.run(root.v.initializer)
+      saver = program.lib.checkpoint.frozen_saver(
+          program.lib.CheckpointV1(root=root))
+      prefix = os.path.join(tmp_path, impl)
+      options = tf.train.CheckpointOptions()
+      save = saver.save(prefix, options=options)
+      result = program.run(save)
+      restored = saver.restore(prefix, options=options)
+      observed[impl] = (type(save).__name__, result, sorted(restored))
+  assert observed["tf"][:2] == ("Operation", None)
+  assert observed["ours"] == observed["tf"]

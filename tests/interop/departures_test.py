@@ -1,0 +1,68 @@
+"""Departures from TensorFlow listed in API.md that no other test pins.
+
+Each test does the same thing with TensorFlow and with tf_objckpt and pins
+both behaviours, so that a change on either side shows up here.
+"""
+
+import os
+
+import pytest
+import tensorflow as tf
+
+import testlib as tl
+
+
+def _merge_ops_of_a_graph_mode_save(impl, directory):
+  """How many MergeV2Checkpoints ops a CheckpointV1 save builds."""
+  with tl.GraphProgram(impl) as program:
+    checkpoint = program.lib.CheckpointV1(v=program.variable("v", 1.))
+    program.initialize()
+    checkpoint.save(os.path.join(directory, impl, "ckpt"),
+                    session=program.session)
+    return sum(op.type == "MergeV2Checkpoints"
+               for op in program.graph.get_operations())
+
+
+def test_single_shard_saves_are_written_in_place(tmp_path):
+  """One host's values: one SaveV2 writes the prefix, with no merge."""
+  assert _merge_ops_of_a_graph_mode_save("tf", str(tmp_path)) == 1
+  assert _merge_ops_of_a_graph_mode_save("ours", str(tmp_path)) == 0
+  tl.assert_same_files(tmp_path)
+
+
+def test_sharding_callback_is_refused(tmp_path):
+  """TensorFlow applies a sharding policy; we refuse it rather than ignore it."""
+  options = tf.train.CheckpointOptions(
+      experimental_sharding_callback=(
+          tf.train.experimental.ShardByTaskPolicy()))
+  outcomes = {}
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint(v=tf.Variable(1.))
+    prefix = str(tmp_path / impl / "ckpt")
+    outcomes[impl] = (
+        tl.outcome(checkpoint.write, prefix, options=options),
+        tl.outcome(checkpoint.read, prefix, options=options))
+  assert outcomes["tf"][0].error is None
+  assert outcomes["tf"][1].error is None
+  for saved_or_read in outcomes["ours"]:
+    assert isinstance(saved_or_read.error, NotImplementedError)
+    assert "experimental_sharding_callback" in str(saved_or_read.error)
+
+
+class _WithFunction:
+  """Mixes in a traced method, declared on the class."""
+
+  @tf.function(input_signature=[])
+  def f(self):
+    return tf.constant(1.)
+
+
+@pytest.mark.parametrize("impl", tl.IMPLS)
+def test_saved_models_get_no_functions_of_auto_trackables(tmp_path, impl):
+  """TensorFlow's AutoTrackable exports class-level tf.functions; ours not."""
+  root = type("Root", (_WithFunction, tl.IMPLS[impl].AutoTrackable), {})()
+  root.v = tf.Variable(2.)
+  tf.saved_model.save(root, str(tmp_path))
+  loaded = tf.saved_model.load(str(tmp_path))
+  assert float(loaded.v.numpy()) == 2.
+  assert hasattr(loaded, "f") == (impl == "tf")

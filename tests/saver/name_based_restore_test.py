@@ -1,0 +1,296 @@
+"""Name-based (v1 `Saver`) checkpoints restored through the object-based API.
+
+A checkpoint without an object graph, written by TensorFlow's or our v1
+`Saver` (graph mode or eagerly), is restored into a `tf.Module`, a tf_keras
+model and a Keras 3 model by `Checkpoint` (eagerly, into existing variables
+and on creation) and by `CheckpointV1` in a graph (`initialize_or_restore`,
+`run_restore_ops`). Every scenario runs once with TensorFlow's classes and
+once with ours; values and the outcomes of the status assertions must agree.
+"""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.util import deprecation
+import tf_keras
+
+import testlib as tl
+
+# Keras 3 warns (inside Keras) about numpy 2's `copy` argument.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:__array__ implementation:DeprecationWarning")
+
+# Who writes the name-based checkpoint: "<saver>_<mode>".
+WRITERS = ("tf_graph", "tf_eager", "ours_graph", "ours_eager")
+TARGETS = ("module", "tf_keras", "keras3")
+
+
+class _Net(tf.Module):
+  """A module whose variables have fixed global names, built on demand."""
+
+  def __init__(self, built):
+    super().__init__(name="net")
+    self.sub = tf.Module(name="sub")
+    if built:
+      self.build()
+
+  def build(self):
+    self.w = tf.Variable(tf.zeros([3, 2]), name="net/w")
+    self.sub.b = tf.Variable(tf.zeros([2]), name="net/sub/b")
+    self.step = tf.Variable(tf.constant(0, tf.int64), name="net/step")
+
+  @property
+  def weights(self):
+    return [self.w, self.sub.b, self.step]
+
+
+class _Model:
+  """A Keras model (Dense, BatchNormalization, Dense) with fixed names.
+
+  Kernels start at zero, so fresh models of both runs hold equal values.
+  """
+
+  def __init__(self, k, built):
+    self._k = k
+    layers = [k.layers.Dense(3, kernel_initializer="zeros", name="dense"),
+              k.layers.BatchNormalization(name="bn"),
+              k.layers.Dense(2, kernel_initializer="zeros", name="out")]
+    self.obj = k.Sequential(layers, name="seq")
+    if built:
+      self.build()
+
+  def build(self):
+    self.obj(np.zeros((1, 4), np.float32))
+
+  @property
+  def weights(self):
+    if self._k is keras:
+      return [w.value for w in self.obj.weights]  # The tf.Variables.
+    return self.obj.weights
+
+
+def _make_target(kind, built=True):
+  """A fresh target; `.obj` is what is checkpointed, `.weights` its values."""
+  if kind == "module":
+    target = _Net(built)
+    target.obj = target
+    return target
+  return _Model(keras if kind == "keras3" else tf_keras, built)
+
+
+def _checkpointed_values(kind, with_save_counter, graph_mode=False):
+  """`{global name: value}` for `kind`'s variables, none equal to a fresh one.
+
+  Keras 3 variables have no global names of their own; their checkpoint
+  uses the names Keras 2 gives the same model. Keras 2 names depend on the
+  mode (in a graph they start with the model's name).
+  """
+  rng = np.random.RandomState(0)
+  kind = "tf_keras" if kind == "keras3" else kind
+  if graph_mode:
+    with tf.Graph().as_default():
+      target = _make_target(kind)
+  else:
+    target = _make_target(kind)
+  values = {}
+  for weight in target.weights:
+    dtype = weight.dtype.as_numpy_dtype
+    values[weight.name.split(":")[0]] = (
+        rng.randint(1, 100, weight.shape) if dtype == np.int64 else
+        rng.uniform(2., 3., weight.shape)).astype(dtype)
+  if with_save_counter:
+    values["save_counter"] = np.int64(7)
+  return values
+
+
+def _write(writer, prefix, values):
+  """Writes `{name: value}` with a v1 `Saver`; returns the checkpoint path."""
+  impl, mode = writer.split("_")
+  saver_cls = tl.IMPLS[impl].Saver
+  if mode == "eager":
+    variables = [tf.Variable(value, name=name)
+                 for name, value in values.items()]
+    return saver_cls(variables).save(None, os.fspath(prefix))
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
+                 for name, value in values.items()]
+    session.run(tf.compat.v1.global_variables_initializer())
+    return saver_cls(variables).save(session, os.fspath(prefix))
+
+
+def _outcome(fn):
+  """"ok", or the exception type and the start of its message."""
+  error = tl.outcome(fn).error
+  return "ok" if error is None else (type(error).__name__,
+                                     str(error).split(":")[0])
+
+
+def _outcomes(status):
+  return [_outcome(getattr(status, name)) for name in tl.STATUS_ASSERTIONS]
+
+
+def _run_both(scenario, *args):
+  results = {impl: scenario(impl, *args) for impl in tl.IMPLS}
+  np.testing.assert_equal(results["ours"], results["tf"])
+  return results["ours"]
+
+
+def _assert_restored(observed_values, values):
+  """The target holds the checkpointed values (besides the save counter)."""
+  expected = [v for name, v in values.items() if name != "save_counter"]
+  np.testing.assert_equal(observed_values, expected)
+
+
+def _eager_restore(impl, kind, path, on_create):
+  target = _make_target(kind, built=not on_create)
+  checkpoint = tl.IMPLS[impl].Checkpoint(model=target.obj)
+  status = checkpoint.restore(path)
+  observed = {"status": type(status).__name__, "before": _outcomes(status)}
+  if on_create:
+    target.build()
+    observed["after"] = _outcomes(status)
+  observed["values"] = [w.numpy() for w in target.weights]
+  observed["save_counter"] = int(checkpoint.save_counter.numpy())
+  return observed
+
+
+@pytest.mark.parametrize("on_create", [False, True],
+                         ids=["existing", "on_create"])
+@pytest.mark.parametrize("kind", TARGETS)
+@pytest.mark.parametrize("writer", WRITERS)
+def test_eager_restore(tmp_path, writer, kind, on_create):
+  values = _checkpointed_values(kind, with_save_counter=False)
+  path = _write(writer, tmp_path / "ckpt", values)
+  observed = _run_both(_eager_restore, kind, path, on_create)
+  assert observed["status"] == "NameBasedSaverStatus"
+  assert observed["save_counter"] == 0
+  final = observed["after" if on_create else "before"]
+  if kind == "keras3":
+    # Keras 3 variables are looked up under the key "VARIABLE_VALUE", which
+    # a name-based checkpoint does not have, and those created later are
+    # not even looked up: nothing is restored.
+    reason = ("Object not restored" if on_create else
+              "Some objects had attributes which were not restored")
+    assert final == [("AssertionError", reason)] * 3
+    assert not np.any(observed["values"][0])
+  else:
+    # The save counter is optional: its absence fails no assertion.
+    assert final == ["ok"] * 3
+    _assert_restored(observed["values"], values)
+
+
+@pytest.mark.parametrize("kind", ["module", "tf_keras"])
+def test_eager_restore_with_save_counter_and_missing_variable(tmp_path, kind):
+  values = _checkpointed_values(kind, with_save_counter=True)
+  missing = sorted(values)[0]
+  del values[missing]
+  path = _write("tf_graph", tmp_path / "ckpt", values)
+  observed = _run_both(_eager_restore, kind, path, False)
+  assert observed["save_counter"] == 7
+  assert observed["before"] == [
+      ("AssertionError",
+       "Some objects had attributes which were not restored")] * 3
+
+
+def test_keras3_variable_value_key_is_restored(tmp_path):
+  """A Keras 3 model with one variable takes the "VARIABLE_VALUE" key."""
+  value = np.arange(6, dtype=np.float32).reshape(3, 2)
+  path = _write("tf_graph", tmp_path / "ckpt", {"VARIABLE_VALUE": value})
+
+  def scenario(impl):
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(
+        2, use_bias=False, kernel_initializer="zeros")])
+    status = tl.IMPLS[impl].Checkpoint(model=model).restore(path)
+    return _outcomes(status), model.weights[0].numpy()
+
+  outcomes, restored = _run_both(scenario)
+  assert outcomes == ["ok"] * 3
+  np.testing.assert_array_equal(restored, value)
+
+
+def _graph_restore(impl, kind, path, method):
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    target = _make_target(kind)
+    checkpoint = tl.IMPLS[impl].CheckpointV1(model=target.obj)
+    status = checkpoint.restore(path)
+    observed = [type(status).__name__, _outcomes(status)]
+    if method == "run_restore_ops":
+      session.run(tf.compat.v1.global_variables_initializer())
+      observed.append(_outcome(lambda: status.run_restore_ops(session)))
+    else:
+      observed.append(_outcome(lambda: status.initialize_or_restore(session)))
+    observed.append(_outcomes(status))
+    uninitialized = session.run(
+        tf.compat.v1.report_uninitialized_variables()).tolist()
+    observed.append(sorted(uninitialized))
+    if not uninitialized:
+      observed.append(session.run(target.weights + [checkpoint.save_counter]))
+    return observed
+
+
+@pytest.mark.parametrize("method", ["initialize_or_restore", "run_restore_ops"])
+@pytest.mark.parametrize("kind", TARGETS)
+@pytest.mark.parametrize("writer", WRITERS)
+def test_graph_restore(tmp_path, writer, kind, method):
+  values = _checkpointed_values(kind, with_save_counter=True, graph_mode=True)
+  path = _write(writer, tmp_path / "ckpt", values)
+  observed = _run_both(_graph_restore, kind, path, method)
+  assert observed[0] == "NameBasedSaverStatus"
+  if kind == "keras3":
+    assert observed[2][0] == "NotFoundError"  # No "VARIABLE_VALUE" key.
+    return
+  assert observed[2] == "ok"
+  assert observed[3] == ["ok"] * 3
+  _assert_restored(observed[-1][:-1], values)
+  assert observed[-1][-1] == 7
+
+
+@pytest.mark.parametrize("method", ["initialize_or_restore", "run_restore_ops"])
+def test_graph_restore_needs_the_save_counter(tmp_path, method):
+  """Unlike eager restores, a graph's name-based restore needs every name."""
+  values = _checkpointed_values("module", with_save_counter=False)
+  path = _write("tf_graph", tmp_path / "ckpt", values)
+  observed = _run_both(_graph_restore, "module", path, method)
+  assert observed[2][0] == "NotFoundError"
+  if method == "run_restore_ops":
+    # Nothing is assigned: the variables keep their initial values.
+    assert not np.any(observed[-1][0])
+
+
+def test_deprecation_warning_is_logged(tmp_path, monkeypatch):
+  path = _write("tf_eager", tmp_path / "ckpt",
+                _checkpointed_values("module", with_save_counter=False))
+  logged = {}
+  for impl in tl.IMPLS:
+    # Deprecation warnings are logged once per process; forget earlier ones.
+    monkeypatch.setattr(deprecation, "_PRINTED_WARNING", {})
+    with tl.captured_logs() as messages:
+      tl.IMPLS[impl].Checkpoint(model=_make_target("module").obj).restore(
+          path)
+    logged[impl] = [m for m in messages if "deprecated" in m]
+  assert len(logged["ours"]) == len(logged["tf"]) == 1
+  assert ("NameBasedSaverStatus.__init__ (from tf_objckpt.load_status) is "
+          "deprecated") in logged["ours"][0]
+
+
+@pytest.mark.parametrize("graph_mode", [False, True], ids=["eager", "graph"])
+def test_streaming_restore(tmp_path, graph_mode):
+  """Not supported for name-based checkpoints when graph building."""
+  path = _write("tf_graph", tmp_path / "ckpt",
+                _checkpointed_values("module", with_save_counter=True))
+
+  def scenario(impl):
+    lib = tl.IMPLS[impl]
+    if not graph_mode:
+      status = lib.CheckpointV1(model=_make_target("module").obj).restore(path)
+      return tl.outcome(lib.checkpoint.streaming_restore, status).name
+    with tl.GraphProgram(impl) as program:
+      status = lib.CheckpointV1(model=_make_target("module").obj).restore(path)
+      return tl.outcome(lib.checkpoint.streaming_restore, status,
+                        program.session).name
+
+  outcome = _run_both(scenario)
+  assert outcome == ("NotImplementedError" if graph_mode else "ok")

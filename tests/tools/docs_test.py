@@ -1,0 +1,49 @@
+"""Checks that the docs stay true: links resolve, pinned tests exist.
+
+README.md and CONTRIBUTING.md link to files of the repository, and API.md
+names the tests that pin each departure from TensorFlow; a renamed file or
+test must not leave them pointing at nothing.
+"""
+
+import os
+import re
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+_DOCS = ("README.md", "CONTRIBUTING.md", "API.md")
+_LINK = re.compile(r"\]\(([^)#\s]+)[^)]*\)")
+_TEST_REFERENCE = re.compile(r"`(tests/[\w/]+_test\.py)(?:::(\w+))?`")
+
+
+def _read(name):
+  with open(os.path.join(ROOT, name)) as f:
+    return f.read()
+
+
+@pytest.mark.parametrize("doc", _DOCS)
+def test_relative_links_resolve(doc):
+  links = [link for link in _LINK.findall(_read(doc))
+           if "://" not in link]
+  missing = [link for link in links
+             if not os.path.exists(os.path.join(ROOT, link))]
+  assert not missing, f"{doc} links to missing files: {missing}"
+
+
+def test_readme_links_the_api_reference():
+  assert "(API.md)" in _read("README.md")
+
+
+def test_api_reference_names_tests_that_exist():
+  references = _TEST_REFERENCE.findall(_read("API.md"))
+  assert len(references) > 10
+  missing = []
+  for path, test_name in references:
+    full_path = os.path.join(ROOT, path)
+    if not os.path.exists(full_path):
+      missing.append(path)
+    elif test_name and not re.search(
+        rf"^def {test_name}\(", _read(path), re.MULTILINE):
+      missing.append(f"{path}::{test_name}")
+  assert not missing, f"API.md names tests that do not exist: {missing}"
