@@ -387,8 +387,8 @@ def restore_variables(file_prefix, variables, names, slices):
   Variables of a dtype are restored in batches of up to
   `GRAPH_RESTORE_BATCH_SIZE`, each by one call of a function that reads
   their values (`RestoreV2`) and assigns them through the handles it is
-  given, one call after another. The keys to read are inputs too, so one
-  function serves every batch of a dtype and size. Grappler, which costs the first `Session.run`
+  given. The keys to read are inputs too, so one function serves every
+  batch of a dtype and size. Grappler, which costs the first `Session.run`
   of a restore about 10 us per tensor and optimizer, sees only the
   handles: the values stay inside the call, whose body runs without
   Grappler (there is nothing in it to optimize).
@@ -406,18 +406,13 @@ def restore_variables(file_prefix, variables, names, slices):
   for index, variable in enumerate(variables):
     indices_by_dtype.setdefault(variable.dtype.base_dtype, []).append(index)
   restore_ops = [None] * len(variables)
-  restore_op = None
   for dtype, indices in indices_by_dtype.items():
     for start in range(0, len(indices), GRAPH_RESTORE_BATCH_SIZE):
       batch = indices[start:start + GRAPH_RESTORE_BATCH_SIZE]
-      # One call after the other: when a read fails, the calls not started
-      # never start, so the read's error is the one reported (a call started
-      # beside a failing one may report its cancellation instead).
-      with ops.control_dependencies([restore_op] if restore_op else []):
-        restore_op = _call_restore_function(
-            file_prefix, dtype, [variables[index] for index in batch],
-            [names[index] for index in batch],
-            [slices[index] for index in batch])
+      restore_op = _call_restore_function(
+          file_prefix, dtype, [variables[index] for index in batch],
+          [names[index] for index in batch],
+          [slices[index] for index in batch])
       for index in batch:
         restore_ops[index] = restore_op
   return restore_ops

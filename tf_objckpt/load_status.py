@@ -10,6 +10,7 @@ import abc
 
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 from tensorflow.python.eager import context
+from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.util import deprecation
 
@@ -199,8 +200,16 @@ class CheckpointLoadStatus(_LoadStatus):
     if context.executing_eagerly():
       return
     self._checkpoint.raise_mismatch()
-    default_session(session, "run restore ops").run(
-        self._checkpoint.restore_ops_to_run(), feed_dict=self._feed_dict)
+    session = default_session(session, "run restore ops")
+    try:
+      session.run(self._checkpoint.restore_ops_to_run(),
+                  feed_dict=self._feed_dict)
+    except errors.CancelledError:
+      # Restore ops run side by side; one that fails cancels the others, and
+      # the session may report a cancellation rather than the failure. One
+      # at a time, the failing op raises its own error.
+      for restore_op in self._checkpoint.restore_ops:
+        session.run(restore_op, feed_dict=self._feed_dict)
 
   def initialize_or_restore(self, session=None):
     """Restores matched objects and initializes the others (graph mode).
