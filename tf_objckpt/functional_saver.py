@@ -42,6 +42,7 @@ from tensorflow.python.ops import string_ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training import py_checkpoint_reader
 
+from tf_objckpt import commit
 from tf_objckpt import saveable_object_util
 from tf_objckpt import variable_batches
 
@@ -156,8 +157,8 @@ def temp_shard_prefix(file_prefix):
   with ops.device("CPU"):
     on_s3 = string_ops.regex_full_match(file_prefix, "^s3://.*")
     suffix = array_ops.where(on_s3, constant_op.constant(".part"),
-                             constant_op.constant(
-                                 os.path.normpath("_temp/part")))
+                             constant_op.constant(os.path.normpath(
+                                 commit.TEMP_DIR_SUFFIX + "/part")))
     return string_ops.string_join([file_prefix, suffix])
 
 
