@@ -27,6 +27,7 @@ from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 from tensorflow.python.util import deprecation
 
 from tf_objckpt import commit
+from tf_objckpt import functional_saver
 
 STATE_FILENAME = "checkpoint"
 _V2_DATA_GLOB = ".data-?????-of-?????"
@@ -663,6 +664,7 @@ class CheckpointManager(object):
         return False, step
     return True, step
 
+  @functional_saver.one_save_at_a_time
   def save(self, checkpoint_number=None, check_interval=True, options=None):
     """Writes a new checkpoint and deletes the ones no longer kept.
 

@@ -40,6 +40,7 @@ from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt import load_status
 from tf_objckpt import name_based
+from tf_objckpt import object_graph_check
 from tf_objckpt import restore
 from tf_objckpt import restore_coordinator
 from tf_objckpt import tracking
@@ -421,10 +422,12 @@ class TrackableSaver:
           self._restore_path_tensor = constant_op.constant(b"")
       path_tensor = self._restore_path_tensor
       feed_dict = {path_tensor: save_path}
+    values = functional_saver.CheckpointValues(save_path, reader,
+                                               path_tensor, options)
+    object_graph_check.check_object_graph(object_graph_proto, save_path,
+                                          values.shapes)
     checkpoint = restore_coordinator.CheckpointRestoreCoordinator(
-        object_graph_proto=object_graph_proto,
-        values=functional_saver.CheckpointValues(save_path, reader,
-                                                 path_tensor, options),
+        object_graph_proto=object_graph_proto, values=values,
         restore_op_cache=self._restore_op_cache,
         graph_view=self._graph_view, options=options)
     restore.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
@@ -433,7 +436,7 @@ class TrackableSaver:
     if not context.executing_eagerly():
       checkpoint.group_built_restore_ops()
     return load_status.CheckpointLoadStatus(checkpoint, feed_dict=feed_dict,
-                                graph_view=self._graph_view)
+                                            graph_view=self._graph_view)
 
   def _restore_attached_dependencies(self, checkpoint):
     """Restores objects attached to the root without being its dependencies."""
@@ -529,6 +532,7 @@ class _CheckpointBase(tracking.AutoTrackable):
     self._maybe_create_save_counter()
     return self._save_counter
 
+  @functional_saver.one_save_at_a_time
   def _write(self, file_prefix, session=None, options=None):
     """Writes a checkpoint, then runs the options' write callbacks.
 
@@ -553,6 +557,7 @@ class _CheckpointBase(tracking.AutoTrackable):
       _run_write_callbacks(options, output)
       return output
 
+  @functional_saver.one_save_at_a_time
   def _save(self, file_prefix, session=None, options=None):
     """Increments the save counter, writes, and updates the state file."""
     file_prefix = _as_path(file_prefix)
