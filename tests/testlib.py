@@ -10,7 +10,9 @@ and with tf_objckpt, and compare. This module holds
 - Python state objects (`Counter`, `Recorder`, `NumpyWrapper`, ...);
 - `GraphProgram`, a graph-mode program with its own graph and session, and
   `GraphModel`, a small trained model in one;
-- Keras models and optimizers of Keras 3 and tf_keras (Keras 2).
+- Keras models and optimizers of Keras 3 and tf_keras (Keras 2);
+- child processes (`run_python`) and what failed or killed saves leave in a
+  directory (`leftovers`).
 """
 
 import contextlib
@@ -18,6 +20,9 @@ import functools
 import io
 import logging as py_logging
 import os
+import re
+import subprocess
+import sys
 import typing
 
 from absl import logging as absl_logging
@@ -729,3 +734,61 @@ def trained(flavor, kind):
   optimizer = make_optimizer(flavor)
   train_step(model, optimizer)
   return model, optimizer
+
+
+# ----------------------------------------------------------------------------
+# Child processes, and what interrupted saves leave behind.
+# ----------------------------------------------------------------------------
+
+
+def run_python(script, *args, timeout=300):
+  """Runs `script` in a new Python with tf_objckpt and testlib importable.
+
+  Returns:
+    Its `subprocess.CompletedProcess`; output is captured as text.
+  """
+  path = os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
+                          os.environ.get("PYTHONPATH", "")])
+  env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2")
+  return subprocess.run([sys.executable, "-c", script, *map(str, args)],
+                        capture_output=True, text=True, env=env,
+                        timeout=timeout, check=False)
+
+
+_INDEXED = re.compile(r"(.*)\.index")
+_DATA = re.compile(r"(.*)\.data-\d{5}-of-\d{5}")
+
+
+def leftovers(directory):
+  """`{prefix: [names]}` of the files in `directory` no checkpoint owns.
+
+  A checkpoint owns its index and data files; the state file and meta
+  graphs are kept too. Anything else (temporary files, `_temp`
+  directories, data files without an index, temporary state files) is
+  listed under the prefix it was written for.
+  """
+  names = os.listdir(directory)
+  indexed = {match.group(1) for match in map(_INDEXED.fullmatch, names)
+             if match}
+  found = {}
+  for name in names:
+    data = _DATA.fullmatch(name)
+    if (name == "checkpoint" or name.endswith(".meta") or
+        _INDEXED.fullmatch(name) or (data and data.group(1) in indexed)):
+      continue
+    prefix = re.split(r"\.|_temp$", name)[0]
+    found.setdefault(prefix, []).append(name)
+  return found
+
+
+def bytes_under(directory, names):
+  """The total size of `names` in `directory` (directories included)."""
+  total = 0
+  for name in names:
+    path = os.path.join(directory, name)
+    if os.path.isdir(path):
+      total += sum(os.path.getsize(os.path.join(root, file))
+                   for root, _, files in os.walk(path) for file in files)
+    else:
+      total += os.path.getsize(path)
+  return total

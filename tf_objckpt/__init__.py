@@ -20,6 +20,7 @@ from tf_objckpt.tracking import AutoTrackable
 from tf_objckpt.util import add_variable
 from tf_objckpt.util import capture_dependencies
 from tf_objckpt.util import Checkpoint
+from tf_objckpt.util import CheckpointOptions
 from tf_objckpt.util import CheckpointV1
 from tf_objckpt.util import frozen_saver
 from tf_objckpt.util import gather_initializers

@@ -26,28 +26,38 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 from tensorflow.python.util import deprecation
 
-_STATE_FILENAME = "checkpoint"
+from tf_objckpt import commit
+from tf_objckpt import functional_saver
+
+STATE_FILENAME = "checkpoint"
 _V2_DATA_GLOB = ".data-?????-of-?????"
 
 
 def _state_path(save_dir, latest_filename):
-  return os.path.join(save_dir, latest_filename or _STATE_FILENAME)
+  return os.path.join(save_dir, latest_filename or STATE_FILENAME)
 
 
-def _atomic_write(path, contents):
+def _atomic_write(path, contents, durable=False):
   """Writes `contents` to `path` so readers see the old or the new file only.
 
   The text goes to a uniquely named temporary file beside `path`, which is
   then renamed over it. On file systems without atomic renames the file is
-  written in place, as TensorFlow does.
+  written in place, as TensorFlow does. `durable` (local paths) flushes the
+  file to disk before the rename and the directory after it.
   """
+  if durable:
+    commit.check_durable(path)
   if not file_io.has_atomic_move(path):
     file_io.write_string_to_file(path, contents)
     return
   temp_path = "%s.tmp%s" % (path, uuid.uuid4().hex)
   try:
     file_io.write_string_to_file(temp_path, contents)
+    if durable:
+      commit.fsync(temp_path)
     file_io.rename(temp_path, path, overwrite=True)
+    if durable:
+      commit.fsync(os.path.dirname(path) or ".")
   except BaseException:
     try:
       file_io.delete_file(temp_path)
@@ -127,7 +137,8 @@ def update_checkpoint_state_internal(save_dir,
                                      latest_filename=None,
                                      save_relative_paths=False,
                                      all_model_checkpoint_timestamps=None,
-                                     last_preserved_timestamp=None):
+                                     last_preserved_timestamp=None,
+                                     durable=False):
   """Atomically rewrites the checkpoint state file in `save_dir`.
 
   Args:
@@ -140,10 +151,22 @@ def update_checkpoint_state_internal(save_dir,
       `save_dir`.
     all_model_checkpoint_timestamps: Optional creation times of the paths.
     last_preserved_timestamp: Optional time of the last preserved checkpoint.
+    durable: Flush the file to disk (local paths only).
 
   Raises:
     RuntimeError: If the checkpoint path is the state file's own path.
   """
+  _write_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
+               latest_filename, save_relative_paths,
+               all_model_checkpoint_timestamps, last_preserved_timestamp,
+               durable)
+
+
+def _write_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
+                 latest_filename, save_relative_paths,
+                 all_model_checkpoint_timestamps, last_preserved_timestamp,
+                 durable):
+  """`update_checkpoint_state_internal`; returns the text written."""
   state_path = _state_path(save_dir, latest_filename)
   paths = all_model_checkpoint_paths  # Passed on as given, as TF does.
   if save_relative_paths:
@@ -161,7 +184,9 @@ def update_checkpoint_state_internal(save_dir,
     raise RuntimeError(
         "Save path '%s' is the path of the checkpoint state file; choose "
         "another save path." % model_checkpoint_path)
-  _atomic_write(state_path, text_format.MessageToString(state))
+  text = text_format.MessageToString(state)
+  _atomic_write(state_path, text, durable=durable)
+  return text
 
 
 @deprecation.deprecated(
@@ -205,17 +230,32 @@ def get_checkpoint_state(checkpoint_dir, latest_filename=None):
   Raises:
     ValueError: If the file parses but names no `model_checkpoint_path`.
   """
+  return _checkpoint_state(checkpoint_dir, latest_filename)[0]
+
+
+def _state_text(checkpoint_dir, latest_filename=None):
+  """The state file's text, or None if there is none."""
+  state_path = _state_path(checkpoint_dir, latest_filename)
+  if not file_io.file_exists(state_path):
+    return None
+  return file_io.read_file_to_string(state_path)
+
+
+def _checkpoint_state(checkpoint_dir, latest_filename=None):
+  """`get_checkpoint_state`, and the text it read (None if none)."""
   checkpoint_dir = os.fspath(checkpoint_dir)
   state_path = _state_path(checkpoint_dir, latest_filename)
+  text = None
   try:
-    if not file_io.file_exists(state_path):
-      return None
+    text = _state_text(checkpoint_dir, latest_filename)
+    if text is None:
+      return None, None
     state = CheckpointState()
-    text_format.Merge(file_io.read_file_to_string(state_path), state)
+    text_format.Merge(text, state)
   except (errors.OpError, text_format.ParseError) as e:
     logging.warning("%s: %s", type(e).__name__, e)
     logging.warning("%s: Checkpoint ignored", state_path)
-    return None
+    return None, text
   if not state.model_checkpoint_path:
     raise ValueError("Invalid checkpoint state loaded from " + checkpoint_dir)
   if not os.path.isabs(state.model_checkpoint_path):
@@ -224,7 +264,7 @@ def get_checkpoint_state(checkpoint_dir, latest_filename=None):
   for i, p in enumerate(state.all_model_checkpoint_paths):
     if not os.path.isabs(p):
       state.all_model_checkpoint_paths[i] = os.path.join(checkpoint_dir, p)
-  return state
+  return state, text
 
 
 def _checkpoint_file(prefix, format_version):
@@ -363,7 +403,18 @@ class CheckpointManager(object):
   Works with `tf.train.Checkpoint`, `tf_objckpt.Checkpoint` and any object
   with `save_counter`, `write` (or `_write`) and `restore`. Its state lives in
   the `checkpoint` file of `directory`, so a new manager resumes where the
-  last one stopped. Only one manager should be active in a directory.
+  last one stopped.
+
+  One manager writes in a directory at a time. A manager that finds the
+  state file changed since it last read or wrote it (another manager, in
+  this process or another, saved there since) refuses to save, rather than
+  forget or delete the other's checkpoints; a new manager takes over. On
+  local paths the check and the save run under an exclusive lock of the
+  directory, so two processes cannot both pass it.
+
+  Starting, and at each save, a manager removes what interrupted saves of
+  its checkpoints left behind (see `commit`), and a failed save leaves
+  neither files nor a changed state file.
   """
 
   def __init__(self,
@@ -419,10 +470,12 @@ class CheckpointManager(object):
       self._last_checkpoint_step = last_checkpoint_step
     self._maybe_delete = collections.OrderedDict()
     self._recover_state()
+    commit.remove_stale(self._checkpoint_prefix, keep=self._listed_names(),
+                        state_file=STATE_FILENAME)
 
   def _recover_state(self):
     """Loads the managed checkpoints from the directory's state file."""
-    state = get_checkpoint_state(self._directory)
+    state, self._state_seen = _checkpoint_state(self._directory)
     now = time.time()
     if state is None:
       self._latest_checkpoint = None
@@ -474,6 +527,31 @@ class CheckpointManager(object):
   def _prefix(self):
     return self._checkpoint_prefix
 
+  def _listed_names(self):
+    """Names of the checkpoints the state file lists."""
+    return {os.path.basename(path) for path in
+            list(self._maybe_delete) + [self._latest_checkpoint] if path}
+
+  def _check_state_unchanged(self):
+    """Raises if another writer changed the state file since we saw it.
+
+    Raises:
+      FailedPreconditionError: If the state file differs from the one this
+        manager last read or wrote.
+    """
+    text = _state_text(self._directory)
+    if text is None or text == self._state_seen:
+      return
+    raise errors.FailedPreconditionError(
+        None, None,
+        f"The checkpoint state file in {self._directory!r} changed since "
+        "this CheckpointManager last read or wrote it: another "
+        "CheckpointManager (in this process or another) or a "
+        "Checkpoint.save() has saved there since. Saving now would forget "
+        "or delete its checkpoints, so nothing was saved. Only one manager "
+        "may write in a directory; create a new CheckpointManager to take "
+        "the directory over.")
+
   def _sweep(self):
     """Deletes or preserves the checkpoints beyond `max_to_keep`."""
     if not self._max_to_keep:
@@ -488,27 +566,40 @@ class CheckpointManager(object):
       _delete_matching(path + ".index")
       _delete_matching(path + _V2_DATA_GLOB)
 
-  def _record_state(self):
+  def _record_state(self, durable=False):
     """Writes the manager's state to the directory's state file."""
     paths, timestamps = zip(*self._maybe_delete.items())
-    update_checkpoint_state_internal(
-        self._directory,
-        model_checkpoint_path=self._latest_checkpoint,
-        all_model_checkpoint_paths=paths,
-        all_model_checkpoint_timestamps=timestamps,
+    self._state_seen = _write_state(
+        self._directory, model_checkpoint_path=self._latest_checkpoint,
+        all_model_checkpoint_paths=paths, latest_filename=None,
+        save_relative_paths=True, all_model_checkpoint_timestamps=timestamps,
         last_preserved_timestamp=self._last_preserved_timestamp,
-        save_relative_paths=True)
+        durable=durable)
 
-  def _record_and_sweep(self, save_path):
-    """Adds `save_path` as the newest checkpoint, then deletes old ones."""
+  def _record_and_sweep(self, save_path, save, durable=False):
+    """Adds `save_path` as the newest checkpoint, then deletes old ones.
+
+    The save commits once the state file lists it; if that write fails, the
+    manager forgets the checkpoint too. Durable saves are flushed to disk
+    first.
+    """
+    if durable:
+      save.sync()
+    previous = (collections.OrderedDict(self._maybe_delete),
+                self._latest_checkpoint)
     self._maybe_delete.pop(save_path, None)  # A rewrite moves to the end.
     self._maybe_delete[save_path] = time.time()
     self._latest_checkpoint = save_path
     # Record before deleting, so an interruption leaves the new checkpoint
     # recorded; record again once the deleted ones are gone.
-    self._record_state()
+    try:
+      self._record_state(durable)
+    except BaseException:
+      self._maybe_delete, self._latest_checkpoint = previous
+      raise
+    save.commit()
     self._sweep()
-    self._record_state()
+    self._record_state(durable)
 
   def _increment_save_counter(self):
     """Adds one to the checkpoint's save counter and returns the counter."""
@@ -530,13 +621,14 @@ class CheckpointManager(object):
     session.run(self._save_counter_assign)
     return counter
 
-  def _write(self, prefix, options):
+  def _write(self, prefix, options, save):
     """Writes the checkpoint at `prefix`, then records and sweeps.
 
     When the writer takes `options`, recording runs as a write callback, so
     that asynchronous writes are recorded once their files exist. A writer
     that ignores callbacks is recorded right after it returns.
     """
+    durable = getattr(options, "durable", False)
     writer = getattr(self._checkpoint, "_write", None)
     if writer is None or not _accepts_options(writer):
       writer = self._checkpoint.write
@@ -544,21 +636,35 @@ class CheckpointManager(object):
       if options is not None:
         raise TypeError("%s does not accept `options`." % (writer,))
       save_path = writer(prefix)
-      self._record_and_sweep(save_path)
+      self._record_and_sweep(save_path, save)
       return save_path
     recorded = []
 
     def callback(save_path):
       recorded.append(save_path)
-      self._record_and_sweep(save_path)
+      self._record_and_sweep(save_path, save, durable)
 
     options = with_write_callback(options, callback)
     save_path = writer(prefix, options=options)
     if not recorded and not getattr(
         options, "experimental_enable_async_checkpoint", False):
-      self._record_and_sweep(save_path)
+      self._record_and_sweep(save_path, save, durable)
     return save_path
 
+  def _due(self, check_interval):
+    """Whether to save now, with `checkpoint_interval`, and the step."""
+    if self._checkpoint_interval is None:
+      return True, None
+    step = _evaluate(self._step_counter)
+    last = self._last_checkpoint_step
+    if last is not None:
+      if step == last:
+        return False, step
+      if check_interval and step < last + self._checkpoint_interval:
+        return False, step
+    return True, step
+
+  @functional_saver.one_save_at_a_time
   def save(self, checkpoint_number=None, check_interval=True, options=None):
     """Writes a new checkpoint and deletes the ones no longer kept.
 
@@ -573,23 +679,33 @@ class CheckpointManager(object):
 
     Returns:
       The new checkpoint's prefix, or None if nothing was saved.
+
+    Raises:
+      FailedPreconditionError: If another writer changed the state file
+        since this manager last read or wrote it.
     """
-    if self._checkpoint_interval is not None:
-      step = _evaluate(self._step_counter)
-      last = self._last_checkpoint_step
-      if last is not None:
-        if step == last:
-          return None
-        if check_interval and step < last + self._checkpoint_interval:
-          return None
-      self._last_checkpoint_step = step
-    counter = self._increment_save_counter()
-    if checkpoint_number is None:
-      checkpoint_number = counter
-    if not isinstance(checkpoint_number, (numbers.Integral, np.integer)):
-      checkpoint_number = int(_evaluate(checkpoint_number))
-    prefix = "%s-%d" % (self._prefix, checkpoint_number)
-    return self._write(prefix, options)
+    due, step = self._due(check_interval)
+    if not due:
+      return None
+    if getattr(options, "durable", False):
+      commit.check_durable(self._prefix)
+    if getattr(options, "experimental_enable_async_checkpoint", False):
+      self.sync()  # An earlier asynchronous save records before we check.
+    file_io.recursive_create_dir(self._directory)  # To lock it.
+    with commit.exclusively(self._directory):
+      self._check_state_unchanged()
+      if self._checkpoint_interval is not None:
+        self._last_checkpoint_step = step
+      counter = self._increment_save_counter()
+      if checkpoint_number is None:
+        checkpoint_number = counter
+      if not isinstance(checkpoint_number, (numbers.Integral, np.integer)):
+        checkpoint_number = int(_evaluate(checkpoint_number))
+      prefix = "%s-%d" % (self._prefix, checkpoint_number)
+      with commit.saving(prefix, base=self._prefix,
+                         keep=self._listed_names(),
+                         state_file=STATE_FILENAME) as save:
+        return self._write(prefix, options, save)
 
   def restore_or_initialize(self):
     """Restores the latest checkpoint, or calls `init_fn` if there is none.

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import math
 import os
+import threading
 
 from google.protobuf import message
 from tensorflow.core.framework import attr_value_pb2
@@ -42,6 +43,7 @@ from tensorflow.python.ops import string_ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training import py_checkpoint_reader
 
+from tf_objckpt import commit
 from tf_objckpt import saveable_object_util
 from tf_objckpt import variable_batches
 
@@ -60,6 +62,9 @@ _read_pool = None
 
 # Values read ahead for restore-on-create are capped at this many bytes.
 _READ_AHEAD_BUDGET_BYTES = 64 << 20
+
+# Held by each save of this process (see `one_save_at_a_time`).
+_SAVE_LOCK = threading.RLock()
 
 _NO_GRAPPLER_CONFIG = config_pb2.ConfigProto(
     graph_options=config_pb2.GraphOptions(
@@ -116,6 +121,24 @@ def read_object_graph(reader, save_path):
   return proto
 
 
+def one_save_at_a_time(save):
+  """Decorates a save so that saves from several threads run in turn.
+
+  A save numbers its checkpoint, writes it and updates the state file; run
+  together from two threads, saves could share a number or record each
+  other's paths. Serialized, each returns a distinct, complete checkpoint
+  whose number is its own count. Nested saves (a manager's save calling a
+  checkpoint's write) run on.
+  """
+
+  @functools.wraps(save)
+  def save_alone(*args, **kwargs):
+    with _SAVE_LOCK:
+      return save(*args, **kwargs)
+
+  return save_alone
+
+
 # ----------------------------------------------------------------------------
 # The file ops.
 # ----------------------------------------------------------------------------
@@ -156,8 +179,8 @@ def temp_shard_prefix(file_prefix):
   with ops.device("CPU"):
     on_s3 = string_ops.regex_full_match(file_prefix, "^s3://.*")
     suffix = array_ops.where(on_s3, constant_op.constant(".part"),
-                             constant_op.constant(
-                                 os.path.normpath("_temp/part")))
+                             constant_op.constant(os.path.normpath(
+                                 commit.TEMP_DIR_SUFFIX + "/part")))
     return string_ops.string_join([file_prefix, suffix])
 
 
@@ -360,20 +383,46 @@ class CheckpointValues:
     return extra
 
   def _restore_v2(self, specs):
-    """One eager RestoreV2 of `specs`; errors name the checkpoint."""
+    """One eager RestoreV2 of `specs`; errors name the checkpoint and key."""
     try:
-      return eager_restore_v2(
-          self.path_tensor, [spec.name for spec in specs],
-          [spec.slice_spec for spec in specs],
-          [spec.dtype.base_dtype for spec in specs],
-          [byte_size(self.shapes.get(spec.name, ()), spec.dtype)
-           for spec in specs],
-          self._device)
+      return self._read_unchecked(specs)
     except errors.OpError as e:
+      failing = self._unreadable(specs) or specs[0]
       raise type(e)(
           e.node_def, e.op,
-          f"Failed to read values from checkpoint {self.save_path!r} "
-          f"(keys such as {specs[0].name!r}): {e.message}") from e
+          f"Failed to read values from checkpoint {self.save_path!r}: "
+          f"checkpoint key {failing.name!r} cannot be read: "
+          f"{e.message}") from e
+
+  def _read_unchecked(self, specs):
+    return eager_restore_v2(
+        self.path_tensor, [spec.name for spec in specs],
+        [spec.slice_spec for spec in specs],
+        [spec.dtype.base_dtype for spec in specs],
+        [byte_size(self.shapes.get(spec.name, ()), spec.dtype)
+         for spec in specs],
+        self._device)
+
+  def _unreadable(self, specs):
+    """The first of `specs` that fails to read alone, found by bisection.
+
+    Only called once a read has failed, so that the error names the value
+    that is damaged rather than the first one of the read. None if every
+    half reads (the failure did not come from one value).
+    """
+    while len(specs) > 1:
+      half = len(specs) // 2
+      try:
+        self._read_unchecked(specs[:half])
+      except errors.OpError:
+        specs = specs[:half]
+        continue
+      specs = specs[half:]
+    try:
+      self._read_unchecked(specs)
+    except errors.OpError:
+      return specs[0]
+    return None
 
 
 # ----------------------------------------------------------------------------

@@ -149,7 +149,6 @@ class ObjectGraphView:
         gathered.children.append([])
         continue
       children = []
-      prefix = gathered.names[node_id] + "/" if node_id else ""
       for local_name, child in items:
         child_id = node_ids.get(id(child))
         if child_id is None:
@@ -159,7 +158,7 @@ class ObjectGraphView:
                 f"{type(child).__name__}, not a trackable object; only "
                 "trackables can be checkpointed.")
           child_id = gathered.add(
-              child, prefix + trackable_utils.escape_local_name(local_name))
+              child, trackable_utils.escape_local_name(local_name), node_id)
         children.append((child_id, local_name))
       gathered.children.append(children)
     return gathered
@@ -353,17 +352,34 @@ class _Gathered:
 
   def __init__(self):
     self.objects = []
-    self.names = []  # Escaped object paths, as used in checkpoint keys.
+    # Per node: (parent node id, escaped local name), or (None, full name).
+    self._name_parts = []
+    self._names = []
     self.children = []  # Per node: [(child node id, local name)].
     self.slots = {}  # Optimizer node id -> [SlotVariableReference].
     self.node_ids = {}  # id(object) -> node id.
 
-  def add(self, obj, name):
+  def add(self, obj, name, parent_id=None):
+    """Adds `obj`, named `name` below `parent_id` (or in full); its id."""
     node_id = len(self.objects)
     self.objects.append(obj)
-    self.names.append(name)
+    self._name_parts.append((parent_id, name))
     self.node_ids[id(obj)] = node_id
     return node_id
+
+  @property
+  def names(self):
+    """Escaped object paths, as used in checkpoint keys.
+
+    Built when first asked for: listing objects needs none, and the paths
+    of a deep graph take memory quadratic in its depth.
+    """
+    names = self._names
+    for parent_id, name in self._name_parts[len(names):]:
+      if parent_id:
+        name = names[parent_id] + "/" + name
+      names.append(name)
+    return names
 
   def describe(self, parent_id, local_name):
     """A readable path such as "root/model/layer" for error messages."""

@@ -15,8 +15,8 @@ from tensorflow.python.framework import ops
 from tensorflow.python.util import deprecation
 
 from tf_objckpt import data_structures
+from tf_objckpt import object_graph_check
 from tf_objckpt import object_identity
-from tf_objckpt import restore_coordinator
 from tf_objckpt import saveable_object_util
 
 
@@ -114,7 +114,7 @@ class CheckpointLoadStatus(_LoadStatus):
         checkpoint was not restored, or an existing object got no value.
     """
     checkpoint = self._checkpoint
-    names = restore_coordinator.node_paths(checkpoint.object_graph_proto)
+    names = object_graph_check.NodePaths(checkpoint.object_graph_proto)
     self.assert_existing_objects_matched()
     skipped = checkpoint.skipped_slot_node_ids()
     for node_id, node in enumerate(checkpoint.object_graph_proto.nodes):

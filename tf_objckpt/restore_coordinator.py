@@ -18,37 +18,11 @@ from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt import functional_saver
+from tf_objckpt import object_graph_check
 from tf_objckpt import object_identity
 from tf_objckpt import restore
 from tf_objckpt import restore_plan
 from tf_objckpt import saveable_object_util
-
-
-def node_paths(object_graph_proto):
-  """Names each node of an object graph by its shortest path from the root.
-
-  Returns:
-    A list of names such as "(root).model.layer.kernel", indexed by node id.
-  """
-  names = {0: "(root)"}
-  queue = [0]
-  for node_id in queue:
-    node = object_graph_proto.nodes[node_id]
-    for child in node.children:
-      if child.node_id not in names:
-        names[child.node_id] = names[node_id] + "." + child.local_name
-        queue.append(child.node_id)
-  # Slots last: their variables may be deeper than their optimizer. Named
-  # as TensorFlow names them: "<optimizer>'s state '<slot>' for <variable>".
-  for node_id, node in enumerate(object_graph_proto.nodes):
-    for slot in node.slot_variables:
-      original = slot.original_variable_node_id
-      if slot.slot_variable_node_id not in names:
-        names[slot.slot_variable_node_id] = (
-            f"{names.get(node_id, node_id)}'s state '{slot.slot_name}' for "
-            f"{names.get(original, original)}")
-  return [names.get(node_id, f"<unreachable node {node_id}>")
-          for node_id in range(len(object_graph_proto.nodes))]
 
 
 class _UnrestoredValuesReport:
@@ -74,7 +48,7 @@ class _UnrestoredValuesReport:
                  and node_id not in self._ignored_proto_ids]
     if not unmatched and not self._unused_attributes:
       return
-    names = node_paths(self._proto)
+    names = object_graph_check.NodePaths(self._proto)
     logging.warning(
         "A checkpoint restore is being discarded with values that were never "
         "restored; the values are listed below. Call "

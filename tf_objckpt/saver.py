@@ -31,6 +31,7 @@ from tensorflow.python.training import training_util
 from tensorflow.python.util import compat
 
 from tf_objckpt import checkpoint_management
+from tf_objckpt import commit
 from tf_objckpt import functional_saver
 from tf_objckpt import restore_plan
 from tf_objckpt import saver_builders
@@ -433,29 +434,43 @@ class Saver(object):
       raise TypeError("'sess' must be a Session; %s" % (sess,))
 
     save_dir = os.path.dirname(save_path)
+    meta_file = None
+    if write_meta_graph and not eager:
+      meta_file = checkpoint_management.meta_graph_filename(
+          checkpoint_file, meta_graph_suffix)
+
+    def write_meta_graph_file():
+      with sess.graph.as_default():
+        self.export_meta_graph(meta_file,
+                               strip_default_attrs=strip_default_attrs,
+                               save_debug_info=save_debug_info)
+
     saved = None
     if not self._is_empty:
+      # The meta graph is written before the state file moves (TensorFlow
+      # writes it after): a save that fails leaves neither.
       try:
-        if eager:
-          self._build_eager(checkpoint_file, True, False)
-          if not self._is_empty:
-            saved = self.saver_def.save_tensor_name
-        else:
-          saved = sess.run(
-              self.saver_def.save_tensor_name,
-              feed_dict={self.saver_def.filename_tensor_name: checkpoint_file})
-        if saved is not None:
-          saved = compat.as_str(saved)
-          if write_state:
-            self._RecordLastCheckpoint(saved)
-            update_state = (
-                checkpoint_management.update_checkpoint_state_internal)
-            update_state(
-                save_dir=save_dir, model_checkpoint_path=saved,
-                all_model_checkpoint_paths=self.last_checkpoints,
-                latest_filename=latest_filename,
-                save_relative_paths=self._save_relative_paths)
-            self._MaybeDeleteOldCheckpoints(meta_graph_suffix)
+        with commit.saving(
+            checkpoint_file,
+            base=save_path if global_step is not None else None,
+            extra_files=[meta_file] if meta_file else (),
+            state_file=latest_filename if write_state else None):
+          if eager:
+            self._build_eager(checkpoint_file, True, False)
+            if not self._is_empty:
+              saved = self.saver_def.save_tensor_name
+          else:
+            saved = sess.run(
+                self.saver_def.save_tensor_name,
+                feed_dict={
+                    self.saver_def.filename_tensor_name: checkpoint_file})
+          if saved is not None:
+            saved = compat.as_str(saved)
+            if meta_file:
+              write_meta_graph_file()
+            if write_state:
+              self._record_state(saved, save_dir, latest_filename)
+              self._MaybeDeleteOldCheckpoints(meta_graph_suffix)
       except (errors.NotFoundError,
               errors.FailedPreconditionError) as exc:
         if gfile.IsDirectory(save_dir):
@@ -463,15 +478,28 @@ class Saver(object):
         raise ValueError(
             f"Parent directory of {save_path} doesn't exist, can't save."
         ) from exc
-
-    if write_meta_graph and not eager:
-      meta_file = checkpoint_management.meta_graph_filename(
-          checkpoint_file, meta_graph_suffix)
-      with sess.graph.as_default():
-        self.export_meta_graph(meta_file,
-                               strip_default_attrs=strip_default_attrs,
-                               save_debug_info=save_debug_info)
+    elif meta_file:
+      write_meta_graph_file()
     return None if self._is_empty else saved
+
+  def _record_state(self, saved, save_dir, latest_filename):
+    """Lists `saved` as the latest checkpoint, in memory and in the file.
+
+    If the state file cannot be written, the kept list is left as it was.
+    """
+    kept = list(self._last_checkpoints)
+    queued = list(self._checkpoints_to_be_deleted)
+    self._RecordLastCheckpoint(saved)
+    try:
+      checkpoint_management.update_checkpoint_state_internal(
+          save_dir=save_dir, model_checkpoint_path=saved,
+          all_model_checkpoint_paths=self.last_checkpoints,
+          latest_filename=latest_filename,
+          save_relative_paths=self._save_relative_paths)
+    except BaseException:
+      self._last_checkpoints[:] = kept
+      self._checkpoints_to_be_deleted[:] = queued
+      raise
 
   def export_meta_graph(self,
                         filename=None,

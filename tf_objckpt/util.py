@@ -15,6 +15,7 @@ import inspect
 import os
 import weakref
 
+from tensorflow.python.checkpoint import checkpoint_options
 from tensorflow.python.client import session as session_lib
 from tensorflow.python.eager import context
 from tensorflow.python.eager import def_function
@@ -33,11 +34,13 @@ from tensorflow.python.util import compat
 
 from tf_objckpt import base
 from tf_objckpt import checkpoint_management
+from tf_objckpt import commit
 from tf_objckpt import data_structures
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt import load_status
 from tf_objckpt import name_based
+from tf_objckpt import object_graph_check
 from tf_objckpt import restore
 from tf_objckpt import restore_coordinator
 from tf_objckpt import tracking
@@ -201,6 +204,24 @@ def _check_options(options):
         "by tf_objckpt: checkpoints are sharded by device only.")
 
 
+class CheckpointOptions(checkpoint_options.CheckpointOptions):
+  """`tf.train.CheckpointOptions`, with durable saves.
+
+  With `durable=True`, a save flushes the checkpoint's files and directory
+  to disk (fsync) before the state file lists it, and the state file
+  before older checkpoints are deleted, so that a power loss cannot leave
+  a listed checkpoint unreadable. Only for local paths: elsewhere the save
+  raises `UnimplementedError` before writing anything. Accepted wherever
+  TensorFlow's options are; TensorFlow's classes ignore `durable`.
+  """
+
+  __slots__ = ("durable",)
+
+  def __init__(self, *args, durable=False, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.durable = durable
+
+
 class _SessionWithFeedDictAdditions(session_lib.SessionInterface):
   """A session wrapper that adds fixed feeds to every `run`."""
 
@@ -332,7 +353,11 @@ class TrackableSaver:
       RuntimeError: When graph building without a session to run in.
     """
     _check_options(options)
-    with _garbage_collection_paused():
+    prefix, base = file_prefix, None
+    if checkpoint_number:
+      prefix, base = f"{file_prefix}-{checkpoint_number:d}", file_prefix
+    with _garbage_collection_paused(), commit.saving(
+        prefix, base=base, make_directory=True):
       return self._save(file_prefix, checkpoint_number, session, options)
 
   def _save(self, file_prefix, checkpoint_number, session, options):
@@ -397,10 +422,12 @@ class TrackableSaver:
           self._restore_path_tensor = constant_op.constant(b"")
       path_tensor = self._restore_path_tensor
       feed_dict = {path_tensor: save_path}
+    values = functional_saver.CheckpointValues(save_path, reader,
+                                               path_tensor, options)
+    object_graph_check.check_object_graph(object_graph_proto, save_path,
+                                          values.shapes)
     checkpoint = restore_coordinator.CheckpointRestoreCoordinator(
-        object_graph_proto=object_graph_proto,
-        values=functional_saver.CheckpointValues(save_path, reader,
-                                                 path_tensor, options),
+        object_graph_proto=object_graph_proto, values=values,
         restore_op_cache=self._restore_op_cache,
         graph_view=self._graph_view, options=options)
     restore.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
@@ -409,7 +436,7 @@ class TrackableSaver:
     if not context.executing_eagerly():
       checkpoint.group_built_restore_ops()
     return load_status.CheckpointLoadStatus(checkpoint, feed_dict=feed_dict,
-                                graph_view=self._graph_view)
+                                            graph_view=self._graph_view)
 
   def _restore_attached_dependencies(self, checkpoint):
     """Restores objects attached to the root without being its dependencies."""
@@ -505,21 +532,38 @@ class _CheckpointBase(tracking.AutoTrackable):
     self._maybe_create_save_counter()
     return self._save_counter
 
+  @functional_saver.one_save_at_a_time
   def _write(self, file_prefix, session=None, options=None):
-    """Writes a checkpoint, then runs the options' write callbacks."""
-    output = self._saver.save(file_prefix=_as_path(file_prefix),
-                              session=session, options=options)
-    if tensor_util.is_tf_type(output):
-      if not context.executing_eagerly():
-        return output  # Inside a function: the path is a tensor.
-      output = output.numpy()
-    output = compat.as_str(output)
-    _run_write_callbacks(options, output)
-    return output
+    """Writes a checkpoint, then runs the options' write callbacks.
 
+    If anything fails, callbacks included, the files written are removed
+    (see `commit.saving`). Durable writes are flushed to disk before the
+    callbacks run.
+    """
+    file_prefix = _as_path(file_prefix)
+    durable = getattr(options, "durable", False)
+    if durable:
+      commit.check_durable(file_prefix)
+    with commit.saving(file_prefix, make_directory=True) as save:
+      output = self._saver.save(file_prefix=file_prefix, session=session,
+                                options=options)
+      if tensor_util.is_tf_type(output):
+        if not context.executing_eagerly():
+          return output  # Inside a function: the path is a tensor.
+        output = output.numpy()
+      output = compat.as_str(output)
+      if durable:
+        save.sync()
+      _run_write_callbacks(options, output)
+      return output
+
+  @functional_saver.one_save_at_a_time
   def _save(self, file_prefix, session=None, options=None):
     """Increments the save counter, writes, and updates the state file."""
     file_prefix = _as_path(file_prefix)
+    durable = getattr(options, "durable", False)
+    if durable:
+      commit.check_durable(file_prefix)
     graph_building = not context.executing_eagerly()
     if graph_building:
       if ops.inside_function():
@@ -549,12 +593,15 @@ class _CheckpointBase(tracking.AutoTrackable):
       record_latest(save_dir=os.path.dirname(file_prefix),
                     model_checkpoint_path=save_path,
                     all_model_checkpoint_paths=[save_path],
-                    save_relative_paths=True)
+                    save_relative_paths=True, durable=durable)
 
     options = checkpoint_management.with_write_callback(
         options, update_checkpoint_state)
-    return self._write(f"{file_prefix}-{count:d}",
-                       session=session, options=options)
+    save_path = f"{file_prefix}-{count:d}"
+    with commit.saving(save_path, base=file_prefix,
+                       state_file=checkpoint_management.STATE_FILENAME,
+                       make_directory=True):
+      return self._write(save_path, session=session, options=options)
 
   def _increment_save_counter(self):
     """Adds one to the save counter; returns the new count (or its op)."""

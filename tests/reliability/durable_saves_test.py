@@ -1,0 +1,102 @@
+"""Durable saves: `tf_objckpt.CheckpointOptions(durable=True)`.
+
+A durable save flushes the checkpoint's data files, its index and its
+directory to disk before the state file lists it, and the state file
+before older checkpoints are deleted. TensorFlow has no such option (its
+file layer cannot fsync); its classes accept ours and ignore `durable`.
+The files are TensorFlow's either way.
+
+Which flushes happen is watched by wrapping `os.fsync` (calling the real
+one): a power loss cannot be simulated in a test.
+"""
+
+import os
+import time
+
+import pytest
+import tensorflow as tf
+
+import testlib as tl
+import tf_objckpt
+
+_DURABLE = tf_objckpt.CheckpointOptions(durable=True)
+
+
+def _save(impl, directory, how, options):
+  lib = tl.IMPLS[impl]
+  checkpoint = lib.Checkpoint(v=tf.Variable([1., 2.]), n=tf.Variable(3))
+  if how == "write":
+    checkpoint.write(os.path.join(directory, "ckpt"), options=options)
+  elif how == "save":
+    for _ in range(2):
+      checkpoint.save(os.path.join(directory, "ckpt"), options=options)
+  else:
+    manager = lib.CheckpointManager(checkpoint, directory, max_to_keep=1)
+    for _ in range(2):
+      manager.save(options=options)
+
+
+@pytest.mark.parametrize("how", ["write", "save", "manager"])
+def test_durable_saves_write_tensorflows_files(tmp_path, monkeypatch, how):
+  monkeypatch.setattr(time, "time", lambda: 1e9)  # The state's timestamps.
+  for impl in tl.IMPLS:
+    _save(impl, str(tmp_path / impl), how, _DURABLE)
+  tl.assert_same_files(tmp_path)
+
+
+@pytest.fixture
+def flushed(monkeypatch):
+  """Records each fsync: (path, the state file's text at the time)."""
+  calls = []
+  real_fsync = os.fsync
+
+  def fsync(fd):
+    path = os.readlink(f"/proc/self/fd/{fd}")
+    state = os.path.join(path if os.path.isdir(path) else
+                         os.path.dirname(path), "checkpoint")
+    calls.append((path, open(state).read() if os.path.exists(state)
+                  else ""))
+    real_fsync(fd)
+
+  monkeypatch.setattr(os, "fsync", fsync)
+  return calls
+
+
+@pytest.mark.parametrize("how", ["save", "manager"])
+def test_files_are_flushed_before_the_state_file_lists_them(
+    tmp_path, flushed, how):
+  directory = str(tmp_path)
+  _save("ours", directory, how, _DURABLE)
+  for name in ("ckpt-2.data-00000-of-00001", "ckpt-2.index"):
+    states = [state for path, state in flushed
+              if path == os.path.join(directory, name)]
+    assert states and all('"ckpt-2"' not in state for state in states), name
+  # The directory after the files (the renames), and after the state file.
+  directory_flushes = [state for path, state in flushed if path == directory]
+  assert any('"ckpt-2"' not in state for state in directory_flushes)
+  assert '"ckpt-2"' in directory_flushes[-1]
+  # The state file itself, under its temporary name before the rename.
+  assert any(os.path.basename(path).startswith("checkpoint.tmp")
+             for path, _ in flushed)
+
+
+def test_saves_without_the_option_flush_nothing(tmp_path, flushed):
+  _save("ours", str(tmp_path), "manager", None)
+  _save("ours", str(tmp_path / "plain"), "save",
+        tf_objckpt.CheckpointOptions())
+  assert not flushed
+
+
+@pytest.mark.parametrize("how", ["write", "save", "manager"])
+def test_durable_saves_are_refused_off_local_paths(how):
+  directory = f"ram://durable_saves_test_{how}"
+  with pytest.raises(tf.errors.UnimplementedError, match="local paths only"):
+    _save("ours", directory, how, _DURABLE)
+  assert not tf.io.gfile.exists(directory) or not tf.io.gfile.listdir(
+      directory)
+
+
+def test_tensorflow_accepts_our_options(tmp_path):
+  checkpoint = tf.train.Checkpoint(v=tf.Variable(1.))
+  path = checkpoint.save(str(tmp_path / "ckpt"), options=_DURABLE)
+  assert tf.train.latest_checkpoint(str(tmp_path)) == path

@@ -1,0 +1,118 @@
+"""Saves killed at random points, resumed in the same directory each time.
+
+A child process imports TensorFlow once, then forks, again and again, a
+worker that restores the latest checkpoint of a directory and saves in a
+loop (through a `CheckpointManager`, or `Checkpoint.save`) until it is
+killed with SIGKILL after a random delay. Nothing may be lost or torn, with
+TensorFlow or with us: the latest checkpoint restores, and every checkpoint
+holds one save's values. What the interrupted saves leave behind differs:
+TensorFlow removes none of it, we remove all of it but what the last
+interrupted save left (each save cleans up what came before, see
+`tf_objckpt.commit`).
+"""
+
+import json
+import os
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import testlib as tl
+
+_KILLS = 20
+_SIZE = 1 << 20  # Floats per variable; four variables make 16 MiB a save.
+
+_SCRIPT = textwrap.dedent("""
+    import json, os, random, signal, sys, time, traceback
+    import tensorflow as tf
+    import testlib as tl
+
+    impl, variant, directory, kills, seed, size = sys.argv[1:]
+    lib = tl.IMPLS[impl]
+    size = int(size)
+
+    def work():
+      variables = [tf.Variable(tf.zeros([size])) for _ in range(4)]
+      checkpoint = lib.Checkpoint(variables=variables)
+      if variant == "manager":
+        manager = lib.CheckpointManager(checkpoint, directory, max_to_keep=2)
+        manager.restore_or_initialize()
+        save = manager.save
+      else:
+        latest = tf.train.latest_checkpoint(directory)
+        if latest:
+          checkpoint.restore(latest)
+        save = lambda: checkpoint.save(os.path.join(directory, "ckpt"))
+      count = int(checkpoint.save_counter.numpy())
+      for variable in variables:
+        if not (variable.numpy() == count).all():
+          os._exit(3)  # Torn: values of another save than the counter's.
+      while True:
+        count += 1
+        for variable in variables:
+          variable.assign(tf.fill([size], float(count)))
+        save()
+
+    rng = random.Random(int(seed))
+    exits = []
+    for _ in range(int(kills)):
+      pid = os.fork()
+      if pid == 0:
+        try:
+          work()
+        except BaseException:
+          traceback.print_exc()
+          os._exit(2)
+      time.sleep(rng.uniform(0.1, 0.6))
+      os.kill(pid, signal.SIGKILL)
+      _, status = os.waitpid(pid, 0)
+      exits.append(-os.WTERMSIG(status) if os.WIFSIGNALED(status)
+                   else os.WEXITSTATUS(status))
+    print("EXITS", json.dumps(exits))
+""")
+
+
+def _kill_repeatedly(impl, variant, directory, seed):
+  """Runs `_KILLS` workers, each killed; returns how each ended."""
+  os.makedirs(directory)
+  result = tl.run_python(_SCRIPT, impl, variant, directory, _KILLS, seed,
+                         _SIZE, timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  line, = [line for line in result.stdout.splitlines()
+           if line.startswith("EXITS ")]
+  return json.loads(line.split(" ", 1)[1])
+
+
+def _assert_nothing_torn(directory):
+  """Every checkpoint holds one save's values; the latest is listed."""
+  latest = tf.train.latest_checkpoint(directory)
+  assert latest is not None, os.listdir(directory)
+  prefixes = [name[:-len(".index")] for name in os.listdir(directory)
+              if name.endswith(".index")]
+  assert os.path.basename(latest) in prefixes
+  for prefix in prefixes:
+    reader = tf.train.load_checkpoint(os.path.join(directory, prefix))
+    count = reader.get_tensor("save_counter/.ATTRIBUTES/VARIABLE_VALUE")
+    assert prefix.endswith(f"-{count}")
+    for index in range(4):
+      value = reader.get_tensor(
+          f"variables/{index}/.ATTRIBUTES/VARIABLE_VALUE")
+      np.testing.assert_array_equal(value, np.full([_SIZE], float(count)))
+
+
+@pytest.mark.parametrize("variant", ["manager", "save"])
+def test_killed_saves_leave_at_most_one_save_behind(tmp_path, variant):
+  found = {}
+  for impl in tl.IMPLS:
+    directory = str(tmp_path / impl)
+    exits = _kill_repeatedly(impl, variant, directory, seed=11)
+    assert set(exits) == {-9}, exits  # Killed, never failed or torn.
+    _assert_nothing_torn(directory)
+    found[impl] = tl.leftovers(directory)
+    print(f"{impl}: {_KILLS} kills left {len(found[impl])} interrupted "
+          f"saves' files, "
+          f"{tl.bytes_under(directory, sum(found[impl].values(), []))} "
+          f"bytes: {found[impl]}")
+  assert len(found["ours"]) <= 1, found["ours"]

@@ -1,0 +1,153 @@
+"""Checks a checkpoint's object graph before it is walked, and names its nodes.
+
+An object graph is data read from disk: damaged, truncated or made by hand,
+it may point at nodes that do not exist or at values the checkpoint does not
+hold. A restore checks it first (`check_object_graph`), so that such a graph
+fails with a `DataLossError` naming the checkpoint and the node rather than
+restoring half of it. Cycles are legal, and so are values no node mentions.
+
+Everything here takes time and memory linear in the size of the graph:
+nodes are named by their path from the root only when a message needs them
+(`NodePaths`), so a graph 100,000 nodes deep costs no more than a wide one.
+"""
+
+from tensorflow.python.framework import errors
+
+from tf_objckpt import restore_plan
+
+# At most this many problems are spelled out in one error message.
+_MAX_PROBLEMS_IN_MESSAGE = 20
+
+
+class NodePaths:
+  """Names nodes by their shortest path from the root, on demand.
+
+  Indexing gives names such as "(root).model.layer.kernel"; a slot variable
+  is named as TensorFlow names it, "<optimizer>'s state '<slot>' for
+  <variable>". Only the parent of each node is stored, so naming a node
+  costs its depth and naming none costs nothing.
+  """
+
+  def __init__(self, object_graph_proto):
+    self._proto = object_graph_proto
+    self._parents = None  # node id -> (parent id, local name), or a slot.
+
+  def __len__(self):
+    return len(self._proto.nodes)
+
+  def __getitem__(self, node_id):
+    if self._parents is None:
+      self._parents = self._find_parents()
+    return self._name(node_id, frozenset())
+
+  def _name(self, node_id, naming):
+    """The name of `node_id`; `naming` holds the slots being named."""
+    parts = []
+    current = node_id
+    while current != 0:
+      link = self._parents.get(current)
+      if link is None or current in naming:
+        return f"<unreachable node {node_id}>"
+      if isinstance(link, _SlotLink):
+        naming |= {current}
+        return (f"{self._name(link.optimizer_id, naming)}'s state "
+                f"'{link.slot_name}' for "
+                f"{self._name(link.variable_id, naming)}" +
+                "".join(reversed(parts)))
+      parent, local_name = link
+      parts.append("." + local_name)
+      current = parent
+    return "(root)" + "".join(reversed(parts))
+
+  def _find_parents(self):
+    """Each reachable node's parent on a shortest path, breadth first."""
+    nodes = self._proto.nodes
+    parents = {}
+    queue = [0] if nodes else []
+    for node_id in queue:
+      for child in nodes[node_id].children:
+        child_id = child.node_id
+        if child_id != 0 and child_id not in parents and (
+            0 <= child_id < len(nodes)):
+          parents[child_id] = (node_id, child.local_name)
+          queue.append(child_id)
+    # Slots last: their variables may be deeper than their optimizer.
+    for node_id, node in enumerate(nodes):
+      for slot in node.slot_variables:
+        if slot.slot_variable_node_id not in parents:
+          parents[slot.slot_variable_node_id] = _SlotLink(
+              node_id, slot.original_variable_node_id, slot.slot_name)
+    return parents
+
+
+class _SlotLink:
+  """How a slot variable is reached: through its optimizer and variable."""
+
+  __slots__ = ("optimizer_id", "variable_id", "slot_name")
+
+  def __init__(self, optimizer_id, variable_id, slot_name):
+    self.optimizer_id = optimizer_id
+    self.variable_id = variable_id
+    self.slot_name = slot_name
+
+
+def object_graph_problems(object_graph_proto, stored_keys):
+  """Yields `(node id, problem)` for every structural fault of the graph.
+
+  Args:
+    object_graph_proto: A `TrackableObjectGraph`.
+    stored_keys: The checkpoint's keys (a set or dict).
+  """
+  nodes = object_graph_proto.nodes
+  count = len(nodes)
+  if not count:
+    yield 0, "the object graph has no root node"
+    return
+  for node_id, node in enumerate(nodes):
+    local_names = set()
+    for child in node.children:
+      if not 0 <= child.node_id < count:
+        yield node_id, (f"child {child.local_name!r} refers to node "
+                        f"{child.node_id}, but there are {count} nodes")
+      if child.local_name in local_names:
+        yield node_id, f"two children are named {child.local_name!r}"
+      local_names.add(child.local_name)
+    for slot in node.slot_variables:
+      for role, referred in (("variable", slot.original_variable_node_id),
+                             ("slot variable", slot.slot_variable_node_id)):
+        if not 0 <= referred < count:
+          yield node_id, (f"slot {slot.slot_name!r} refers to {role} node "
+                          f"{referred}, but there are {count} nodes")
+    for attribute in node.attributes:
+      if attribute.checkpoint_key not in stored_keys:
+        yield node_id, (
+            f"attribute {attribute.name!r} names "
+            f"{restore_plan.describe_key(attribute.checkpoint_key)}, which "
+            "the checkpoint does not hold")
+
+
+def check_object_graph(object_graph_proto, save_path, stored_keys):
+  """Raises unless every reference of the object graph points at something.
+
+  Raises:
+    DataLossError: Naming the checkpoint and each faulty node (by its path,
+      and its id): children or slots referring to missing nodes, two
+      children of one node under one name, attributes naming keys the
+      checkpoint does not hold.
+  """
+  problems = []
+  for problem in object_graph_problems(object_graph_proto, stored_keys):
+    problems.append(problem)
+    if len(problems) > _MAX_PROBLEMS_IN_MESSAGE:
+      break
+  if not problems:
+    return
+  names = NodePaths(object_graph_proto)
+  shown = problems[:_MAX_PROBLEMS_IN_MESSAGE]
+  lines = "\n  ".join(f"node {node_id} ({names[node_id]}): {problem}"
+                      for node_id, problem in shown)
+  more = "\n  ..." if len(problems) > len(shown) else ""
+  raise errors.DataLossError(
+      None, None,
+      f"The object graph of checkpoint {save_path!r} is damaged; nothing was "
+      f"restored:\n  {lines}{more}")
