@@ -11,6 +11,8 @@ nodes are named by their path from the root only when a message needs them
 (`NodePaths`), so a graph 100,000 nodes deep costs no more than a wide one.
 """
 
+import bisect
+
 from tensorflow.python.framework import errors
 
 from tf_objckpt import restore_plan
@@ -100,6 +102,7 @@ def object_graph_problems(object_graph_proto, stored_keys):
   """
   nodes = object_graph_proto.nodes
   count = len(nodes)
+  holds = _KeyLookup(stored_keys).holds
   if not count:
     yield 0, "the object graph has no root node"
     return
@@ -119,11 +122,33 @@ def object_graph_problems(object_graph_proto, stored_keys):
           yield node_id, (f"slot {slot.slot_name!r} refers to {role} node "
                           f"{referred}, but there are {count} nodes")
     for attribute in node.attributes:
-      if attribute.checkpoint_key not in stored_keys:
+      if not holds(attribute.checkpoint_key):
         yield node_id, (
             f"attribute {attribute.name!r} names "
             f"{restore_plan.describe_key(attribute.checkpoint_key)}, which "
             "the checkpoint does not hold")
+
+
+class _KeyLookup:
+  """Whether a checkpoint holds the values an attribute names.
+
+  An attribute's key is the key of its value, or, for objects saved through
+  a legacy `SaveableObject` of several tensors (iterators, lookup tables),
+  the prefix of their keys ("table/.ATTRIBUTES/table" of
+  "table/.ATTRIBUTES/table-keys" and "-values").
+  """
+
+  def __init__(self, stored_keys):
+    self._keys = stored_keys
+    self._sorted = None
+
+  def holds(self, key):
+    if key in self._keys:
+      return True
+    if self._sorted is None:
+      self._sorted = sorted(self._keys)
+    index = bisect.bisect_left(self._sorted, key)
+    return index < len(self._sorted) and self._sorted[index].startswith(key)
 
 
 def check_object_graph(object_graph_proto, save_path, stored_keys):

@@ -175,7 +175,7 @@ def _is_invalid(proto, keys):
   names_unique = all(
       len({child.local_name for child in node.children}) == len(node.children)
       for node in proto.nodes)
-  keys_held = all(attribute.checkpoint_key in keys
+  keys_held = all(any(key.startswith(attribute.checkpoint_key) for key in keys)
                   for node in proto.nodes for attribute in node.attributes)
   return (not count or not names_unique or not keys_held or
           any(not 0 <= node_id < count for node_id in referred))
