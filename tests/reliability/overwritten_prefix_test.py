@@ -6,8 +6,9 @@ one, or fail to load with a `DataLossError` (or `NotFoundError`) naming it;
 it must never restore silently mixed values. A child process imports
 TensorFlow once, then forks, again and again, a worker that writes the same
 prefix in a loop (each write's values all equal its count) until it is
-killed; after each kill another worker reads the prefix back. Both
-TensorFlow and we pass.
+killed; after each kill another worker reads the prefix back. Neither
+TensorFlow nor we mix values; our failures are all `DataLossError`s naming
+the prefix (TensorFlow's reads may fail otherwise).
 """
 
 import json
@@ -43,7 +44,7 @@ _SCRIPT = textwrap.dedent("""
       variables = [tf.Variable(tf.fill([size], -1.)) for _ in range(4)]
       try:
         lib.Checkpoint(variables=variables).read(prefix).assert_consumed()
-      except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
+      except Exception as e:  # pylint: disable=broad-except
         return type(e).__name__ + (" naming" if prefix in str(e) else "")
       values = {float(v) for variable in variables
                 for v in np.unique(variable.numpy())}
@@ -61,19 +62,24 @@ _SCRIPT = textwrap.dedent("""
           os._exit(0)
       return pid
 
+    def report(path):
+      with open(path, "w") as f:
+        f.write(read_back())
+
     rng = random.Random(int(seed))
-    read, write = os.pipe()
-    for _ in range(int(kills)):
+    outcomes = []
+    for kill in range(int(kills)):
       writer = in_child(write_forever)
       time.sleep(rng.uniform(0.2, 1.5))
       os.kill(writer, signal.SIGKILL)
       os.waitpid(writer, 0)
-      reader = in_child(
-          lambda: os.write(write, (read_back() + "\\n").encode()))
-      os.waitpid(reader, 0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-      outcomes = pipe.read().splitlines()
+      outcome_file = f"{prefix}.outcome{kill}"
+      os.waitpid(in_child(lambda: report(outcome_file)), 0)
+      try:
+        with open(outcome_file) as f:
+          outcomes.append(f.read())
+      except OSError:
+        outcomes.append("reader died")
     print("OUTCOMES", json.dumps(outcomes))
 """)
 
@@ -87,9 +93,11 @@ def test_killed_overwrites_never_mix_values(tmp_path, impl):
   assert lines, result.stderr[-3000:]
   outcomes = json.loads(lines[0][len("OUTCOMES "):])
   assert len(outcomes) == _KILLS
-  assert set(outcomes) <= {"one write", "DataLossError naming",
-                           "NotFoundError naming"}, outcomes
+  assert not [outcome for outcome in outcomes
+              if outcome.startswith("mixed")], outcomes
   if impl == "ours":
+    assert set(outcomes) <= {"one write", "DataLossError naming",
+                             "NotFoundError naming"}, outcomes
     # Our writes finish within the kill window; TensorFlow's first write of a
     # process may not.
     assert "one write" in outcomes, outcomes
