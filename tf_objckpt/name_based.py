@@ -27,6 +27,8 @@ class NameBasedRestoreCoordinator:
     # Object -> attribute names that found no value, for assertions.
     self.unused_attributes = object_identity.ObjectIdentityWeakKeyDictionary()
     self.restore_uid = ops.uid()
+    # Trackable -> its saveables, checked by `check` before any restore.
+    self._checked = object_identity.ObjectIdentityDictionary()
 
   def globally_named_object_attributes(self, trackable):
     """Yields saveables named by global (variable) names for `trackable`.
@@ -55,20 +57,17 @@ class NameBasedRestoreCoordinator:
     """Raises unless the values the trackables find by name fit them.
 
     Values missing from the checkpoint are not errors: they are recorded as
-    unused, for the assertions.
+    unused, for the assertions. The saveables found are kept for the
+    trackables' `eager_restore`, so that they are made once.
     """
-    entries = []
-    for trackable in trackables:
-      for saveable in self.globally_named_object_attributes(trackable):
-        if self._found(saveable):
-          shape = restore_plan.expected_shape(saveable)
-          entries.extend(
-              restore_plan.entry(spec.name, spec.slice_spec, spec.dtype,
-                                 shape)
-              for spec in saveable.specs)
-    restore_plan.check(restore_plan.RestorePlan(entries), self.save_path,
-                       self._values.dtypes, self._values.shapes,
-                       shape_error=ValueError)
+    gathered = [self._found_saveables(trackable) for trackable in trackables]
+    self._check([saveable for found in gathered for saveable in found])
+    for trackable, found in zip(trackables, gathered):
+      self._checked[trackable] = found
+
+  def forget_checked(self):
+    """Drops the saveables `check` kept (they hold the variables)."""
+    self._checked.clear()
 
   def eager_restore(self, trackable):
     """Restores `trackable`'s attributes immediately (eager mode only).
@@ -77,13 +76,10 @@ class NameBasedRestoreCoordinator:
     checked before anything is assigned.
     """
     assert context.executing_eagerly()
-    saveables = []
-    for saveable in self.globally_named_object_attributes(trackable):
-      if self._found(saveable):
-        saveables.append(saveable)
-      else:
-        self._record_unused(trackable, saveable.name)
-    self.check([trackable])
+    saveables = self._checked.pop(trackable, None)
+    if saveables is None:  # Tracked after `restore()`: check it now.
+      saveables = self._found_saveables(trackable)
+      self._check(saveables)
     for saveable in saveables:
       specs = saveable.specs
       with ops.device("/cpu:0"):
@@ -92,6 +88,31 @@ class NameBasedRestoreCoordinator:
             [spec.slice_spec for spec in specs],
             [self._values.dtypes[spec.name] for spec in specs])
       saveable.restore(restored, None)
+
+  def _found_saveables(self, trackable):
+    """`trackable`'s saveables whose values the checkpoint holds.
+
+    The others are recorded as unused.
+    """
+    found = []
+    for saveable in self.globally_named_object_attributes(trackable):
+      if self._found(saveable):
+        found.append(saveable)
+      else:
+        self._record_unused(trackable, saveable.name)
+    return found
+
+  def _check(self, saveables):
+    """Raises unless every value of `saveables` fits (see `restore_plan`)."""
+    entries = []
+    for saveable in saveables:
+      shape = restore_plan.expected_shape(saveable)
+      entries.extend(restore_plan.entry(spec.name, spec.slice_spec,
+                                        spec.dtype, shape)
+                     for spec in saveable.specs)
+    restore_plan.check(restore_plan.RestorePlan(entries), self.save_path,
+                       self._values.dtypes, self._values.shapes,
+                       shape_error=ValueError)
 
   def _found(self, saveable):
     return all(spec.name in self._values.dtypes for spec in saveable.specs)
@@ -120,7 +141,10 @@ def restore_by_names(save_path, reader, graph_view):
   for obj in objects:
     obj._maybe_initialize_trackable()  # pylint: disable=protected-access
   coordinator.check(objects)
-  for obj in objects:
-    obj._name_based_restores.add(coordinator)  # pylint: disable=protected-access
-    obj._name_based_attribute_restore(coordinator)  # pylint: disable=protected-access
+  try:
+    for obj in objects:
+      obj._name_based_restores.add(coordinator)  # pylint: disable=protected-access
+      obj._name_based_attribute_restore(coordinator)  # pylint: disable=protected-access
+  finally:
+    coordinator.forget_checked()
   return load_status.NameBasedSaverStatus(coordinator, graph_view=graph_view)
