@@ -741,8 +741,11 @@ def trained(flavor, kind):
 # ----------------------------------------------------------------------------
 
 
-def run_python(script, *args, timeout=300):
+def run_python(script, *args, timeout=300, wrapper=()):
   """Runs `script` in a new Python with tf_objckpt and testlib importable.
+
+  `wrapper` is a command line that runs the Python command line appended to
+  it (for example, in a namespace of its own).
 
   Returns:
     Its `subprocess.CompletedProcess`; output is captured as text.
@@ -750,7 +753,8 @@ def run_python(script, *args, timeout=300):
   path = os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
                           os.environ.get("PYTHONPATH", "")])
   env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2")
-  return subprocess.run([sys.executable, "-c", script, *map(str, args)],
+  return subprocess.run([*wrapper, sys.executable, "-c", script,
+                         *map(str, args)],
                         capture_output=True, text=True, env=env,
                         timeout=timeout, check=False)
 

@@ -1,10 +1,15 @@
 """Saves that fail half-way leave the directory as it was before them.
 
-The fault is real: a child process limits the size of the files it may
-write (`RLIMIT_FSIZE`, with `SIGXFSZ` ignored), so a write past the limit
-fails with `EFBIG`, which TensorFlow reports as `OutOfRangeError`. In each
-scenario a small save succeeds, then a larger one fails: in a data file,
-in the index (many long names, tiny values), or in the state file (a
+The faults are real, made in child processes:
+- a full disk: each scenario saves into a small `tmpfs` of its own,
+  mounted in a private mount namespace (`unshare`), so a write fails with
+  `ENOSPC`, which TensorFlow reports as `ResourceExhaustedError`;
+- a file size limit (`RLIMIT_FSIZE`, with `SIGXFSZ` ignored), so a write
+  fails with `EFBIG`, reported as `OutOfRangeError`;
+- a process without root's rights saving into a directory it may no
+  longer write: `PermissionDeniedError`.
+In each scenario a small save succeeds, then a larger one fails: in a data
+file, in the index (many long names, tiny values), or in the state file (a
 manager listing many long names). Both libraries raise the same error and
 keep the first checkpoint. We also leave the directory and the state file
 byte for byte as they were; TensorFlow leaves what is pinned below.
@@ -13,6 +18,7 @@ byte for byte as they were; TensorFlow leaves what is pinned below.
 import json
 import os
 import re
+import tempfile
 import textwrap
 
 import numpy as np
@@ -28,10 +34,16 @@ _SCRIPT = textwrap.dedent("""
     import tensorflow as tf
     import testlib as tl
 
-    impl, root, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    impl, root, limit, fault = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
+        sys.argv[4]
     lib = tl.IMPLS[impl]
+
+    def limit_file_size(size=limit):
+      if fault == "file_size":
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, limit))
+
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    limit_file_size()
     SMALL, BIG = 1000, limit  # Floats: 4 KB, then four times the limit.
 
     def snapshot(directory):
@@ -63,8 +75,8 @@ _SCRIPT = textwrap.dedent("""
       for _ in range(3):
         manager.save()
       def save():
-        size = os.path.getsize(os.path.join(directory, "checkpoint"))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, limit))
+        limit_file_size(os.path.getsize(os.path.join(directory, "checkpoint"))
+                        + 100)
         manager.save()
       return save
 
@@ -103,10 +115,22 @@ _SCRIPT = textwrap.dedent("""
         "saver_sharded": lambda d: saver(d, sharded=True),
         "saver_index": lambda d: saver(d, index=True),
     }
+    if fault == "disk_full":  # A full disk cannot aim at the state file.
+      del scenarios["manager_state_file"]
+
+    def first_checkpoint_restores(directory):
+      latest = (tf.train.latest_checkpoint(directory) or
+                os.path.join(directory, "ckpt-1"))  # write() lists nothing.
+      reader = tf.train.load_checkpoint(latest)
+      return all((reader.get_tensor(key) == 1).all()
+                 for key in reader.get_variable_to_shape_map()
+                 if key not in ("_CHECKPOINTABLE_OBJECT_GRAPH",
+                                "save_counter/.ATTRIBUTES/VARIABLE_VALUE"))
+
     results = {}
     for name, scenario in scenarios.items():
       directory = os.path.join(root, name)
-      os.makedirs(directory)
+      os.makedirs(directory, exist_ok=True)
       failing_save = scenario(directory)
       before = snapshot(directory)
       try:
@@ -114,9 +138,10 @@ _SCRIPT = textwrap.dedent("""
         error = None
       except Exception as e:
         error = type(e).__name__
-      resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+      limit_file_size()
       results[name] = {"error": error, "before": before,
-                       "after": snapshot(directory)}
+                       "after": snapshot(directory),
+                       "restores": first_checkpoint_restores(directory)}
     print("RESULTS", json.dumps(results))
 """)
 
@@ -143,41 +168,57 @@ def _normalized(names, before):
           for name in new]
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
+# Each scenario of a full disk writes into a file system of its own, of
+# this many bytes, mounted in a private mount namespace of the child.
+_DISK_BYTES = 200 << 10
+
+
+def _run_script(impl, root, fault):
+  """Runs the failing saves of `fault`; returns their results by scenario."""
+  if fault == "file_size":
+    result = tl.run_python(_SCRIPT, impl, root, _LIMIT, fault)
+  else:
+    mounts = " && ".join(
+        f"mkdir -p {root}/{name} && "
+        f"mount -t tmpfs -o size={_DISK_BYTES} tmpfs {root}/{name}"
+        for name in _TF_LEFTOVERS if name != "manager_state_file")
+    result = tl.run_python(
+        _SCRIPT, impl, root, _DISK_BYTES, fault,
+        wrapper=["unshare", "--mount", "--map-root-user", "sh", "-c",
+                 f'{mounts} && exec "$0" "$@"'])
+  assert result.returncode == 0, result.stderr[-3000:]
+  line, = [line for line in result.stdout.splitlines()
+           if line.startswith("RESULTS ")]
+  return json.loads(line.split(" ", 1)[1])
+
+
+_ERRORS = {"file_size": "OutOfRangeError",  # EFBIG
+           "disk_full": "ResourceExhaustedError"}  # ENOSPC
+
+
+@pytest.fixture(scope="module", params=sorted(_ERRORS))
+def results(request, tmp_path_factory):
   """What each library's failed saves did, by library and scenario."""
-  found = {}
-  for impl in tl.IMPLS:
-    root = tmp_path_factory.mktemp(impl)
-    result = tl.run_python(_SCRIPT, impl, root, _LIMIT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line, = [line for line in result.stdout.splitlines()
-             if line.startswith("RESULTS ")]
-    found[impl] = (root, json.loads(line.split(" ", 1)[1]))
-  return found
+  return request.param, {
+      impl: _run_script(impl, tmp_path_factory.mktemp(impl), request.param)
+      for impl in tl.IMPLS}
 
 
 @pytest.mark.parametrize("scenario", sorted(_TF_LEFTOVERS))
 def test_failed_save_leaves_the_directory_as_it_was(results, scenario):
-  outcomes = {impl: results[impl][1][scenario] for impl in tl.IMPLS}
-  assert outcomes["tf"]["error"] == outcomes["ours"]["error"] == (
-      "OutOfRangeError")
-  ours, theirs = outcomes["ours"], outcomes["tf"]
+  fault, found = results
+  if scenario not in found["ours"]:
+    assert fault == "disk_full" and scenario == "manager_state_file"
+    return
+  ours, theirs = found["ours"][scenario], found["tf"][scenario]
+  assert theirs["error"] == ours["error"] == _ERRORS[fault]
   assert ours["after"] == ours["before"]
   assert theirs["after"]["state"] == theirs["before"]["state"]
-  assert _normalized(theirs["after"]["files"],
-                     theirs["before"]["files"]) == _TF_LEFTOVERS[scenario]
+  if fault == "file_size":  # Where a disk fills up varies more.
+    assert _normalized(theirs["after"]["files"],
+                       theirs["before"]["files"]) == _TF_LEFTOVERS[scenario]
   assert set(theirs["before"]["files"]) <= set(theirs["after"]["files"])
-  for impl in tl.IMPLS:  # The previous checkpoint still restores.
-    directory = os.path.join(results[impl][0], scenario)
-    latest = (tf.train.latest_checkpoint(directory) or
-              os.path.join(directory, "ckpt-1"))  # write() lists nothing.
-    reader = tf.train.load_checkpoint(latest)
-    for key in reader.get_variable_to_shape_map():
-      value = reader.get_tensor(key)
-      if key not in ("_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter/"
-                     ".ATTRIBUTES/VARIABLE_VALUE"):
-        np.testing.assert_array_equal(value, np.ones_like(value))
+  assert ours["restores"] and theirs["restores"]
 
 
 def _save_with_blocked_state_file(impl, directory):
@@ -236,3 +277,77 @@ def test_state_file_that_cannot_be_replaced(tmp_path):
   assert found["tf"]["saver"][1:] == (
       ["model-1.data-00000-of-00001", "model-1.index"],
       [os.path.join(str(tmp_path / "tf"), "saver", "model-1")])
+
+
+_PERMISSIONS_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import tensorflow as tf
+    import testlib as tl
+
+    impl, root = sys.argv[1], sys.argv[2]
+    lib = tl.IMPLS[impl]
+    if os.geteuid() == 0:  # Root writes anywhere: become nobody.
+      os.chown(root, 65534, 65534)
+      os.setgid(65534)
+      os.setuid(65534)
+
+    def listing(directory):
+      state = os.path.join(directory, "checkpoint")
+      return {"files": sorted(os.listdir(directory)),
+              "state": open(state).read() if os.path.exists(state) else None}
+
+    results = {}
+    for how in ("checkpoint_save", "manager_save", "saver"):
+      directory = os.path.join(root, how)
+      os.makedirs(directory)
+      if how == "saver":
+        with tf.Graph().as_default():
+          tf.compat.v1.get_variable("a", initializer=tf.ones([10]))
+          saver = lib.Saver(max_to_keep=2)
+          sess = tf.compat.v1.Session()
+          sess.run(tf.compat.v1.global_variables_initializer())
+          save = lambda step: saver.save(
+              sess, os.path.join(directory, "model"), global_step=step)
+          save(1)
+          os.chmod(directory, 0o555)
+          before = listing(directory)
+          error = tl.outcome(save, 2).error
+          sess.close()
+      else:
+        checkpoint = lib.Checkpoint(v=tf.Variable(tf.ones([10])))
+        if how == "manager_save":
+          manager = lib.CheckpointManager(checkpoint, directory, max_to_keep=2)
+          save = manager.save
+        else:
+          save = lambda: checkpoint.save(os.path.join(directory, "ckpt"))
+        save()
+        os.chmod(directory, 0o555)
+        before = listing(directory)
+        error = tl.outcome(save).error
+      results[how] = {"error": type(error).__name__, "before": before,
+                      "after": listing(directory)}
+      os.chmod(directory, 0o755)
+    print("RESULTS", json.dumps(results))
+""")
+
+
+def test_save_into_a_directory_it_may_not_write():
+  """A real permission failure: the directory turns read-only.
+
+  The child process gives up root first (root may write anywhere), so its
+  directory lives where an unprivileged user can reach it, not in pytest's
+  private temporary directory.
+  """
+  found = {}
+  for impl in tl.IMPLS:
+    with tempfile.TemporaryDirectory() as root:
+      result = tl.run_python(_PERMISSIONS_SCRIPT, impl, root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line, = [line for line in result.stdout.splitlines()
+             if line.startswith("RESULTS ")]
+    found[impl] = json.loads(line.split(" ", 1)[1])
+  for how, ours in found["ours"].items():
+    theirs = found["tf"][how]
+    assert ours["error"] == theirs["error"] == "PermissionDeniedError", how
+    assert ours["after"] == ours["before"], how
+    assert theirs["after"] == theirs["before"], how
