@@ -1,0 +1,132 @@
+"""Asynchronous saves: values are read at once, written in the background.
+
+With `CheckpointOptions(experimental_enable_async_checkpoint=True)`, an
+eager `Checkpoint.save()` or `write()` takes a `Snapshot`: every value it
+saves read into a tensor (variables with the engine's batched reads). A
+read tensor keeps the buffer it read: TensorFlow gives a variable that is
+assigned while such a tensor exists a new buffer, so later assignments never
+reach the snapshot, and nothing is copied unless the variable changes. The
+save then returns; an `AsyncWriter` thread writes the snapshot through the
+I/O engine and commits it (temporary files, cleanup on failure, directory
+locks: `commit.saving`), state file included.
+
+One write per checkpoint object is pending at a time, so at most one
+snapshot is held: the next save, write, restore or `sync()` waits for it
+and raises its error, if it failed. The writer threads are not daemons, so
+the interpreter waits for them at exit; an error no call raised is logged
+then (or when its writer is collected), never lost silently.
+"""
+
+import atexit
+import threading
+import weakref
+
+from tensorflow.python.framework import ops
+from tensorflow.python.platform import tf_logging as logging
+
+from tf_objckpt import functional_saver
+from tf_objckpt import saveable_object
+from tf_objckpt import saveable_object_util
+
+# Writers that may hold an error no call has raised yet (see `_report_all`).
+_writers = weakref.WeakSet()
+
+
+def requested(options):
+  """Whether `options` ask for an asynchronous save."""
+  return bool(getattr(options, "experimental_enable_async_checkpoint", False))
+
+
+def _frozen(value):
+  """`value` as a tensor that later assignments cannot change, or None."""
+  if value is None or isinstance(value, ops.EagerTensor):
+    return value
+  # A variable (or anything else `_serialize_to_tensors` returned) is read
+  # now; Python values are copied into a new tensor.
+  return ops.convert_to_tensor(value)
+
+
+class Snapshot:
+  """The saveables of one save, holding the values they had when taken."""
+
+  def __init__(self, saveables):
+    """Reads every value of `saveables` now (eagerly)."""
+    specs = [spec for saveable in saveables for spec in saveable.specs]
+    values = iter(saveable_object_util.spec_tensors(specs))
+    self._saveables = []
+    for saveable in saveables:
+      frozen_specs = []
+      for spec in saveable.specs:
+        value = _frozen(next(values))
+        if value is not None:  # An uninitialized variable saves nothing.
+          frozen_specs.append(saveable_object.SaveSpec(
+              value, spec.slice_spec, spec.name, device=spec.device))
+      if frozen_specs:
+        self._saveables.append(saveable_object.SaveableObject(
+            None, frozen_specs, saveable.name))
+
+  def write(self, file_prefix, options=None):
+    """Writes the values at `file_prefix` (whose directory exists)."""
+    functional_saver.Saver(self._saveables).save(file_prefix, options)
+    return file_prefix
+
+
+class AsyncWriter:
+  """Runs one checkpoint object's writes in the background, one at a time."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._thread = None
+    self._error = None
+    _writers.add(self)
+
+  def start(self, write):
+    """Runs `write()` in a new thread, once the pending write finished.
+
+    Raises:
+      The pending write's error, if it failed; `write` is not run then.
+    """
+    self.sync()
+    thread = threading.Thread(target=self._run, args=(write,),
+                              name="tf_objckpt_async_write")
+    with self._lock:
+      self._thread = thread
+    thread.start()
+
+  def _run(self, write):
+    try:
+      write()
+    except BaseException as e:  # pylint: disable=broad-except
+      with self._lock:
+        self._error = e
+
+  def sync(self):
+    """Waits for the pending write; raises its error if it failed (once)."""
+    with self._lock:
+      thread = self._thread
+    if thread is not None:
+      thread.join()
+    with self._lock:
+      if self._thread is thread:
+        self._thread = None
+      error, self._error = self._error, None
+    if error is not None:
+      raise error
+
+  def report_unraised(self):
+    """Logs the error of a failed write that no call raised."""
+    with self._lock:
+      error, self._error = self._error, None
+    if error is not None:
+      logging.error("An asynchronous checkpoint write failed, and no later "
+                    "save(), restore() or sync() raised the error: %r", error)
+
+  def __del__(self):
+    self.report_unraised()
+
+
+@atexit.register
+def _report_all():
+  """At exit (writer threads are joined before atexit runs), logs errors."""
+  for writer in list(_writers):
+    writer.report_unraised()
