@@ -119,7 +119,8 @@ class AsyncWriter:
       error, self._error = self._error, None
     if error is not None:
       logging.error("An asynchronous checkpoint write failed, and no later "
-                    "save(), restore() or sync() raised the error: %r", error)
+                    "save(), restore() or sync() raised the error: %s: %s",
+                    type(error).__name__, error)
 
   def __del__(self):
     self.report_unraised()
