@@ -6,18 +6,19 @@ saves read into a tensor (variables with the engine's batched reads). A
 read tensor keeps the buffer it read: TensorFlow gives a variable that is
 assigned while such a tensor exists a new buffer, so later assignments never
 reach the snapshot, and nothing is copied unless the variable changes. The
-save then returns; an `AsyncWriter` thread writes the snapshot through the
+save then returns; an `AsyncWriter`'s thread writes the snapshot through the
 I/O engine and commits it (temporary files, cleanup on failure, directory
 locks: `commit.saving`), state file included.
 
 One write per checkpoint object is pending at a time, so at most one
 snapshot is held: the next save, write, restore or `sync()` waits for it
-and raises its error, if it failed. The writer threads are not daemons, so
-the interpreter waits for them at exit; an error no call raised is logged
-then (or when its writer is collected), never lost silently.
+and raises its error, if it failed. The interpreter waits for the write
+threads at exit; an error no call raised is logged then (or when its
+writer is collected), never lost silently.
 """
 
 import atexit
+import concurrent.futures
 import threading
 import weakref
 
@@ -30,6 +31,10 @@ from tf_objckpt import saveable_object_util
 
 # Writers that may hold an error no call has raised yet (see `_report_all`).
 _writers = weakref.WeakSet()
+# Checkpoint objects whose writes can run at the same time.
+_WRITE_THREADS = 4
+_pool = None
+_pool_lock = threading.Lock()
 
 
 def requested(options):
@@ -71,52 +76,61 @@ class Snapshot:
     return file_prefix
 
 
+def _executor():
+  """The threads that run the writes, started on first use.
+
+  `concurrent.futures` joins them when the interpreter exits, before
+  `atexit` functions run; a thread kept for later writes saves starting
+  one per save.
+  """
+  global _pool
+  with _pool_lock:
+    if _pool is None:
+      _pool = concurrent.futures.ThreadPoolExecutor(
+          max_workers=_WRITE_THREADS, thread_name_prefix="tf_objckpt_async")
+    return _pool
+
+
 class AsyncWriter:
   """Runs one checkpoint object's writes in the background, one at a time."""
 
   def __init__(self):
     self._lock = threading.Lock()
-    self._thread = None
-    self._error = None
+    self._pending = None  # The future of the last write not yet reported.
     _writers.add(self)
 
   def start(self, write):
-    """Runs `write()` in a new thread, once the pending write finished.
+    """Runs `write()` in the background, once the pending write finished.
 
     Raises:
       The pending write's error, if it failed; `write` is not run then.
     """
     self.sync()
-    thread = threading.Thread(target=self._run, args=(write,),
-                              name="tf_objckpt_async_write")
+    future = _executor().submit(write)
     with self._lock:
-      self._thread = thread
-    thread.start()
-
-  def _run(self, write):
-    try:
-      write()
-    except BaseException as e:  # pylint: disable=broad-except
-      with self._lock:
-        self._error = e
+      self._pending = future
 
   def sync(self):
     """Waits for the pending write; raises its error if it failed (once)."""
     with self._lock:
-      thread = self._thread
-    if thread is not None:
-      thread.join()
+      future = self._pending
+    if future is None:
+      return
+    error = future.exception()  # Waits.
     with self._lock:
-      if self._thread is thread:
-        self._thread = None
-      error, self._error = self._error, None
+      if self._pending is future:
+        self._pending = None
     if error is not None:
       raise error
 
   def report_unraised(self):
-    """Logs the error of a failed write that no call raised."""
+    """Logs the error of a finished, failed write that no call raised."""
     with self._lock:
-      error, self._error = self._error, None
+      future = self._pending
+      if future is None or not future.done():
+        return
+      self._pending = None
+    error = future.exception()
     if error is not None:
       logging.error("An asynchronous checkpoint write failed, and no later "
                     "save(), restore() or sync() raised the error: %s: %s",
@@ -128,6 +142,6 @@ class AsyncWriter:
 
 @atexit.register
 def _report_all():
-  """At exit (writer threads are joined before atexit runs), logs errors."""
+  """At exit (the write threads are joined before atexit runs), logs errors."""
   for writer in list(_writers):
     writer.report_unraised()
