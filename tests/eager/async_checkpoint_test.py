@@ -223,3 +223,37 @@ def test_manager_async_error_leaves_the_state_file_alone(tmp_path):
   assert sorted(os.listdir(tmp_path)) == [
       "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
       "ckpt-2.index"]
+
+
+@pytest.mark.parametrize("how", ["save", "manager"])
+def test_durable_async_saves_flush_in_the_background_before_listing(
+    tmp_path, monkeypatch, how):
+  flushed = []  # (path, in the main thread, the state file's text).
+  real_fsync = os.fsync
+
+  def fsync(fd):
+    path = os.readlink(f"/proc/self/fd/{fd}")
+    state = tmp_path / "checkpoint"
+    flushed.append((path, threading.current_thread() is
+                    threading.main_thread(),
+                    state.read_text() if state.exists() else ""))
+    real_fsync(fd)
+
+  monkeypatch.setattr(os, "fsync", fsync)
+  options = tf_objckpt.CheckpointOptions(
+      durable=True, experimental_enable_async_checkpoint=True)
+  checkpoint = tf_objckpt.Checkpoint(v=tf.Variable(1.0))
+  if how == "save":
+    path = checkpoint.save(os.fspath(tmp_path / "ckpt"), options=options)
+  else:
+    path = tf_objckpt.CheckpointManager(checkpoint, tmp_path, 1).save(
+        options=options)
+  checkpoint.sync()
+  assert tf.train.latest_checkpoint(tmp_path) == path
+  for name in ("ckpt-1.data-00000-of-00001", "ckpt-1.index"):
+    flushes = [(main, state) for flushed_path, main, state in flushed
+               if flushed_path == os.fspath(tmp_path / name)]
+    assert flushes and all(not main and '"ckpt-1"' not in state
+                           for main, state in flushes), name
+  assert '"ckpt-1"' in [state for flushed_path, _, state in flushed
+                        if flushed_path == os.fspath(tmp_path)][-1]
