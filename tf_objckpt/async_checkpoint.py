@@ -152,6 +152,10 @@ class AsyncWriter:
                     "save(), restore() or sync() raised the error: %s: %s",
                     type(error).__name__, error)
 
+  def __deepcopy__(self, memo):
+    """A copied checkpoint object starts with nothing pending."""
+    return AsyncWriter()
+
   def __del__(self):
     self.report_unraised()
 

@@ -519,6 +519,9 @@ class _CheckpointBase(tracking.AutoTrackable):
 
   # Whether arguments may be weak references to trackables.
   _ACCEPTS_WEAK_REFERENCES = False
+  # Whether the asynchronous option is honoured (TensorFlow's `CheckpointV1`
+  # saves synchronously).
+  _ASYNC_SAVES = False
 
   def __init__(self, **kwargs):
     super().__init__()
@@ -571,6 +574,8 @@ class _CheckpointBase(tracking.AutoTrackable):
       commit.check_durable(file_prefix)
     if self._writes_in_background(options):
       snapshot = self._saver.snapshot()
+      if tensor_util.is_tf_type(file_prefix):
+        file_prefix = file_prefix.numpy()
       file_prefix = compat.as_str(file_prefix)
       self._async_writer().start(lambda: self._commit_write(
           file_prefix, snapshot.write, options, numbered_from))
@@ -597,10 +602,6 @@ class _CheckpointBase(tracking.AutoTrackable):
         save.sync()
       _run_write_callbacks(options, output)
       return output
-
-  # Whether `Checkpoint`'s asynchronous option is honoured (TensorFlow's
-  # `CheckpointV1` saves synchronously).
-  _ASYNC_SAVES = False
 
   def _writes_in_background(self, options):
     """Whether this save is asynchronous; graph building, never (warned)."""
