@@ -642,7 +642,11 @@ class CheckpointManager(object):
 
     def callback(save_path):
       recorded.append(save_path)
-      self._record_and_sweep(save_path, save, durable)
+      # An asynchronous write calls back from its own thread, inside its own
+      # `commit.saving(prefix)`: the record commits that one. Otherwise this
+      # thread's save of `prefix` is `save`.
+      with commit.saving(prefix) as current:
+        self._record_and_sweep(save_path, current, durable)
 
     options = with_write_callback(options, callback)
     save_path = writer(prefix, options=options)
@@ -689,8 +693,8 @@ class CheckpointManager(object):
       return None
     if getattr(options, "durable", False):
       commit.check_durable(self._prefix)
-    if getattr(options, "experimental_enable_async_checkpoint", False):
-      self.sync()  # An earlier asynchronous save records before we check.
+    # A pending asynchronous save records (or raises) before we check.
+    self.sync()
     file_io.recursive_create_dir(self._directory)  # To lock it.
     with commit.exclusively(self._directory):
       self._check_state_unchanged()

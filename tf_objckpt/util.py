@@ -28,10 +28,12 @@ from tensorflow.python.lib.io import file_io
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import variable_scope
 from tensorflow.python.ops import variable_v1
+from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
 from tensorflow.python.util import compat
 
+from tf_objckpt import async_checkpoint
 from tf_objckpt import base
 from tf_objckpt import checkpoint_management
 from tf_objckpt import commit
@@ -385,6 +387,16 @@ class TrackableSaver:
     feed_dict.update(feed_additions)
     return session.run(save_path, feed_dict) if use_session else save_path
 
+  def snapshot(self):
+    """What a save would write now, read off the objects (eagerly).
+
+    Returns:
+      An `async_checkpoint.Snapshot`, to write later from any thread.
+    """
+    with _garbage_collection_paused():
+      saveables, _, _ = self._gather_saveables()
+      return async_checkpoint.Snapshot(saveables)
+
   def restore(self, save_path, options=None):
     """Restores a checkpoint into the root and its dependencies.
 
@@ -507,6 +519,9 @@ class _CheckpointBase(tracking.AutoTrackable):
 
   # Whether arguments may be weak references to trackables.
   _ACCEPTS_WEAK_REFERENCES = False
+  # Whether the asynchronous option is honoured (TensorFlow's `CheckpointV1`
+  # saves synchronously).
+  _ASYNC_SAVES = False
 
   def __init__(self, **kwargs):
     super().__init__()
@@ -533,33 +548,87 @@ class _CheckpointBase(tracking.AutoTrackable):
     return self._save_counter
 
   @functional_saver.one_save_at_a_time
-  def _write(self, file_prefix, session=None, options=None):
+  def _write(self, file_prefix, session=None, options=None,
+             numbered_from=None):
     """Writes a checkpoint, then runs the options' write callbacks.
 
     If anything fails, callbacks included, the files written are removed
     (see `commit.saving`). Durable writes are flushed to disk before the
-    callbacks run.
+    callbacks run. Asynchronous writes (`Checkpoint`, eagerly) return once
+    the values are read; the rest runs in the background.
+
+    Args:
+      file_prefix: Where to write.
+      session: The session to run a graph-mode save in.
+      options: Optional `tf.train.CheckpointOptions`.
+      numbered_from: For `save()`, the prefix `file_prefix` is numbered
+        from: leftovers of its other saves are cleaned up too (see
+        `commit.saving`), and the state file's temporary files.
+
+    Returns:
+      The path written.
     """
+    self._finish_pending_write()
     file_prefix = _as_path(file_prefix)
-    durable = getattr(options, "durable", False)
-    if durable:
+    if getattr(options, "durable", False):
       commit.check_durable(file_prefix)
-    with commit.saving(file_prefix, make_directory=True) as save:
-      output = self._saver.save(file_prefix=file_prefix, session=session,
-                                options=options)
+    if self._writes_in_background(options):
+      snapshot = self._saver.snapshot()
+      if tensor_util.is_tf_type(file_prefix):
+        file_prefix = file_prefix.numpy()
+      file_prefix = compat.as_str(file_prefix)
+      self._async_writer().start(lambda: self._commit_write(
+          file_prefix, snapshot.write, options, numbered_from))
+      return file_prefix
+
+    def write_now(prefix, options):
+      return self._saver.save(file_prefix=prefix, session=session,
+                              options=options)
+
+    return self._commit_write(file_prefix, write_now, options, numbered_from)
+
+  def _commit_write(self, file_prefix, write, options, numbered_from):
+    """Runs `write(file_prefix, options)` and the callbacks as one save."""
+    state_file = numbered_from and checkpoint_management.STATE_FILENAME
+    with commit.saving(file_prefix, base=numbered_from, state_file=state_file,
+                       make_directory=True) as save:
+      output = write(file_prefix, options)
       if tensor_util.is_tf_type(output):
         if not context.executing_eagerly():
           return output  # Inside a function: the path is a tensor.
         output = output.numpy()
       output = compat.as_str(output)
-      if durable:
+      if getattr(options, "durable", False):
         save.sync()
       _run_write_callbacks(options, output)
       return output
 
+  def _writes_in_background(self, options):
+    """Whether this save is asynchronous; graph building, never (warned)."""
+    if not (self._ASYNC_SAVES and async_checkpoint.requested(options)):
+      return False
+    if context.executing_eagerly():
+      return True
+    logging.warning("Asynchronous checkpoint saves are for eager execution; "
+                    "saving synchronously while building a graph.")
+    return False
+
+  def _async_writer(self):
+    """This checkpoint's background writer, created on first use."""
+    if getattr(self, "_pending_writes", None) is None:
+      self._pending_writes = async_checkpoint.AsyncWriter()
+    return self._pending_writes
+
+  def _finish_pending_write(self):
+    """Waits for a pending asynchronous write; raises its error, if any."""
+    writer = getattr(self, "_pending_writes", None)
+    if writer is not None:
+      writer.sync()
+
   @functional_saver.one_save_at_a_time
   def _save(self, file_prefix, session=None, options=None):
     """Increments the save counter, writes, and updates the state file."""
+    self._finish_pending_write()
     file_prefix = _as_path(file_prefix)
     durable = getattr(options, "durable", False)
     if durable:
@@ -597,11 +666,8 @@ class _CheckpointBase(tracking.AutoTrackable):
 
     options = checkpoint_management.with_write_callback(
         options, update_checkpoint_state)
-    save_path = f"{file_prefix}-{count:d}"
-    with commit.saving(save_path, base=file_prefix,
-                       state_file=checkpoint_management.STATE_FILENAME,
-                       make_directory=True):
-      return self._write(save_path, session=session, options=options)
+    return self._write(f"{file_prefix}-{count:d}", session=session,
+                       options=options, numbered_from=file_prefix)
 
   def _increment_save_counter(self):
     """Adds one to the save counter; returns the new count (or its op)."""
@@ -613,8 +679,9 @@ class _CheckpointBase(tracking.AutoTrackable):
 
     The save counter is created first, so that every restore, the first
     included, finds the same objects (and, graph building, the same restore
-    ops to run together).
+    ops to run together). A pending asynchronous write finishes first.
     """
+    self._finish_pending_write()
     self._maybe_create_save_counter()
     status = self._saver.restore(save_path=save_path, options=options)
     if isinstance(status, load_status.NameBasedSaverStatus):
@@ -684,6 +751,7 @@ class Checkpoint(_CheckpointBase):
   """
 
   _ACCEPTS_WEAK_REFERENCES = True
+  _ASYNC_SAVES = True
 
   def __init__(self, root=None, **kwargs):
     if root is None:
@@ -735,6 +803,7 @@ class Checkpoint(_CheckpointBase):
 
   def read(self, save_path, options=None):
     """Restores a checkpoint written by `write` (no save counter handling)."""
+    self._finish_pending_write()
     return self._saver.restore(save_path=save_path, options=options)
 
   def restore(self, save_path, options=None):
@@ -747,7 +816,8 @@ class Checkpoint(_CheckpointBase):
                          options=options)
 
   def sync(self):
-    """Waits for pending writes; there are none, writes are synchronous."""
+    """Waits for the pending asynchronous write; raises its error, if any."""
+    self._finish_pending_write()
 
 
 def _saved_model_variables_path(save_path):
