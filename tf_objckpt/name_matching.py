@@ -135,10 +135,16 @@ class NameMatcher:
     self._keys = frozenset(checkpoint_keys)
     self._assignment_map = _normalized_assignment_map(assignment_map)
 
-  def candidates(self, name: str):
-    """Yields `Match`es for `name` in rule order, present or not."""
+  def candidates(self, name: str, strip_model_name: bool = True):
+    """Yields `Match`es for `name` in rule order, present or not.
+
+    Args:
+      name: A variable's name (see `variable_name`).
+      strip_model_name: Whether the name starts with a model's name (a
+        Keras 3 path) that rule 2, and the assignment map, may drop.
+    """
     yield Match(name, EXACT)
-    stripped = without_model_name(name)
+    stripped = without_model_name(name) if strip_model_name else None
     if stripped is not None:
       yield Match(stripped, WITHOUT_MODEL_NAME)
     for checkpoint_name, program_name in self._assignment_map:
@@ -148,9 +154,10 @@ class NameMatcher:
         if key:
           yield Match(key, ASSIGNMENT_MAP)
 
-  def match(self, name: str) -> Optional[Match]:
+  def match(self, name: str,
+            strip_model_name: bool = True) -> Optional[Match]:
     """The first candidate of `name` the checkpoint holds, or None."""
-    for candidate in self.candidates(name):
+    for candidate in self.candidates(name, strip_model_name):
       if candidate.checkpoint_key in self._keys:
         return candidate
     return None
