@@ -133,8 +133,9 @@ class NameBasedRestoreCoordinator:
       if restore.awaits_initialization(trackable):
         self._restore_on_initialization(trackable)
         return
+      tracked_later = trackable not in self._checked
       self._restore_saveables(trackable)
-      if _keras3_variable_value(trackable) is None:
+      if tracked_later and _keras3_variable_value(trackable) is None:
         self._restore_keras3_variables_below(trackable)
 
   def _restore_keras3_variables_below(self, trackable):
