@@ -324,6 +324,16 @@ class NameBasedSaverStatus(_LoadStatus):
   def assert_existing_objects_matched(self):
     return self.assert_consumed()
 
+  def name_matches(self):
+    """What matched by name so far: a `name_matching.MatchReport`.
+
+    Its `matched` maps variable names to the checkpoint keys found (and the
+    rule that found them), `unmatched_names` lists variables that found no
+    value, `unused_keys` the values no variable used. When graph building,
+    names are matched when the restore ops run.
+    """
+    return self._checkpoint.match_report()
+
   def assert_nontrivial_match(self):
     return self.assert_consumed()
 

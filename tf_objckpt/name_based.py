@@ -5,14 +5,23 @@ A checkpoint without an object graph keys values by global variable names.
 eagerly at once (every value checked before any is assigned) and again for
 each object tracked later; when graph building, through a v1 `Saver` when the
 status's restore ops run.
+
+Names are matched by `name_matching`: a variable's own name first; a Keras 3
+variable, named by its `path`, also without the model's name; then the
+`assignment_map` of `CheckpointOptions`, if any. The coordinator records
+what matched for `NameBasedSaverStatus.name_matches()`.
 """
 
 from tensorflow.python.eager import context
 from tensorflow.python.framework import ops
+from tensorflow.python.ops import variables
 
 from tf_objckpt import functional_saver
+from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt import load_status
+from tf_objckpt import name_matching
 from tf_objckpt import object_identity
+from tf_objckpt import restore
 from tf_objckpt import restore_plan
 from tf_objckpt import saveable_object_util
 
@@ -20,10 +29,24 @@ from tf_objckpt import saveable_object_util
 class NameBasedRestoreCoordinator:
   """The state of restoring a name-based (v1 `Saver`) checkpoint."""
 
-  def __init__(self, save_path, values=None):
-    """Restores `save_path`; `values` (eager only) reads it."""
+  def __init__(self, save_path, checkpoint_keys, values=None,
+               assignment_map=None):
+    """Restores `save_path`.
+
+    Args:
+      save_path: The checkpoint's path.
+      checkpoint_keys: The keys of its values.
+      values: Its `functional_saver.CheckpointValues` (eager only).
+      assignment_map: Optional, see `name_matching.NameMatcher`.
+    """
     self.save_path = save_path
     self._values = values
+    self._checkpoint_keys = frozenset(checkpoint_keys)
+    self._matcher = name_matching.NameMatcher(self._checkpoint_keys,
+                                              assignment_map)
+    # Variable name -> `name_matching.Match`; names that found no key.
+    self._matched = {}
+    self._unmatched = {}
     # Object -> attribute names that found no value, for assertions.
     self.unused_attributes = object_identity.ObjectIdentityWeakKeyDictionary()
     self.restore_uid = ops.uid()
@@ -34,8 +57,15 @@ class NameBasedRestoreCoordinator:
     """Yields saveables named by global (variable) names for `trackable`.
 
     Attributes with no global name are recorded as unused (unless their
-    restore is optional), so assertions fail for them.
+    restore is optional), so assertions fail for them. Names are matched
+    to checkpoint keys by `name_matching`.
     """
+    keras_variable = _keras3_variable_value(trackable)
+    key = keras_variable is not None and self._match(trackable.path, True)
+    if key:
+      yield from saveable_object_util.saveable_objects_for_op(keras_variable,
+                                                              key)
+      return
     factories = saveable_object_util.saveable_objects_from_trackable(
         trackable, tf1_saver=True)
     for attribute, factory in factories.items():
@@ -51,7 +81,29 @@ class NameBasedRestoreCoordinator:
       named = saveable_object_util.op_list_to_dict(
           [saveable], convert_variable_to_tensor=False)
       for name, op in named.items():
-        yield from saveable_object_util.saveable_objects_for_op(op, name)
+        yield from self._saveables_named(name, op, strip_model_name=False)
+
+  def _saveables_named(self, name, op, strip_model_name):
+    """Saveables of `op`, keyed by the checkpoint key `name` matches."""
+    key = self._match(name, strip_model_name) or name
+    yield from saveable_object_util.saveable_objects_for_op(op, key)
+
+  def _match(self, name, strip_model_name):
+    """The checkpoint key of `name` (recorded for the report), or None."""
+    found = self._matcher.match(name, strip_model_name)
+    if found is None:
+      self._unmatched[name] = None
+      return None
+    self._unmatched.pop(name, None)
+    self._matched[name] = found
+    return found.checkpoint_key
+
+  def match_report(self):
+    """What matched so far, as a `name_matching.MatchReport`."""
+    used = {found.checkpoint_key for found in self._matched.values()}
+    return name_matching.MatchReport(
+        dict(self._matched), list(self._unmatched),
+        sorted(self._checkpoint_keys - used))
 
   def check(self, trackables):
     """Raises unless the values the trackables find by name fit them.
@@ -72,10 +124,43 @@ class NameBasedRestoreCoordinator:
   def eager_restore(self, trackable):
     """Restores `trackable`'s attributes immediately (eager mode only).
 
-    Called by `Trackable._name_based_attribute_restore`; everything is
-    checked before anything is assigned.
+    Called by `Trackable._name_based_attribute_restore`, also for objects
+    tracked while a function (a Keras 3 build) is traced: the values are
+    assigned outside it. Everything is checked before anything is assigned.
     """
-    assert context.executing_eagerly()
+    with ops.init_scope():
+      assert context.executing_eagerly()
+      if restore.awaits_initialization(trackable):
+        self._restore_on_initialization(trackable)
+        return
+      tracked_later = trackable not in self._checked
+      self._restore_saveables(trackable)
+      if tracked_later and _keras3_variable_value(trackable) is None:
+        self._restore_keras3_variables_below(trackable)
+
+  def _restore_keras3_variables_below(self, trackable):
+    """Restores the objects below `trackable`, all or none, for Keras 3.
+
+    A Keras 3 `Sequential` built after `restore()` tracks its (built)
+    layers only then, so their variables were never offered a value.
+    Objects without Keras 3 variables below them are left as TensorFlow
+    leaves them.
+    """
+    below = [obj for obj in graph_view_lib.ObjectGraphView(
+        trackable).list_objects()[1:]
+             if obj._update_uid < self.restore_uid]  # pylint: disable=protected-access
+    if not any(_keras3_variable_value(obj) is not None for obj in below):
+      return
+    self.check(below)
+    try:
+      for obj in below:
+        obj._name_based_restores.add(self)  # pylint: disable=protected-access
+        self._restore_saveables(obj)
+        obj._update_uid = self.restore_uid  # pylint: disable=protected-access
+    finally:
+      self.forget_checked()
+
+  def _restore_saveables(self, trackable):
     saveables = self._checked.pop(trackable, None)
     if saveables is None:  # Tracked after `restore()`: check it now.
       saveables = self._found_saveables(trackable)
@@ -88,6 +173,29 @@ class NameBasedRestoreCoordinator:
             [spec.slice_spec for spec in specs],
             [self._values.dtypes[spec.name] for spec in specs])
       saveable.restore(restored, None)
+
+  def _restore_on_initialization(self, variable):
+    """Makes a Keras 3 variable of a symbolic build start with its value.
+
+    As for object-based restores (`restore.CheckpointPosition`): Keras
+    initializes the variable once its trace ends, and builds again eagerly
+    (restoring again, by name) if the trace fails.
+    """
+    key = self._match(variable.path, strip_model_name=True)
+    if key is None:
+      self._record_unused(variable, variable.path)
+      return
+    self._check_entries(
+        [restore_plan.entry(key, "", variable.dtype, variable.shape)],
+        dtype_error=ValueError)
+
+    def read_value(shape=None, dtype=None):
+      del shape, dtype  # Checked above.
+      with ops.device("/cpu:0"):
+        return functional_saver.restore_v2(self.save_path, [key], [""],
+                                           [self._values.dtypes[key]])[0]
+
+    variable._initializer = read_value  # pylint: disable=protected-access
 
   def _found_saveables(self, trackable):
     """`trackable`'s saveables whose values the checkpoint holds.
@@ -110,9 +218,12 @@ class NameBasedRestoreCoordinator:
       entries.extend(restore_plan.entry(spec.name, spec.slice_spec,
                                         spec.dtype, shape)
                      for spec in saveable.specs)
+    self._check_entries(entries)
+
+  def _check_entries(self, entries, **error_types):
     restore_plan.check(restore_plan.RestorePlan(entries), self.save_path,
                        self._values.dtypes, self._values.shapes,
-                       shape_error=ValueError)
+                       shape_error=ValueError, **error_types)
 
   def _found(self, saveable):
     return all(spec.name in self._values.dtypes for spec in saveable.specs)
@@ -121,8 +232,24 @@ class NameBasedRestoreCoordinator:
     self.unused_attributes.setdefault(trackable, []).append(attribute)
 
 
-def restore_by_names(save_path, reader, graph_view):
+def _keras3_variable_value(trackable):
+  """The `tf.Variable` holding a Keras 3 variable's value, or None.
+
+  Keras 3 variables wrap a `tf.Variable` named without its scopes; they are
+  matched by their `path` instead.
+  """
+  value = getattr(trackable, "_value", None)
+  if (isinstance(getattr(trackable, "path", None), str) and
+      isinstance(value, variables.Variable)):
+    return value
+  return None
+
+
+def restore_by_names(save_path, reader, graph_view, assignment_map=None):
   """Starts a name-based restore of a checkpoint with no object graph.
+
+  `assignment_map` maps checkpoint names to the program's (see
+  `name_matching`).
 
   Returns:
     A `NameBasedSaverStatus`.
@@ -131,12 +258,16 @@ def restore_by_names(save_path, reader, graph_view):
     NotFoundError, InvalidArgumentError, ValueError: Executing eagerly, if a
       value does not fit its variable; nothing is assigned then.
   """
+  keys = reader.get_variable_to_shape_map().keys()
   if not context.executing_eagerly():
     return load_status.NameBasedSaverStatus(
-        NameBasedRestoreCoordinator(save_path), graph_view=graph_view)
+        NameBasedRestoreCoordinator(save_path, keys,
+                                    assignment_map=assignment_map),
+        graph_view=graph_view)
   coordinator = NameBasedRestoreCoordinator(
-      save_path, functional_saver.CheckpointValues(save_path, reader,
-                                                   save_path))
+      save_path, keys,
+      functional_saver.CheckpointValues(save_path, reader, save_path),
+      assignment_map)
   objects = graph_view.list_objects()
   for obj in objects:
     obj._maybe_initialize_trackable()  # pylint: disable=protected-access

@@ -17,6 +17,7 @@ is bound) is its coordinator's (`restore_coordinator`).
 """
 
 import collections
+import weakref
 
 from tensorflow.python.eager import context
 from tensorflow.python.framework import errors
@@ -64,6 +65,17 @@ class CheckpointInitialValue(tf_base.CheckpointInitialValue):
     self._checkpoint_position = checkpoint_position
 
 
+def awaits_initialization(trackable):
+  """Whether `trackable` is a Keras 3 variable not initialized yet.
+
+  Keras 3 creates such variables while tracing a build symbolically; they
+  are initialized by calling their `_initializer` when the trace ends.
+  """
+  return (getattr(trackable, "_value", False) is None and
+          callable(getattr(trackable, "_initializer", None)) and
+          hasattr(trackable, "_deferred_initialize"))
+
+
 def _shape_and_slice(shape, shard_info):
   """The RestoreV2 `shape_and_slice` string for one shard, or ""."""
   if not shard_info:
@@ -92,7 +104,7 @@ SlotToRestore = collections.namedtuple(
 class CheckpointPosition:
   """One node of a checkpoint being restored (see the module docstring)."""
 
-  __slots__ = ("_checkpoint", "_node_id", "skip_restore")
+  __slots__ = ("_checkpoint", "_node_id", "skip_restore", "_deferred_in")
 
   def __init__(self, checkpoint, proto_id):
     """Points at node `proto_id` of `checkpoint`'s object graph.
@@ -104,11 +116,21 @@ class CheckpointPosition:
     self._checkpoint = checkpoint
     self._node_id = proto_id
     self.skip_restore = False
+    # (weak reference to the parent, local name) once deferred.
+    self._deferred_in = None
+
+  def defer_in(self, parent, local_name):
+    """Queues this node until `parent` tracks a dependency `local_name`."""
+    self._deferred_in = (weakref.ref(parent), local_name)
+    self._checkpoint.defer(parent, local_name, self)
 
   def restore(self, trackable, reader=None):
     """Restores this node, and what is reachable from it, into `trackable`."""
     del reader  # Values are read through the coordinator.
     with ops.init_scope():
+      if awaits_initialization(trackable) and self.is_simple_variable():
+        self._restore_on_initialization(trackable)
+        return
       if not self.bind_object(trackable):
         return
       restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
@@ -125,6 +147,39 @@ class CheckpointPosition:
         return
       if restore_ops:
         self._checkpoint.new_restore_ops(restore_ops)
+
+  def _restore_on_initialization(self, variable):
+    """Gives a Keras 3 variable made in a symbolic build its value.
+
+    Keras builds layers without `build()` by tracing them in a scratch
+    graph: their variables are created there uninitialized, and initialized
+    (by `_initializer`) once the trace ends. So the value is checked now and
+    becomes the variable's initializer.
+
+    Keras drops errors raised during the trace, then builds the layer again
+    eagerly. So a value that does not fit is queued again in its parent
+    before raising: the eager build raises it where Keras lets it out.
+
+    Raises:
+      ValueError: Naming the key, the object path and both shapes, if the
+        value does not fit the variable (or its dtype differs).
+    """
+    try:
+      self.check_initial_value(variable.shape, variable.dtype)
+    except ValueError:
+      self._defer_again()
+      raise
+    if not self.bind_object(variable):
+      return
+    variable._initializer = CheckpointInitialValueCallable(self)  # pylint: disable=protected-access
+    variable._maybe_initialize_trackable()  # pylint: disable=protected-access
+    variable._update_uid = self._checkpoint.restore_uid  # pylint: disable=protected-access
+
+  def _defer_again(self):
+    """Queues this node again in the parent it waited in, if still alive."""
+    parent = self._deferred_in and self._deferred_in[0]()
+    if parent is not None:
+      self._checkpoint.defer(parent, self._deferred_in[1], self)
 
   def bind_object(self, trackable):
     """Records that `trackable` is this node; processes its slot variables.
@@ -424,8 +479,8 @@ def _restore_one(position, visit_queue, batch):
         child.local_name, current_children)
     if local_object is None:
       if checkpoint.node_has_values(node_id):
-        checkpoint.defer(parent, child.local_name,
-                         CheckpointPosition(checkpoint, node_id))
+        CheckpointPosition(checkpoint, node_id).defer_in(
+            parent, child.local_name)
       continue
     key = eager and _plain_variable_key(checkpoint, node_id, local_object)
     if key:

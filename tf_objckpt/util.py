@@ -215,13 +215,18 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
   a listed checkpoint unreadable. Only for local paths: elsewhere the save
   raises `UnimplementedError` before writing anything. Accepted wherever
   TensorFlow's options are; TensorFlow's classes ignore `durable`.
+
+  `assignment_map` maps names of a name-based (v1 `Saver`) checkpoint to the
+  program's, as for `tf.compat.v1.train.init_from_checkpoint`, for names
+  not matched otherwise (see `name_matching`).
   """
 
-  __slots__ = ("durable",)
+  __slots__ = ("durable", "assignment_map")
 
-  def __init__(self, *args, durable=False, **kwargs):
+  def __init__(self, *args, durable=False, assignment_map=None, **kwargs):
     super().__init__(*args, **kwargs)
     self.durable = durable
+    self.assignment_map = assignment_map
 
 
 class _SessionWithFeedDictAdditions(session_lib.SessionInterface):
@@ -423,7 +428,9 @@ class TrackableSaver:
     reader = functional_saver.open_reader(save_path)
     object_graph_proto = functional_saver.read_object_graph(reader, save_path)
     if object_graph_proto is None:
-      return name_based.restore_by_names(save_path, reader, self._graph_view)
+      return name_based.restore_by_names(
+          save_path, reader, self._graph_view,
+          getattr(options, "assignment_map", None))
     feed_dict = None
     if context.executing_eagerly():
       with ops.device("/cpu:0"):

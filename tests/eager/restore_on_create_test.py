@@ -71,14 +71,15 @@ def test_keras_model_and_optimizer_restored_when_built(tmp_path, flavor,
   assert traces["ours"][-1] == ALL_PASS
 
 
-def test_keras3_model_built_symbolically_behaves_as_with_tensorflow(
+def test_keras3_model_built_symbolically_is_restored_unlike_tensorflow(
     tmp_path):
   """Keras 3 builds layers of a model without `build()` in a stateless scope.
 
-  There a Keras variable's value is not a variable; restoring it fails
-  inside Keras, which swallows the error and creates the weights again. No
-  value reaches the model, with TensorFlow as with us; what matters here is
-  that we fail exactly as TensorFlow does.
+  There a Keras variable's value is not a variable yet: TensorFlow's restore
+  fails inside Keras, which swallows the error and creates the weights
+  again, so no value reaches the model (and a duplicate weight appears). We
+  make the checkpointed value the variable's initializer (a departure, see
+  API.md); tests/interop/keras3_restore_on_create_test.py covers it fully.
   """
   model, _ = tl.trained("keras3", "subclassed")
   path = tl.write("tf", tmp_path / "ckpt", model=model)
@@ -92,7 +93,11 @@ def test_keras3_model_built_symbolically_behaves_as_with_tensorflow(
     results[impl] = (tl.assertion_outcomes(status), len(fresh.weights), [
         np.array_equal(a.numpy(), b.numpy())
         for a, b in zip(model.weights, fresh.weights)])
-  assert results["ours"] == results["tf"]
+  assert results["tf"][0] == ["AssertionError", "AssertionError", "ok"]
+  assert results["tf"][1] == len(model.weights) + 1
+  assert not all(results["tf"][2])
+  assert results["ours"] == (["ok", "ok", "ok"], len(model.weights),
+                             [True] * len(model.weights))
 
 
 @pytest.mark.parametrize("optimizer_first", [True, False])
