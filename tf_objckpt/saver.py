@@ -615,7 +615,8 @@ class Saver(object):
           "The passed save_path is not a valid checkpoint: " + prefix)
     logging.info("Restoring parameters from %s", prefix)
     try:
-      self._restore_by_name(sess, save_path)
+      with checkpoint_management.explaining_directories(prefix):
+        self._restore_by_name(sess, save_path)
     except errors.NotFoundError as err:
       # Names changed, or the checkpoint is object-based: then its object
       # graph maps the variable names to its keys.

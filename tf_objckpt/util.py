@@ -408,7 +408,8 @@ class TrackableSaver:
       return self._restore(compat.as_str(os.fspath(save_path)), options)
 
   def _restore(self, save_path, options):
-    reader = functional_saver.open_reader(save_path)
+    with checkpoint_management.explaining_directories(save_path):
+      reader = functional_saver.open_reader(save_path)
     object_graph_proto = functional_saver.read_object_graph(reader, save_path)
     if object_graph_proto is None:
       return name_based.restore_by_names(save_path, reader, self._graph_view)
