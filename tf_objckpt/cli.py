@@ -96,7 +96,10 @@ def _parser():
   convert.add_argument("--map", action="append", default=[],
                        metavar="OLD=NEW",
                        help="checkpoint name OLD holds the variable named "
-                       "NEW; a trailing '/' maps a whole scope (repeatable)")
+                       "NEW, as in init_from_checkpoint's assignment_map; "
+                       "'old/=new/' maps a whole scope (repeatable). Tried "
+                       "after the exact name and the name without the Keras "
+                       "model's scope")
   convert.add_argument("--allow-partial", action="store_true",
                        help="write even if some variables or values found no "
                        "match")
@@ -144,9 +147,13 @@ def _convert(args):
   except ValueError as e:
     print(f"tf-objckpt convert: error: {e}", file=sys.stderr)
     return EXIT_USAGE
-  result = convert_checkpoint.convert(prefix, args.out_prefix, build(),
-                                      mapping,
-                                      allow_partial=args.allow_partial)
+  try:
+    result = convert_checkpoint.convert(prefix, args.out_prefix, build(),
+                                        mapping,
+                                        allow_partial=args.allow_partial)
+  except ValueError as e:
+    print(f"tf-objckpt convert: {e}", file=sys.stderr)
+    return EXIT_PROBLEMS
   print("\n".join(result.report_lines()))
   return EXIT_OK if result.written else EXIT_PROBLEMS
 

@@ -1,7 +1,8 @@
 """`tf-objckpt convert`: a name-based (v1 `Saver`) checkpoint made object-based.
 
 A function of the user's builds the objects; their variables are matched to
-the checkpoint's names (`match_names`), every matched value is checked
+the checkpoint's names by the name matcher of name-based restores
+(`name_matching`, through `match_variables`), every matched value is checked
 against its variable before any is assigned, and the objects are written as
 an object-based checkpoint. Variables that find no value make the result
 partial, which is refused unless allowed; checkpoint values nothing used are
@@ -12,11 +13,12 @@ import importlib
 from typing import NamedTuple
 
 from tensorflow.python.eager import context
+from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
-from tf_objckpt import name_based
+from tf_objckpt import name_matching
 from tf_objckpt import restore_plan
 from tf_objckpt import util
 
@@ -46,7 +48,7 @@ def parse_mapping(pairs):
   """`{checkpoint name: variable name}` from "OLD=NEW" strings.
 
   Raises:
-    ValueError: If a pair has no "=".
+    ValueError: If a pair has no "=", or maps a scope ("old/") to a name.
   """
   mapping = {}
   for pair in pairs:
@@ -54,51 +56,47 @@ def parse_mapping(pairs):
     if not separator or not old or not new:
       raise ValueError(f"--map takes OLD=NEW, got {pair!r}")
     mapping[old] = new
+  name_matching.NameMatcher((), mapping)  # Raises for a malformed mapping.
   return mapping
 
 
-def checkpoint_name(variable_name, mapping):
-  """The checkpoint name a variable reads, following `mapping`.
+def _variables(root):
+  """`(name, variable)` of every variable saved with `root`, once each.
 
-  `mapping` follows `tf.compat.v1.train.init_from_checkpoint`'s
-  `assignment_map`: checkpoint name to variable name, or, with trailing
-  slashes, checkpoint scope to variable scope.
+  Names are those `name_matching` matches by: a Keras 3 variable's path,
+  else the variable's name.
   """
-  for old, new in mapping.items():
-    if new == variable_name:
-      return old
-    if new.endswith("/") and old.endswith("/") and variable_name.startswith(
-        new):
-      return old + variable_name[len(new):]
-  return variable_name
+  found = []
+  for obj in graph_view_lib.ObjectGraphView(root).list_objects():
+    if isinstance(obj, variables.Variable) or (
+        isinstance(getattr(obj, "path", None), str) and
+        callable(getattr(obj, "assign", None))):
+      found.append((name_matching.variable_name(obj), obj))
+  return found
 
 
 class Match(NamedTuple):
-  """Which saveable reads which checkpoint keys, and what found nothing."""
-  matched: list  # (saveable, [checkpoint key per spec]).
+  """Which variable reads which checkpoint key, and what found nothing."""
+  matched: list  # (variable name, variable, checkpoint key, rule).
   unmatched: list  # Variable names that found no value.
   leftover: list  # Checkpoint keys nothing reads.
 
 
-def match_names(save_path, root, mapping, stored_keys):
+def match_variables(root, stored_keys, mapping):
   """Matches `root`'s variables to a name-based checkpoint's keys.
 
-  The one place convert matches names: it uses the name-based restore's
-  matching (global variable names), with `mapping` for renamed ones.
+  Uses the name matcher of name-based restores (`name_matching`): the exact
+  name, the name without the Keras 3 model's scope, then `mapping` (an
+  `assignment_map` of checkpoint names to variable names or scopes).
   """
-  coordinator = name_based.NameBasedRestoreCoordinator(save_path)
-  matched, unmatched, used = [], [], set()
-  for trackable in graph_view_lib.ObjectGraphView(root).list_objects():
-    for saveable in coordinator.globally_named_object_attributes(trackable):
-      keys = [checkpoint_name(spec.name, mapping) for spec in saveable.specs]
-      if all(key in stored_keys for key in keys):
-        matched.append((saveable, keys))
-        used.update(keys)
-      else:
-        unmatched.append(saveable.name)
-  leftover = sorted(key for key in stored_keys
-                    if key not in used and key != tf_base.OBJECT_GRAPH_PROTO_KEY)
-  return Match(matched, unmatched, leftover)
+  named = _variables(root)
+  stored = [key for key in stored_keys if key != tf_base.OBJECT_GRAPH_PROTO_KEY]
+  report = name_matching.match_names([name for name, _ in named], stored,
+                                     mapping)
+  matched = [(name, variable, report.matched[name].checkpoint_key,
+              report.matched[name].rule)
+             for name, variable in named if name in report.matched]
+  return Match(matched, list(report.unmatched_names), list(report.unused_keys))
 
 
 class Result(NamedTuple):
@@ -114,8 +112,9 @@ class Result(NamedTuple):
              f"Not written: {len(self.match.unmatched)} variable(s) found no "
              f"value in {self.source} (pass --allow-partial to write anyway)"]
     lines += _listed("Matched", [
-        f"{saveable.name} <- {', '.join(sorted(set(keys)))}"
-        for saveable, keys in self.match.matched])
+        f"{name} <- {key}" + ("" if rule == name_matching.EXACT else
+                              f" ({rule.replace('_', ' ')})")
+        for name, _, key, rule in self.match.matched])
     lines += _listed("Not matched (variables without a value)",
                      self.match.unmatched)
     lines += _listed("Left over (checkpoint values nothing used)",
@@ -147,7 +146,8 @@ def convert(save_path, out_prefix, objects, mapping=None,
     save_path: The name-based checkpoint's prefix.
     out_prefix: Where to write the object-based checkpoint.
     objects: A dict of names to trackables, or one trackable (the root).
-    mapping: `{checkpoint name: variable name}` (see `checkpoint_name`).
+    mapping: Optional `{checkpoint name or scope: variable name or scope}`,
+      as `init_from_checkpoint`'s `assignment_map`.
     allow_partial: Write even if some variables found no value.
 
   Returns:
@@ -163,24 +163,22 @@ def convert(save_path, out_prefix, objects, mapping=None,
     raise ValueError(f"{save_path!r} is already an object-based checkpoint.")
   values = functional_saver.CheckpointValues(save_path, reader, save_path)
   checkpoint = _checkpoint_of(objects)
-  match = match_names(save_path, checkpoint, mapping or {}, values.shapes)
+  match = match_variables(checkpoint, values.shapes, mapping)
   if match.unmatched and not allow_partial:
     return Result(save_path, out_prefix, match, written=False)
-  _restore(save_path, values, match.matched)
+  _assign(save_path, values, match.matched)
   checkpoint.write(out_prefix)
   return Result(save_path, out_prefix, match, written=True)
 
 
-def _restore(save_path, values, matched):
-  """Checks every matched value, then assigns them all."""
-  entries = [restore_plan.entry(key, spec.slice_spec, spec.dtype,
-                                restore_plan.expected_shape(saveable))
-             for saveable, keys in matched
-             for spec, key in zip(saveable.specs, keys)]
+def _assign(save_path, values, matched):
+  """Checks every matched value against its variable, then assigns them."""
+  entries = [restore_plan.entry(key, "", variable.dtype, variable.shape)
+             for _, variable, key, _ in matched]
   restore_plan.check(restore_plan.RestorePlan(entries), save_path,
                      values.dtypes, values.shapes, shape_error=ValueError)
-  for saveable, keys in matched:
-    tensors = values.read([
-        functional_saver.KeyToRead(key, spec.slice_spec, spec.dtype)
-        for spec, key in zip(saveable.specs, keys)])
-    saveable.restore(tensors, None)
+  tensors = values.read([
+      functional_saver.KeyToRead(key, "", values.dtypes[key])
+      for _, _, key, _ in matched]) if matched else []
+  for (_, variable, _, _), tensor in zip(matched, tensors):
+    variable.assign(tensor)
