@@ -755,8 +755,10 @@ def run_python(script, *args, timeout=300):
                         timeout=timeout, check=False)
 
 
-def run_cli(*args, timeout=300):
+def run_cli(*args, timeout=300, cwd=None):
   """Runs the command line tool, `python -m tf_objckpt ARGS...`.
+
+  Modules in `cwd` (the working directory) can be imported by the command.
 
   Returns:
     Its `subprocess.CompletedProcess`; output is captured as text.
@@ -765,7 +767,7 @@ def run_cli(*args, timeout=300):
                           os.environ.get("PYTHONPATH", "")])
   env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="3")
   return subprocess.run([sys.executable, "-m", "tf_objckpt", *map(str, args)],
-                        capture_output=True, text=True, env=env,
+                        capture_output=True, text=True, env=env, cwd=cwd,
                         timeout=timeout, check=False)
 
 

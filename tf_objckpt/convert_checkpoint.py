@@ -167,6 +167,8 @@ def convert(save_path, out_prefix, objects, mapping=None,
   if match.unmatched and not allow_partial:
     return Result(save_path, out_prefix, match, written=False)
   _assign(save_path, values, match.matched)
+  # The save counter (0) is written too, as after a restore by names.
+  checkpoint.save_counter  # pylint: disable=pointless-statement
   checkpoint.write(out_prefix)
   return Result(save_path, out_prefix, match, written=True)
 
