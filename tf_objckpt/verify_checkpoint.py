@@ -21,7 +21,7 @@ from tf_objckpt import object_graph_check
 
 # Values are read in batches of at most this many bytes (and keys), so that
 # memory stays bounded whatever the checkpoint's size.
-_BATCH_BYTES = 64 << 20
+_BATCH_BYTES = 256 << 20
 _BATCH_KEYS = 4096
 _MISSING = "data file is missing"
 # Keys of a missing data file named in its problem.
