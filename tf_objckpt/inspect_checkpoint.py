@@ -42,7 +42,10 @@ def tree_lines(listing):
 
 
 def _object_tree(listing):
-  """Each object under its shortest path; other paths to it point there."""
+  """Each object under its shortest path; other paths to it point there.
+
+  Objects that hold nothing and have no children are left out.
+  """
   nodes = listing.object_graph.nodes
   paths = listing.node_paths
   lines = ["(root)" + _class_suffix(listing, 0)]
@@ -57,6 +60,9 @@ def _object_tree(listing):
     if node_id == 0 or paths[node_id] != path:
       lines.append(f"{pad}{child.local_name} -> {paths[node_id]}")
       continue
+    node = nodes[node_id]
+    if not (node.children or node.attributes or node.slot_variables):
+      continue  # An empty container or a stateless object: nothing to show.
     value = _single_value(listing, node_id)
     lines.append(pad + child.local_name + _class_suffix(listing, node_id) +
                  value)

@@ -227,7 +227,11 @@ def report_lines(listing, result):
   lines = [str(problem) for problem in result.problems]
   count = len(result.errors)
   size = checkpoint_listing.format_bytes(result.bytes_read)
-  summary = (f"{listing.path}: read {result.values_read} values "
+  values = result.values_read
+  graph = checkpoint_listing.OBJECT_GRAPH_KEY in listing.values
+  read = (f"{values - 1} values and the object graph" if graph else
+          f"{values} values")
+  summary = (f"{listing.path}: read {read} "
              f"({size}, {listing.num_shards} shard"
              f"{'s' * (listing.num_shards != 1)}) in {result.seconds:.2f} s")
   if count:
