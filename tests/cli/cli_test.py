@@ -286,3 +286,38 @@ def test_console_script_runs_the_same_main():
       "from tf_objckpt import cli; cli.run()")
   assert result.returncode == 0
   assert result.stdout.startswith("usage: tf-objckpt verify")
+
+
+_SHARDED_SAVE = """
+import sys
+import numpy as np
+import tensorflow as tf
+with tf.Graph().as_default():
+  with tf.device("/cpu:0"):
+    tf.compat.v1.get_variable("a", initializer=np.arange(4, dtype=np.float32))
+  with tf.device("/cpu:1"):
+    tf.compat.v1.get_variable("b", initializer=np.arange(8, dtype=np.float32))
+  saver = tf.compat.v1.train.Saver(sharded=True)
+  config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
+  with tf.compat.v1.Session(config=config) as session:
+    session.run(tf.compat.v1.global_variables_initializer())
+    saver.save(session, sys.argv[1])
+"""
+
+
+def test_verify_reads_every_shard(tmp_path):
+  prefix = str(tmp_path / "sharded")
+  written = tl.run_python(_SHARDED_SAVE, prefix)
+  assert written.returncode == 0, written.stderr
+  shards = [f"{prefix}.data-0000{index}-of-00002" for index in range(2)]
+  assert all(os.path.exists(shard) for shard in shards)
+  result = tl.run_cli("verify", prefix)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert "read 2 values (48 B, 2 shards)" in result.stdout
+  os.remove(shards[1])
+  assert not _tf_reads_everything(prefix)
+  result = tl.run_cli("verify", prefix)
+  assert result.returncode == 1
+  assert result.stdout.startswith(
+      f"error: {shards[1]}: data file is missing; it holds 1 values (b)\n")
+  assert "read 1 values (16 B, 2 shards)" in result.stdout
