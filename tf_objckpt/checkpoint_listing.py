@@ -50,8 +50,8 @@ def find_checkpoint(path):
       raise NoCheckpointError(
           f"{path!r} is a directory without checkpoints (no 'checkpoint' "
           "state file names one).")
-    return latest, f"{path!r} is a directory; using its latest checkpoint " \
-        f"{latest!r}."
+    return latest, (f"{path!r} is a directory; using its latest checkpoint "
+                    f"{latest!r}.")
   if not (file_io.file_exists(path + ".index") or file_io.file_exists(path)
           or file_io.get_matching_files(path + ".data-*")):
     raise NoCheckpointError(f"No checkpoint found at {path!r}.")
@@ -203,12 +203,6 @@ def open_listing(path, strict=True):
       raise
     return Listing(path, reader, index, None, object_graph_error=e)
   return Listing(path, reader, index, object_graph)
-
-
-def object_paths(listing):
-  """`{object path: node id}` of every node of an object-based checkpoint."""
-  return {listing.node_paths[node_id]: node_id
-          for node_id in range(len(listing.object_graph.nodes))}
 
 
 def summarize(value, max_items=10):

@@ -130,8 +130,10 @@ def graph_changes(listing_a, listing_b):
 
 
 def _section(title, lines):
-  return [f"{title} ({len(lines)}):"] + ["  " + line for line in lines
-                                          ] if lines else []
+  """A titled, indented list; nothing if `lines` is empty."""
+  if not lines:
+    return []
+  return [f"{title} ({len(lines)}):"] + ["  " + line for line in lines]
 
 
 def report_lines(differences, atol):

@@ -9,8 +9,12 @@ TensorFlow cannot read all of is one `verify` fails.
 
 import json
 import os
+import pty
 import re
+import select
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -321,3 +325,34 @@ def test_verify_reads_every_shard(tmp_path):
   assert result.stdout.startswith(
       f"error: {shards[1]}: data file is missing; it holds 1 values (b)\n")
   assert "read 1 values (16 B, 2 shards)" in result.stdout
+
+
+def test_progress_line_only_on_a_terminal(checkpoints):
+  """stderr a terminal: a progress line, cleared at the end; else none."""
+  prefix = tf.train.latest_checkpoint(str(checkpoints / "ours"))
+  plain = tl.run_cli("verify", prefix)
+  assert "verifying:" not in plain.stderr
+  main, secondary = pty.openpty()
+  try:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join([tl.REPO_ROOT,
+                                           os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_objckpt", "verify", prefix],
+        stdout=subprocess.PIPE, stderr=secondary, env=env, timeout=300,
+        check=False)
+    os.close(secondary)
+    terminal = b""
+    while select.select([main], [], [], 0)[0]:
+      try:
+        chunk = os.read(main, 65536)
+      except OSError:
+        break
+      if not chunk:
+        break
+      terminal += chunk
+  finally:
+    os.close(main)
+  assert result.returncode == 0
+  assert re.search(rb"\rverifying: \d+/\d+ values", terminal), terminal[-500:]
+  assert terminal.rstrip().endswith(b"\r\x1b[K")
