@@ -269,10 +269,11 @@ class CheckpointLoadStatus(_LoadStatus):
     if len(self._checkpoint.objects_by_node_id) <= 1:
       unmatched = self._unmatched_objects()
       if unmatched:
-        raise AssertionError(
+        raise AssertionError(restore_report.listing(
             "Only the root object matched the checkpoint: the checkpoint "
-            "probably comes from another program. Objects without a "
-            f"checkpointed value: {unmatched}")
+            f"{self._save_path!r} probably comes from another program. "
+            "Objects without a checkpointed value:",
+            _describe_objects(self._graph_view, unmatched)))
       raise AssertionError(
           "Nothing to load. No dependencies have been added to "
           f"{self._graph_view.root} yet.")

@@ -97,6 +97,18 @@ def test_unmatched_objects_are_listed_by_object_path(written):
   assert "numpy=" not in message
 
 
+def test_only_root_matched_lists_the_objects_without_values(written):
+  errors = {}
+  for impl in ("tf", "ours"):
+    status = tl.IMPLS[impl].Checkpoint(
+        unrelated=tf.Variable([1.0, 2.0])).read(written)
+    errors[impl] = tl.outcome(status.assert_nontrivial_match).error
+    status.expect_partial()
+  assert type(errors["tf"]) is type(errors["ours"]) is AssertionError
+  assert str(errors["ours"]).endswith(
+      "Objects without a checkpointed value:\n  unrelated (2,) float32")
+
+
 def test_long_lists_are_cut_with_a_count(tmp_path):
   variables = {f"v{index:02d}": tf.Variable(float(index))
                for index in range(30)}
