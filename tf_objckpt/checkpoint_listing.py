@@ -221,4 +221,8 @@ def summarize(value, max_items=10):
 
 
 def _item(item):
-  return repr(item) if isinstance(item, bytes) else f"{item}"
+  if isinstance(item, bytes):
+    return repr(item)
+  if isinstance(item, (float, np.floating)):
+    return f"{item:.6g}"
+  return f"{item}"

@@ -143,7 +143,7 @@ def test_inspect_json_and_values(checkpoints):
   result = tl.run_cli("inspect", prefix, "--values", "big", KERNEL)
   assert result.returncode == 0, result.stderr
   kernel = tf.train.load_checkpoint(prefix).get_tensor(KERNEL)
-  assert "[0.0, 1.0, 2.0, 3.0, 4.0, ...] (1000 values; min 0, max 999, " \
+  assert "[0, 1, 2, 3, 4, ...] (1000 values; min 0, max 999, " \
       "mean 499.5)" in result.stdout
   assert f"{kernel[0, 0]:.4f}"[:5] in result.stdout
 
