@@ -13,4 +13,5 @@ setup(
     python_requires=">=3.9",
     install_requires=["tensorflow>=2.16", "numpy", "absl-py"],
     extras_require={"test": ["pytest", "tf-keras"]},
+    entry_points={"console_scripts": ["tf-objckpt = tf_objckpt.cli:run"]},
 )

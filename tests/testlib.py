@@ -11,8 +11,8 @@ and with tf_objckpt, and compare. This module holds
 - `GraphProgram`, a graph-mode program with its own graph and session, and
   `GraphModel`, a small trained model in one;
 - Keras models and optimizers of Keras 3 and tf_keras (Keras 2);
-- child processes (`run_python`) and what failed or killed saves leave in a
-  directory (`leftovers`).
+- child processes (`run_python`, the command line tool `run_cli`) and what
+  failed or killed saves leave in a directory (`leftovers`).
 """
 
 import contextlib
@@ -756,6 +756,22 @@ def run_python(script, *args, timeout=300, wrapper=()):
   return subprocess.run([*wrapper, sys.executable, "-c", script,
                          *map(str, args)],
                         capture_output=True, text=True, env=env,
+                        timeout=timeout, check=False)
+
+
+def run_cli(*args, timeout=300, cwd=None):
+  """Runs the command line tool, `python -m tf_objckpt ARGS...`.
+
+  Modules in `cwd` (the working directory) can be imported by the command.
+
+  Returns:
+    Its `subprocess.CompletedProcess`; output is captured as text.
+  """
+  path = os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
+                          os.environ.get("PYTHONPATH", "")])
+  env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, "-m", "tf_objckpt", *map(str, args)],
+                        capture_output=True, text=True, env=env, cwd=cwd,
                         timeout=timeout, check=False)
 
 

@@ -7,6 +7,7 @@ tf_objckpt can take turns managing the same directory.
 """
 
 import collections
+import contextlib
 import copy
 import inspect
 import numbers
@@ -301,6 +302,37 @@ def checkpoint_exists_internal(checkpoint_prefix):
       file_io.get_matching_files(
           _checkpoint_file(checkpoint_prefix, saver_pb2.SaverDef.V2)) or
       file_io.get_matching_files(checkpoint_prefix))
+
+
+def directory_instead_of_prefix(save_path):
+  """Says what a directory given as a checkpoint prefix holds, else None."""
+  if not isinstance(save_path, str) or not file_io.is_directory(save_path):
+    return None
+  latest = latest_checkpoint(save_path)
+  if latest is None:
+    return (f"{save_path!r} is a directory, not a checkpoint prefix, and "
+            "holds no checkpoint (no 'checkpoint' state file in it names "
+            "one).")
+  return (f"{save_path!r} is a directory, not a checkpoint prefix; its "
+          f"latest checkpoint is {latest!r} (tf.train.latest_checkpoint "
+          "gives it).")
+
+
+@contextlib.contextmanager
+def explaining_directories(save_path):
+  """Re-raises a failed read of a directory, saying what the directory holds.
+
+  The error keeps its type (TensorFlow raises `DataLossError` for a
+  directory); its message says that the path is a directory and names its
+  latest checkpoint, or says that it holds none.
+  """
+  try:
+    yield
+  except errors.OpError as e:
+    explanation = directory_instead_of_prefix(save_path)
+    if explanation is None:
+      raise
+    raise type(e)(e.node_def, e.op, explanation) from e
 
 
 @deprecation.deprecated(

@@ -169,6 +169,11 @@ class ObjectGraphView:
       return self._breadth_first_traversal().objects
     return self._gather().objects
 
+  def objects_with_paths(self):
+    """`(object, path)` of every object; paths as in checkpoint keys."""
+    gathered = self._gather()
+    return list(zip(gathered.objects, gathered.names))
+
   def _gather(self):
     gathered = self._breadth_first_traversal()
     _gather_slot_variables(gathered)

@@ -18,6 +18,7 @@ from tf_objckpt import data_structures
 from tf_objckpt import functional_saver
 from tf_objckpt import object_graph_check
 from tf_objckpt import object_identity
+from tf_objckpt import restore_report
 from tf_objckpt import saveable_object_util
 
 
@@ -63,11 +64,33 @@ class _LoadStatus(abc.ABC):
     """Silences the warning about values left unrestored."""
     return self
 
+  @abc.abstractmethod
+  def report(self):
+    """A `RestoreReport`: what was restored, left over, and left without."""
+
 
 def _objects_with_values(objects):
   """The objects that save values of their own (not only dependencies)."""
   return [obj for obj in objects
           if saveable_object_util.saveable_objects_from_trackable(obj)]
+
+
+def _describe_objects(graph_view, objects):
+  """Each object as "path (shape) dtype" (its program path), one per item."""
+  paths = object_identity.ObjectIdentityDictionary()
+  for obj, path in graph_view.objects_with_paths():
+    paths[obj] = path
+  described = []
+  for obj in objects:
+    path = paths.get(obj)
+    text = (path or "(root)") if path is not None else repr(obj)
+    shape, dtype = getattr(obj, "shape", None), getattr(obj, "dtype", None)
+    if shape is not None and getattr(shape, "rank", None) is not None:
+      text += " " + restore_report.shape_text(shape.as_list())
+    if dtype is not None and hasattr(dtype, "name"):
+      text += f" {dtype.name}"
+    described.append(text)
+  return described
 
 
 def streaming_restore(status, session=None):
@@ -115,26 +138,94 @@ class CheckpointLoadStatus(_LoadStatus):
         checkpoint was not restored, or an existing object got no value.
     """
     checkpoint = self._checkpoint
-    names = object_graph_check.NodePaths(checkpoint.object_graph_proto)
     self.assert_existing_objects_matched()
     skipped = checkpoint.skipped_slot_node_ids()
-    for node_id, node in enumerate(checkpoint.object_graph_proto.nodes):
-      if (node.attributes and node_id not in skipped and
-          checkpoint.objects_by_node_id.get(node_id) is None):
-        raise AssertionError(
-            f"Unresolved object in checkpoint {names[node_id]}: {node}")
+    unresolved = [
+        node_id for node_id, node in enumerate(
+            checkpoint.object_graph_proto.nodes)
+        if node.attributes and node_id not in skipped and
+        checkpoint.objects_by_node_id.get(node_id) is None]
+    if unresolved:
+      values = self._values(unresolved)
+      raise AssertionError(restore_report.listing(
+          f"Unresolved objects in checkpoint {self._save_path!r}: "
+          f"{restore_report.count_text(len(values), 'value')} in the "
+          "checkpoint were not restored (no object of the program matched "
+          "them):", values))
     if checkpoint.slots_by_variable:
-      raise AssertionError(
-          f"Unresolved slot restorations: {checkpoint.slots_by_variable}")
+      names = self._node_paths()
+      slots = [f"{names[slot.slot_variable_id]}" for slot_list
+               in checkpoint.slots_by_variable.values() for slot in slot_list]
+      raise AssertionError(restore_report.listing(
+          "Unresolved slot restorations: "
+          f"{restore_report.count_text(len(slots), 'slot variable')} wait for "
+          "their variable or optimizer:", slots))
     if checkpoint.unused_attributes:
-      details = "\n".join(
-          f"{names[node_id]} ({checkpoint.objects_by_node_id.get(node_id)}): "
-          f"{attributes}"
-          for node_id, attributes in checkpoint.unused_attributes.items())
-      raise AssertionError(
+      unused = checkpoint.unused_attributes
+      values = self._values(sorted(unused), only=unused)
+      raise AssertionError(restore_report.listing(
           "Unused attributes in these objects (the attributes exist in the "
-          f"checkpoint but were not restored):\n{details}")
+          f"checkpoint but were not restored): "
+          f"{restore_report.count_text(len(values), 'value')}:", values))
     return self
+
+  @property
+  def _save_path(self):
+    return self._checkpoint.values.save_path
+
+  def _node_paths(self):
+    return object_graph_check.NodePaths(self._checkpoint.object_graph_proto,
+                                        separator="/")
+
+  def _values(self, node_ids, only=None, excluding=None):
+    """`ReportedValue`s of the nodes' attributes.
+
+    Args:
+      node_ids: The nodes.
+      only: Optional `{node id: attribute names}` to keep only those.
+      excluding: Optional `{node id: attribute names}` to leave out.
+    """
+    checkpoint = self._checkpoint
+    names = self._node_paths()
+    values = []
+    for node_id in node_ids:
+      for attribute in checkpoint.object_graph_proto.nodes[node_id].attributes:
+        if ((only is not None and attribute.name not in only[node_id]) or
+            (excluding and attribute.name in excluding.get(node_id, ()))):
+          continue
+        key = attribute.checkpoint_key
+        dtype = checkpoint.values.dtypes.get(key)
+        values.append(restore_report.ReportedValue(
+            names[node_id], key, checkpoint.values.shapes.get(key),
+            dtype.name if dtype is not None else None, attribute.name))
+    return values
+
+  def report(self):
+    """What this restore matched so far, as a `RestoreReport`."""
+    checkpoint = self._checkpoint
+    skipped = checkpoint.skipped_slot_node_ids()
+    bound = set(checkpoint.matched_node_ids) - skipped
+    unused = checkpoint.unused_attributes
+    restored = self._values(sorted(bound), excluding=unused)
+    unmatched = self._values(
+        [node_id for node_id in range(len(checkpoint.object_graph_proto.nodes))
+         if node_id not in bound and node_id not in skipped])
+    unmatched += self._values(sorted(unused), only=unused)
+    self._see_objects()
+    return restore_report.RestoreReport(
+        self._save_path, tuple(restored),
+        tuple(sorted(unmatched, key=lambda value: value.key)),
+        tuple(_describe_objects(self._graph_view, self._unmatched_objects())))
+
+  def _see_objects(self):
+    """Records the objects that exist now, for the unmatched-object checks."""
+    checkpoint = self._checkpoint
+    for obj in self._graph_view.list_objects(
+        skip_slot_variables=checkpoint.skip_slot_variables):
+      if (isinstance(obj, data_structures.TrackableDataStructure) and
+          not obj._trackable_children()):  # pylint: disable=protected-access
+        continue
+      checkpoint.seen_objects.add(obj)
 
   def assert_existing_objects_matched(self):
     """Asserts every existing object in the dependency graph got a value.
@@ -145,26 +236,23 @@ class CheckpointLoadStatus(_LoadStatus):
     """
     checkpoint = self._checkpoint
     checkpoint.raise_mismatch()
-    for node_id, node in enumerate(checkpoint.object_graph_proto.nodes):
-      trackable = checkpoint.objects_by_node_id.get(node_id)
-      if (trackable is not None and
-          trackable._update_uid < checkpoint.restore_uid):  # pylint: disable=protected-access
-        raise AssertionError(
-            f"Object {node} not assigned a value from checkpoint.")
-    for obj in self._graph_view.list_objects(
-        skip_slot_variables=checkpoint.skip_slot_variables):
-      if (isinstance(obj, data_structures.TrackableDataStructure) and
-          not obj._trackable_children()):  # pylint: disable=protected-access
-        continue
-      checkpoint.seen_objects.add(obj)
+    not_assigned = [
+        node_id for node_id, trackable in checkpoint.objects_by_node_id.items()
+        if trackable._update_uid < checkpoint.restore_uid]  # pylint: disable=protected-access
+    if not_assigned:
+      names = self._node_paths()
+      raise AssertionError(restore_report.listing(
+          f"Object {names[min(not_assigned)]} not assigned a value from "
+          f"checkpoint {self._save_path!r}; objects not assigned:",
+          [names[node_id] for node_id in sorted(not_assigned)]))
+    self._see_objects()
     unmatched = self._unmatched_objects()
     if unmatched:
-      shown = unmatched[:10]
-      raise AssertionError(
+      raise AssertionError(restore_report.listing(
           f"Found {len(unmatched)} Python objects that were not bound to "
-          "checkpointed values, likely due to changes in the Python program. "
-          f"Showing {len(shown)} of {len(unmatched)} unmatched objects: "
-          f"{shown}")
+          "checkpointed values, likely due to changes in the Python program "
+          f"(checkpoint {self._save_path!r}):",
+          _describe_objects(self._graph_view, unmatched)))
     return self
 
   def _unmatched_objects(self):
@@ -182,10 +270,11 @@ class CheckpointLoadStatus(_LoadStatus):
     if len(self._checkpoint.objects_by_node_id) <= 1:
       unmatched = self._unmatched_objects()
       if unmatched:
-        raise AssertionError(
+        raise AssertionError(restore_report.listing(
             "Only the root object matched the checkpoint: the checkpoint "
-            "probably comes from another program. Objects without a "
-            f"checkpointed value: {unmatched}")
+            f"{self._save_path!r} probably comes from another program. "
+            "Objects without a checkpointed value:",
+            _describe_objects(self._graph_view, unmatched)))
       raise AssertionError(
           "Nothing to load. No dependencies have been added to "
           f"{self._graph_view.root} yet.")
@@ -272,6 +361,12 @@ class InitializationOnlyStatus(_LoadStatus):
         "No checkpoint specified, so no restore ops are available "
         "(save_path=None to Saver.restore).")
 
+  def report(self):
+    """Nothing restored: every object with state is without a value."""
+    objects = _objects_with_values(self._graph_view.list_objects())
+    return restore_report.RestoreReport(
+        None, (), (), tuple(_describe_objects(self._graph_view, objects)))
+
   def initialize_or_restore(self, session=None):
     """Runs the initializers of objects not restored by a later restore."""
     if context.executing_eagerly():
@@ -307,19 +402,66 @@ class NameBasedSaverStatus(_LoadStatus):
 
   def assert_consumed(self):
     """Raises if an attribute or object found no value by name."""
-    unused = [(obj, attributes) for obj, attributes
-              in self._checkpoint.unused_attributes.items()
-              if all(obj is not x for x in self._optionally_restored)]
+    unused = self._unused_attributes()
     if unused:
-      details = "".join(f"\n    {obj}: {attributes}"
-                        for obj, attributes in unused)
-      raise AssertionError(
-          f"Some objects had attributes which were not restored: {details}")
+      described = _describe_objects(self._graph_view,
+                                    [obj for obj, _ in unused])
+      raise AssertionError(restore_report.listing(
+          "Some objects had attributes which were not restored: "
+          f"{restore_report.count_text(len(unused), 'object')} found no "
+          f"value in checkpoint "
+          f"{self._checkpoint.save_path!r} for these names:",
+          [f"{text}: {', '.join(attributes)}"
+           for text, (_, attributes) in zip(described, unused)]))
+    not_restored = self._objects_not_restored()
+    if not_restored:
+      raise AssertionError(restore_report.listing(
+          "Object not restored: "
+          f"{restore_report.count_text(len(not_restored), 'object')} got no "
+          "value "
+          f"from checkpoint {self._checkpoint.save_path!r}:",
+          _describe_objects(self._graph_view, not_restored)))
+    return self
+
+  def _unused_attributes(self):
+    return [(obj, attributes) for obj, attributes
+            in self._checkpoint.unused_attributes.items()
+            if all(obj is not x for x in self._optionally_restored)]
+
+  def _objects_not_restored(self):
+    not_restored = []
     for obj in self._graph_view.list_objects():
       obj._maybe_initialize_trackable()  # pylint: disable=protected-access
       if obj._update_uid < self._checkpoint.restore_uid:  # pylint: disable=protected-access
-        raise AssertionError(f"Object not restored: {obj}")
-    return self
+        not_restored.append(obj)
+    return not_restored
+
+  def report(self):
+    """What this restore matched so far, as a `RestoreReport`."""
+    checkpoint = self._checkpoint
+    values = checkpoint.values()
+    restored = []
+    for obj, path in self._graph_view.objects_with_paths():
+      if getattr(obj, "_update_uid", -1) < checkpoint.restore_uid:
+        continue
+      for saveable in checkpoint.globally_named_object_attributes(
+          obj, record_unused=False):
+        restored.extend(restore_report.ReportedValue(
+            path or "(root)", spec.name, values.shapes.get(spec.name),
+            values.dtypes[spec.name].name)
+                        for spec in saveable.specs
+                        if spec.name in values.dtypes)
+    restored_keys = {value.key for value in restored}
+    unmatched = [restore_report.ReportedValue(
+        key, key, values.shapes[key], values.dtypes[key].name)
+                 for key in sorted(values.dtypes) if key not in restored_keys]
+    without = [obj for obj, _ in self._unused_attributes()]
+    without += [obj for obj in _objects_with_values(
+        self._objects_not_restored()) if all(obj is not x for x in without)
+                and all(obj is not x for x in self._optionally_restored)]
+    return restore_report.RestoreReport(
+        checkpoint.save_path, tuple(restored), tuple(unmatched),
+        tuple(_describe_objects(self._graph_view, without)))
 
   def assert_existing_objects_matched(self):
     return self.assert_consumed()

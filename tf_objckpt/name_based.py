@@ -53,12 +53,20 @@ class NameBasedRestoreCoordinator:
     # Trackable -> its saveables, checked by `check` before any restore.
     self._checked = object_identity.ObjectIdentityDictionary()
 
-  def globally_named_object_attributes(self, trackable):
+  def values(self):
+    """The checkpoint's dtypes and shapes (a `CheckpointValues`)."""
+    if self._values is not None:
+      return self._values
+    return functional_saver.CheckpointValues(
+        self.save_path, functional_saver.open_reader(self.save_path),
+        self.save_path)
+
+  def globally_named_object_attributes(self, trackable, record_unused=True):
     """Yields saveables named by global (variable) names for `trackable`.
 
     Attributes with no global name are recorded as unused (unless their
-    restore is optional), so assertions fail for them. Names are matched
-    to checkpoint keys by `name_matching`.
+    restore is optional, or `record_unused` is False), so assertions fail
+    for them. Names are matched to checkpoint keys by `name_matching`.
     """
     keras_variable = _keras3_variable_value(trackable)
     key = keras_variable is not None and self._match(trackable.path, True)
@@ -73,7 +81,8 @@ class NameBasedRestoreCoordinator:
         try:
           saveable = factory()
         except TypeError:
-          if not getattr(factory(""), "optional_restore", False):
+          if record_unused and not getattr(factory(""), "optional_restore",
+                                           False):
             self._record_unused(trackable, attribute)
           continue
       else:

@@ -14,6 +14,7 @@ nodes are named by their path from the root only when a message needs them
 import bisect
 
 from tensorflow.python.framework import errors
+from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import restore_plan
 
@@ -24,14 +25,16 @@ _MAX_PROBLEMS_IN_MESSAGE = 20
 class NodePaths:
   """Names nodes by their shortest path from the root, on demand.
 
-  Indexing gives names such as "(root).model.layer.kernel"; a slot variable
-  is named as TensorFlow names it, "<optimizer>'s state '<slot>' for
-  <variable>". Only the parent of each node is stored, so naming a node
+  Indexing gives names such as "(root).model.layer.kernel" (with
+  `separator="/"`, "model/layer/kernel", the root being "(root)"); a slot
+  variable is named as TensorFlow names it, "<optimizer>'s state '<slot>'
+  for <variable>". Only the parent of each node is stored, so naming a node
   costs its depth and naming none costs nothing.
   """
 
-  def __init__(self, object_graph_proto):
+  def __init__(self, object_graph_proto, separator="."):
     self._proto = object_graph_proto
+    self._separator = separator
     self._parents = None  # node id -> (parent id, local name), or a slot.
 
   def __len__(self):
@@ -57,8 +60,10 @@ class NodePaths:
                 f"{self._name(link.variable_id, naming)}" +
                 "".join(reversed(parts)))
       parent, local_name = link
-      parts.append("." + local_name)
+      parts.append(self._separator + local_name)
       current = parent
+    if self._separator == "/":
+      return "".join(reversed(parts))[1:] or "(root)"
     return "(root)" + "".join(reversed(parts))
 
   def _find_parents(self):
@@ -149,6 +154,25 @@ class _KeyLookup:
       self._sorted = sorted(self._keys)
     index = bisect.bisect_left(self._sorted, key)
     return index < len(self._sorted) and self._sorted[index].startswith(key)
+
+
+def unreferenced_keys(object_graph_proto, stored_keys):
+  """The stored keys no attribute of the object graph names, sorted.
+
+  A key counts as named when an attribute names it or a prefix of it (the
+  keys of a legacy saveable's tensors). The object graph's own key is not
+  listed.
+  """
+  named = sorted({attribute.checkpoint_key
+                  for node in object_graph_proto.nodes
+                  for attribute in node.attributes})
+  unreferenced = []
+  for key in sorted(stored_keys):
+    index = bisect.bisect_right(named, key)
+    if key != tf_base.OBJECT_GRAPH_PROTO_KEY and not (
+        index and key.startswith(named[index - 1])):
+      unreferenced.append(key)
+  return unreferenced
 
 
 def check_object_graph(object_graph_proto, save_path, stored_keys):

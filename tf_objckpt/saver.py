@@ -35,6 +35,7 @@ from tf_objckpt import commit
 from tf_objckpt import functional_saver
 from tf_objckpt import restore_plan
 from tf_objckpt import saver_builders
+from tf_objckpt import transfer_log
 # Re-exported: the builders are part of this module's API, as in TensorFlow.
 from tf_objckpt.saver_builders import BaseSaverBuilder  # pylint: disable=unused-import
 from tf_objckpt.saver_builders import BulkSaverBuilder  # pylint: disable=unused-import
@@ -446,6 +447,7 @@ class Saver(object):
                                save_debug_info=save_debug_info)
 
     saved = None
+    started = transfer_log.start()
     if not self._is_empty:
       # The meta graph is written before the state file moves (TensorFlow
       # writes it after): a save that fails leaves neither.
@@ -480,7 +482,10 @@ class Saver(object):
         ) from exc
     elif meta_file:
       write_meta_graph_file()
-    return None if self._is_empty else saved
+    if self._is_empty:
+      return None
+    transfer_log.saved(saved, started)
+    return saved
 
   def _record_state(self, saved, save_dir, latest_filename):
     """Lists `saved` as the latest checkpoint, in memory and in the file.
@@ -614,8 +619,10 @@ class Saver(object):
       raise ValueError(
           "The passed save_path is not a valid checkpoint: " + prefix)
     logging.info("Restoring parameters from %s", prefix)
+    started = transfer_log.start()
     try:
-      self._restore_by_name(sess, save_path)
+      with checkpoint_management.explaining_directories(prefix):
+        self._restore_by_name(sess, save_path)
     except errors.NotFoundError as err:
       # Names changed, or the checkpoint is object-based: then its object
       # graph maps the variable names to its keys.
@@ -632,6 +639,20 @@ class Saver(object):
       ) from None
     except (errors.DataLossError, errors.OutOfRangeError) as err:
       raise functional_saver.damage_named(prefix, err) from err
+    if transfer_log.enabled():
+      transfer_log.restored(prefix, started, self._restored_values(prefix))
+
+  def _restored_values(self, prefix):
+    """(shape, dtype name) of each value a restore of `prefix` read."""
+    plan = None
+    if not context.executing_eagerly():
+      plan = self._restore_plan(ops.get_default_graph())
+    values = functional_saver.CheckpointValues(
+        prefix, functional_saver.open_reader(prefix), prefix)
+    keys = ([entry.key for entry in plan.entries] if plan is not None
+            else list(values.shapes))
+    return [(values.shapes[key], values.dtypes[key].name) for key in keys
+            if key in values.shapes]
 
 
 # ----------------------------------------------------------------------------

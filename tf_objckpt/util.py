@@ -46,6 +46,7 @@ from tf_objckpt import object_graph_check
 from tf_objckpt import restore
 from tf_objckpt import restore_coordinator
 from tf_objckpt import tracking
+from tf_objckpt import transfer_log
 # Re-exported: the load statuses are part of this module's API, as in
 # TensorFlow.
 from tf_objckpt.load_status import CheckpointLoadStatus  # pylint: disable=unused-import
@@ -363,9 +364,12 @@ class TrackableSaver:
     prefix, base = file_prefix, None
     if checkpoint_number:
       prefix, base = f"{file_prefix}-{checkpoint_number:d}", file_prefix
+    started = transfer_log.start()
     with _garbage_collection_paused(), commit.saving(
         prefix, base=base, make_directory=True):
-      return self._save(file_prefix, checkpoint_number, session, options)
+      path = self._save(file_prefix, checkpoint_number, session, options)
+    transfer_log.saved(prefix, started)
+    return path
 
   def _save(self, file_prefix, checkpoint_number, session, options):
     use_session = (not context.executing_eagerly() and
@@ -421,11 +425,16 @@ class TrackableSaver:
     if save_path is None:
       return load_status.InitializationOnlyStatus(self._graph_view,
                                                   restore_uid=ops.uid())
+    save_path = compat.as_str(os.fspath(save_path))
+    started = transfer_log.start()
     with _garbage_collection_paused():
-      return self._restore(compat.as_str(os.fspath(save_path)), options)
+      status = self._restore(save_path, options)
+    transfer_log.restored_status(save_path, started, status)
+    return status
 
   def _restore(self, save_path, options):
-    reader = functional_saver.open_reader(save_path)
+    with checkpoint_management.explaining_directories(save_path):
+      reader = functional_saver.open_reader(save_path)
     object_graph_proto = functional_saver.read_object_graph(reader, save_path)
     if object_graph_proto is None:
       return name_based.restore_by_names(

@@ -289,7 +289,7 @@ def test_dropped_status_warns_about_unrestored_values(tmp_path, scenario):
         tmp_path / impl, lib.Checkpoint, scenario, expect_partial=False)
     lines[impl] = _value_lines(messages)
     if lines[impl]:
-      assert any("expect_partial" in m for m in messages), messages
+      assert any("expect_partial()" in m for m in messages), messages
   assert lines["ours"] == lines["tf"]
   should_warn = scenario not in ("exact_match", "extra_variable_in_program")
   assert bool(lines["ours"]) == should_warn
@@ -301,7 +301,7 @@ def test_expect_partial_silences_the_warning(tmp_path, scenario):
     messages = _unrestored_value_warnings(
         tmp_path / impl, lib.Checkpoint, scenario, expect_partial=True)
     assert not _value_lines(messages), (impl, messages)
-    assert not any("expect_partial" in m for m in messages), (impl, messages)
+    assert not any("expect_partial()" in m for m in messages), (impl, messages)
 
 
 def test_warning_names_the_unrestored_paths(tmp_path):

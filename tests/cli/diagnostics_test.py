@@ -1,0 +1,247 @@
+"""Messages a person can act on: assertion texts, restore reports, logging.
+
+Where TensorFlow has the same situation, both libraries raise the same
+error types; ours say more: object paths with shapes and dtypes, one per
+line, and, for a directory given as a prefix, its latest checkpoint.
+"""
+
+import contextlib
+import logging as py_logging
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import testlib as tl
+import tf_objckpt
+from tf_objckpt import restore_report
+
+
+def _tree(impl, with_bias=True, with_extra=True, other=False):
+  root = tl.IMPLS[impl].AutoTrackable()
+  root.inner = tl.IMPLS[impl].AutoTrackable()
+  root.inner.kernel = tf.Variable(np.ones((3, 4), np.float32))
+  if with_bias:
+    root.inner.bias = tf.Variable([1.0])
+  if with_extra:
+    root.extra = tf.Variable(3)
+  if other:
+    root.other = tf.Variable([5.0, 6.0])
+  return root
+
+
+@pytest.fixture(name="written")
+def _written(tmp_path):
+  return tf_objckpt.Checkpoint(model=_tree("ours")).write(
+      str(tmp_path / "ckpt"))
+
+
+def _restore_both(path, **tree_args):
+  """`{impl: status}` of reading `path` into the same partial program."""
+  return {impl: tl.IMPLS[impl].Checkpoint(model=_tree(impl, **tree_args))
+                .read(path) for impl in ("tf", "ours")}
+
+
+def test_report_says_what_was_restored_and_what_was_not(written):
+  status = tf_objckpt.Checkpoint(model=_tree(
+      "ours", with_bias=False, with_extra=False, other=True)).read(written)
+  report = status.report()
+  assert [str(value) for value in report.restored] == [
+      "model/inner/kernel (3, 4) float32"]
+  assert [value.key for value in report.unmatched] == [
+      "model/extra/.ATTRIBUTES/VARIABLE_VALUE",
+      "model/inner/bias/.ATTRIBUTES/VARIABLE_VALUE"]
+  assert report.objects_without_values == ("model/other (2,) float32",)
+  assert not report.complete
+  assert str(report) == (
+      f"Restore from {written!r}: 1 value restored, 2 checkpoint values "
+      "unmatched, 1 object without a value.\n"
+      "Restored:\n  model/inner/kernel (3, 4) float32\n"
+      "In the checkpoint, not restored:\n  model/extra () int32\n"
+      "  model/inner/bias (1,) float32\n"
+      "Objects without a value:\n  model/other (2,) float32")
+  status.expect_partial()
+
+  complete = tf_objckpt.Checkpoint(model=_tree("ours")).read(written).report()
+  assert complete.complete and len(complete.restored) == 3
+  assert set(tf_objckpt.Checkpoint(model=_tree("ours")).restore(
+      None).report().objects_without_values) == {
+          "model/inner/kernel (3, 4) float32", "model/inner/bias (1,) float32",
+          "model/extra () int32", "save_counter () int64"}
+
+
+def test_unrestored_values_are_listed_by_object_path(written):
+  statuses = _restore_both(written, with_bias=False, with_extra=False)
+  outcomes = {impl: tl.outcome(status.assert_consumed)
+              for impl, status in statuses.items()}
+  assert outcomes["tf"].name == outcomes["ours"].name == "AssertionError"
+  assert str(outcomes["ours"].error) == (
+      f"Unresolved objects in checkpoint {written!r}: 2 values in the "
+      "checkpoint were not restored (no object of the program matched "
+      "them):\n  model/extra () int32\n  model/inner/bias (1,) float32")
+  for status in statuses.values():
+    status.assert_existing_objects_matched().expect_partial()
+
+
+def test_unmatched_objects_are_listed_by_object_path(written):
+  statuses = _restore_both(written, other=True)
+  outcomes = {impl: tl.outcome(status.assert_existing_objects_matched)
+              for impl, status in statuses.items()}
+  assert outcomes["tf"].name == outcomes["ours"].name == "AssertionError"
+  message = str(outcomes["ours"].error)
+  assert message.startswith("Found 1 Python objects that were not bound to "
+                            "checkpointed values")
+  assert message.endswith(":\n  model/other (2,) float32")
+  assert "numpy=" not in message
+
+
+def test_only_root_matched_lists_the_objects_without_values(written):
+  errors = {}
+  for impl in ("tf", "ours"):
+    status = tl.IMPLS[impl].Checkpoint(
+        unrelated=tf.Variable([1.0, 2.0])).read(written)
+    errors[impl] = tl.outcome(status.assert_nontrivial_match).error
+    status.expect_partial()
+  assert type(errors["tf"]) is type(errors["ours"]) is AssertionError
+  assert str(errors["ours"]).endswith(
+      "Objects without a checkpointed value:\n  unrelated (2,) float32")
+
+
+def test_long_lists_are_cut_with_a_count(tmp_path):
+  variables = {f"v{index:02d}": tf.Variable(float(index))
+               for index in range(30)}
+  path = tf_objckpt.Checkpoint(**variables).write(str(tmp_path / "many"))
+  statuses = {impl: tl.IMPLS[impl].Checkpoint().read(path)
+              for impl in ("tf", "ours")}
+  outcomes = {impl: tl.outcome(status.assert_consumed)
+              for impl, status in statuses.items()}
+  assert outcomes["tf"].name == outcomes["ours"].name == "AssertionError"
+  lines = str(outcomes["ours"].error).split("\n")
+  assert lines[0].endswith("30 values in the checkpoint were not restored "
+                           "(no object of the program matched them):")
+  assert lines[1:3] == ["  v00 () float32", "  v01 () float32"]
+  assert len(lines) == 1 + restore_report.MAX_LINES + 1
+  assert lines[-1] == "  ... and 10 more"
+  for status in statuses.values():
+    status.expect_partial()
+
+
+def test_name_based_messages_keep_tensorflows_phrase(tmp_path):
+  with tl.GraphProgram("tf") as program:
+    tf.compat.v1.get_variable("dense/kernel", initializer=[[1.0, 2.0]])
+    program.session.run(tf.compat.v1.global_variables_initializer())
+    path = tf.compat.v1.train.Saver().save(program.session,
+                                           str(tmp_path / "names"))
+  messages = {}
+  for impl in ("tf", "ours"):
+    module = tf.Module()
+    module.kernel = tf.Variable([[0.0, 0.0]], name="dense/kernel")
+    module.bias = tf.Variable([0.0], name="dense/bias")
+    status = tl.IMPLS[impl].Checkpoint(model=module).restore(path)
+    outcome = tl.outcome(status.assert_consumed)
+    assert outcome.name == "AssertionError"
+    messages[impl] = str(outcome.error)
+  assert (messages["tf"].split(":")[0] == messages["ours"].split(":")[0] ==
+          "Some objects had attributes which were not restored")
+  assert messages["ours"].endswith(
+      f"1 object found no value in checkpoint {path!r} for these names:\n"
+      "  model/bias (1,) float32: dense/bias")
+  report = status.report()
+  assert [str(value) for value in report.restored] == [
+      "model/kernel (1, 2) float32 <- 'dense/kernel'"]
+  assert report.objects_without_values == ("model/bias (1,) float32",)
+
+
+@pytest.mark.parametrize("with_checkpoint", [True, False],
+                         ids=["latest", "empty"])
+def test_directory_given_as_a_prefix(tmp_path, with_checkpoint):
+  directory = str(tmp_path)
+  latest = None
+  if with_checkpoint:
+    latest = tf_objckpt.Checkpoint(v=tf.Variable(1.0)).save(
+        os.path.join(directory, "ckpt"))
+  errors = {}
+  for impl in ("tf", "ours"):
+    checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(0.0))
+    errors[impl, "restore"] = tl.outcome(checkpoint.restore, directory).error
+    errors[impl, "read"] = tl.outcome(checkpoint.read, directory).error
+    with tl.GraphProgram(impl) as program:
+      variable = tf.compat.v1.get_variable("v", initializer=0.0)
+      saver = tl.IMPLS[impl].Saver([variable])
+      errors[impl, "Saver.restore"] = tl.outcome(
+          saver.restore, program.session, directory).error
+  for call in ("restore", "read", "Saver.restore"):
+    assert type(errors["tf", call]) is type(errors["ours", call]), call
+    message = str(errors["ours", call])
+    assert f"{directory!r} is a directory, not a checkpoint prefix" in message
+    if with_checkpoint:
+      assert f"its latest checkpoint is {latest!r}" in message
+    else:
+      assert "holds no checkpoint" in message
+
+
+class _Records(py_logging.Handler):
+  """Records what passes TensorFlow's logger at its current level."""
+
+  def __init__(self):
+    super().__init__(level=py_logging.DEBUG)
+    self.messages = []
+
+  def emit(self, record):
+    self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _tensorflow_logs(level=None):
+  logger = tf.get_logger()
+  handler, previous = _Records(), logger.level
+  logger.addHandler(handler)
+  if level is not None:
+    logger.setLevel(level)
+  try:
+    yield handler.messages
+  finally:
+    logger.removeHandler(handler)
+    logger.setLevel(previous)
+
+
+def _save_and_restore(impl, directory):
+  checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(np.zeros(256)))
+  path = checkpoint.save(os.path.join(directory, "ckpt"))
+  checkpoint.restore(path).assert_consumed()
+  with tl.GraphProgram(impl) as program:
+    variable = tf.compat.v1.get_variable("w", initializer=np.ones(8))
+    saver = tl.IMPLS[impl].Saver([variable])
+    program.session.run(variable.initializer)
+    saved = saver.save(program.session, os.path.join(directory, "names"))
+    saver.restore(program.session, saved)
+  return path, saved
+
+
+def test_nothing_more_is_logged_by_default(tmp_path):
+  logged = {}
+  for impl in ("tf", "ours"):
+    with _tensorflow_logs() as messages:
+      _save_and_restore(impl, str(tmp_path / impl))
+    logged[impl] = messages
+  assert logged["ours"] == logged["tf"]
+
+
+def test_each_save_and_restore_logs_one_info_line(tmp_path):
+  with _tensorflow_logs(py_logging.INFO) as messages:
+    path, saved = _save_and_restore("ours", str(tmp_path))
+  ours = [message for message in messages
+          if re.match(r"(Saved|Restored) checkpoint ", message)]
+  number = r"[\d.]+"
+  assert len(ours) == 4, messages
+  for message, (action, prefix, values, size) in zip(ours, [
+      ("Saved", path, 2, None), ("Restored", path, 2, 256 * 8 + 8),
+      ("Saved", saved, 1, 64), ("Restored", saved, 1, 64)]):
+    match = re.fullmatch(
+        rf"{action} checkpoint {re.escape(prefix)}: {values} values, "
+        rf"(\d+) bytes in {number} s \({number} MB/s\)", message)
+    assert match, message
+    if size is not None:
+      assert int(match.group(1)) == size

@@ -1,0 +1,228 @@
+"""What a checkpoint holds, for the command line tools: values, objects, files.
+
+`find_checkpoint` turns a prefix or a directory into a checkpoint prefix, and
+`open_listing` describes that checkpoint through the I/O engine: each value's
+key, dtype, shape, bytes and data file, and, for object-based checkpoints, the
+object graph with each object's path ("model/layer/kernel") and, where the
+checkpoint records it, the Python class that saved it. Works on checkpoints
+written by TensorFlow or by tf_objckpt, object-based or name-based.
+"""
+
+import json
+import os
+from typing import NamedTuple, Optional
+
+import numpy as np
+from tensorflow.python.framework import errors
+from tensorflow.python.lib.io import file_io
+from tensorflow.python.trackable import base as tf_base
+
+from tf_objckpt import checkpoint_management
+from tf_objckpt import functional_saver
+from tf_objckpt import object_graph_check
+
+OBJECT_GRAPH_KEY = tf_base.OBJECT_GRAPH_PROTO_KEY
+_ATTRIBUTES = "/.ATTRIBUTES/"
+_CONFIG_ATTRIBUTE = "OBJECT_CONFIG_JSON"
+
+
+class NoCheckpointError(Exception):
+  """The path holds no checkpoint (a usage error for the tools)."""
+
+
+def find_checkpoint(path):
+  """The checkpoint prefix `path` names, and how it was found.
+
+  Args:
+    path: A checkpoint prefix, or a directory (its latest checkpoint).
+
+  Returns:
+    `(prefix, note)`; `note` says which checkpoint of a directory was
+    taken, or is None for a prefix.
+
+  Raises:
+    NoCheckpointError: If there is no checkpoint at `path`.
+  """
+  path = os.fspath(path)
+  if file_io.is_directory(path):
+    latest = checkpoint_management.latest_checkpoint(path)
+    if latest is None:
+      raise NoCheckpointError(
+          f"{path!r} is a directory without checkpoints (no 'checkpoint' "
+          "state file names one).")
+    return latest, (f"{path!r} is a directory; using its latest checkpoint "
+                    f"{latest!r}.")
+  if not (file_io.file_exists(path + ".index") or file_io.file_exists(path)
+          or file_io.get_matching_files(path + ".data-*")):
+    raise NoCheckpointError(f"No checkpoint found at {path!r}.")
+  return path, None
+
+
+class Value(NamedTuple):
+  """One value of a checkpoint."""
+  key: str
+  dtype: str
+  shape: tuple
+  bytes: int
+  file: str  # The data file holding it ("" if unknown).
+  object_path: Optional[str] = None  # Its object's path, object-based only.
+  attribute: Optional[str] = None  # Its attribute name, object-based only.
+
+  def describe(self):
+    """"float32 (3, 4) 48 B"."""
+    return f"{self.dtype} {format_shape(self.shape)} {format_bytes(self.bytes)}"
+
+
+def format_shape(shape):
+  return "(" + ", ".join(str(dim) for dim in shape) + (
+      ",)" if len(shape) == 1 else ")")
+
+
+def format_bytes(count):
+  """"48 B", "1.5 KiB", "2.0 GiB"."""
+  size = float(count)
+  for unit in ("B", "KiB", "MiB", "GiB"):
+    if size < 1024 or unit == "GiB":
+      return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
+    size /= 1024
+
+
+class Listing:
+  """A checkpoint's values, files and (object-based) object graph."""
+
+  def __init__(self, path, reader, index, object_graph,
+               object_graph_error=None):
+    self.path = path
+    self.index = index  # The engine's `IndexListing`, or None (V1).
+    self.object_graph = object_graph  # A TrackableObjectGraph, or None.
+    # Why a stored object graph could not be read (`open_listing(strict=False)`).
+    self.object_graph_error = object_graph_error
+    self.num_shards = index.num_shards if index else 1
+    # The engine's reader: dtypes, shapes and single values.
+    self.checkpoint = functional_saver.CheckpointValues(path, reader, path)
+    self.values = _values(path, self.checkpoint, index)
+    self.node_paths = (object_graph_check.NodePaths(object_graph, "/")
+                       if object_graph is not None else None)
+    if object_graph is not None:
+      self._name_values()
+
+  @property
+  def object_based(self):
+    return self.object_graph is not None
+
+  def data_files(self):
+    """Every data file of the checkpoint (V2), in shard order."""
+    return [functional_saver.data_filename(self.path, shard, self.num_shards)
+            for shard in range(self.num_shards)]
+
+  def stored_values(self):
+    """The values other than the object graph, in key order."""
+    return [value for key, value in sorted(self.values.items())
+            if key != OBJECT_GRAPH_KEY]
+
+  def python_class(self, node_id):
+    """The class that saved a node, where the checkpoint records it."""
+    node = self.object_graph.nodes[node_id]
+    if node.registered_saver.name:
+      return node.registered_saver.name
+    for attribute in node.attributes:
+      if attribute.name == _CONFIG_ATTRIBUTE:
+        try:
+          config = json.loads(self.read_numpy(attribute.checkpoint_key))
+        except (ValueError, errors.OpError):
+          return None
+        return config.get("class_name") if isinstance(config, dict) else None
+    return None
+
+  def read_numpy(self, key):
+    """One value as numpy (strings as bytes)."""
+    return self.checkpoint.python_value(key)
+
+  def _name_values(self):
+    for node_id, node in enumerate(self.object_graph.nodes):
+      for attribute in node.attributes:
+        value = self.values.get(attribute.checkpoint_key)
+        if value is not None:
+          self.values[attribute.checkpoint_key] = value._replace(
+              object_path=self.node_paths[node_id], attribute=attribute.name)
+
+  def find_key(self, name):
+    """The key of `name`: a checkpoint key, or an object path with one value.
+
+    Raises:
+      KeyError: If nothing matches; the message lists close keys.
+    """
+    if name in self.values:
+      return name
+    if self.object_based:
+      matches = [value.key for value in self.values.values()
+                 if value.object_path == name]
+      if len(matches) == 1:
+        return matches[0]
+      if matches:
+        raise KeyError(f"{name!r} holds several values; name one of their "
+                       f"keys: {', '.join(sorted(matches))}")
+    raise KeyError(f"No value {name!r} in checkpoint {self.path!r}.")
+
+
+def _values(path, checkpoint, index):
+  """`{key: Value}` of every value of the checkpoint."""
+  values = {}
+  for key, shape in checkpoint.shapes.items():
+    dtype = checkpoint.dtypes[key]
+    entry = index.entries.get(key) if index else None
+    if entry is not None and not entry.slices:
+      size = entry.size
+      file = functional_saver.data_filename(path, entry.shard_id,
+                                            index.num_shards)
+    else:
+      size = functional_saver.byte_size(shape, dtype)
+      file = path if index is None else ""
+    values[key] = Value(key, dtype.name, tuple(shape), int(size), file)
+  return values
+
+
+def open_listing(path, strict=True):
+  """Describes the checkpoint at prefix `path`.
+
+  Args:
+    path: A checkpoint prefix.
+    strict: Whether a damaged object graph raises; if not, the listing is
+      name-based and keeps the error as `object_graph_error`.
+
+  Raises:
+    NotFoundError: If there is no checkpoint there.
+    DataLossError: If its index (or, strict, its object graph) is damaged.
+  """
+  reader = functional_saver.open_reader(path)
+  index = functional_saver.list_index(path)
+  try:
+    object_graph = functional_saver.read_object_graph(reader, path)
+  except errors.DataLossError as e:
+    if strict:
+      raise
+    return Listing(path, reader, index, None, object_graph_error=e)
+  return Listing(path, reader, index, object_graph)
+
+
+def summarize(value, max_items=10):
+  """A short text of a numpy value: all of it if small, else statistics."""
+  array = np.asarray(value)
+  if array.size <= max_items:
+    return np.array2string(array, separator=", ", threshold=max_items)
+  flat = array.reshape(-1)
+  head = ", ".join(_item(item) for item in flat[:max_items // 2])
+  text = f"[{head}, ...] ({array.size} values"
+  if np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_:
+    numbers = flat.astype(np.float64)
+    text += (f"; min {numbers.min():.6g}, max {numbers.max():.6g}, "
+             f"mean {numbers.mean():.6g}")
+  return text + ")"
+
+
+def _item(item):
+  if isinstance(item, bytes):
+    return repr(item)
+  if isinstance(item, (float, np.floating)):
+    return f"{item:.6g}"
+  return f"{item}"

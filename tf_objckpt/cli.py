@@ -1,0 +1,184 @@
+"""The `tf-objckpt` command line: inspect, verify, diff and convert checkpoints.
+
+Run as `python -m tf_objckpt COMMAND` or `tf-objckpt COMMAND`. A PATH is a
+checkpoint prefix or a directory (its latest checkpoint is used, and the
+tool says which). Exit codes: 0 when all is well; 1 when problems or
+differences are found, a checkpoint too damaged to open included; 2 for
+usage errors and paths that hold no checkpoint.
+"""
+
+import argparse
+import sys
+
+from tensorflow.python.framework import errors
+
+from tf_objckpt import checkpoint_listing
+from tf_objckpt import convert_checkpoint
+from tf_objckpt import diff_checkpoints
+from tf_objckpt import inspect_checkpoint
+from tf_objckpt import verify_checkpoint
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+_PATH_HELP = ("a checkpoint prefix (such as /tmp/train/ckpt-3) or a directory, "
+              "whose latest checkpoint is used")
+
+_EXAMPLES = {
+    "inspect": """example:
+  tf-objckpt inspect /tmp/train            # the latest checkpoint's tree
+  tf-objckpt inspect /tmp/train/ckpt-3 --keys
+  tf-objckpt inspect /tmp/train/ckpt-3 --values model/layer_with_weights-0/kernel""",
+    "verify": """example:
+  tf-objckpt verify /tmp/train/ckpt-3      # exit code 1 if anything is wrong""",
+    "diff": """example:
+  tf-objckpt diff /tmp/train/ckpt-3 /tmp/train/ckpt-4 --atol 1e-6""",
+    "convert": """example:
+  tf-objckpt convert /tmp/legacy/model-7 /tmp/migrated/ckpt \\
+      --objects my_project.models:build_objects --map dense/=encoder/dense/""",
+}
+
+
+def _parser():
+  parser = argparse.ArgumentParser(
+      prog="tf-objckpt",
+      description="Inspect, verify, compare and convert TensorFlow "
+      "checkpoints (object-based or name-based, written by TensorFlow or "
+      "tf_objckpt).",
+      epilog="exit codes: 0 ok; 1 problems or differences found (or a "
+      "checkpoint too damaged to open); 2 usage error or no checkpoint at "
+      "the path. Run 'tf-objckpt COMMAND --help' for each command.")
+  commands = parser.add_subparsers(dest="command", required=True,
+                                   metavar="COMMAND")
+
+  def command(name, summary):
+    return commands.add_parser(
+        name, help=summary, description=summary, epilog=_EXAMPLES[name],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+  inspect = command("inspect", "Show what a checkpoint holds: the object "
+                    "graph as a tree, with dtype, shape and size of each "
+                    "value, and totals.")
+  inspect.add_argument("path", metavar="PATH", help=_PATH_HELP)
+  output = inspect.add_mutually_exclusive_group()
+  output.add_argument("--keys", action="store_true",
+                      help="print a flat list of keys instead of the tree")
+  output.add_argument("--json", action="store_true",
+                      help="print machine-readable JSON")
+  output.add_argument("--values", nargs="+", metavar="KEY",
+                      help="print these values (checkpoint keys or object "
+                      "paths); large ones are summarised")
+
+  verify = command("verify", "Read every value of every shard, checking "
+                   "checksums, and check the object graph's consistency.")
+  verify.add_argument("path", metavar="PATH", help=_PATH_HELP)
+
+  diff = command("diff", "List the differences between two checkpoints: "
+                 "keys, dtypes and shapes, values, object graph.")
+  diff.add_argument("path_a", metavar="A", help=_PATH_HELP)
+  diff.add_argument("path_b", metavar="B", help=_PATH_HELP)
+  diff.add_argument("--atol", type=float, default=0.0,
+                    help="values differing by at most this much are equal "
+                    "(default 0)")
+
+  convert = command("convert", "Turn a name-based (v1 Saver) checkpoint "
+                    "into an object-based one, for the objects a function "
+                    "of yours builds.")
+  convert.add_argument("path", metavar="NAME_BASED_PATH", help=_PATH_HELP)
+  convert.add_argument("out_prefix", metavar="OUT_PREFIX",
+                       help="the prefix to write the object-based checkpoint "
+                       "at")
+  convert.add_argument("--objects", required=True, metavar="MODULE:FUNCTION",
+                       help="a function building the objects: it returns a "
+                       "dict of names to trackables (each a dependency of "
+                       "the checkpoint) or one trackable (the root)")
+  convert.add_argument("--map", action="append", default=[],
+                       metavar="OLD=NEW",
+                       help="checkpoint name OLD holds the variable named "
+                       "NEW, as in init_from_checkpoint's assignment_map; "
+                       "'old/=new/' maps a whole scope (repeatable). Tried "
+                       "after the exact name and the name without the Keras "
+                       "model's scope")
+  convert.add_argument("--allow-partial", action="store_true",
+                       help="write even if some variables or values found no "
+                       "match")
+  return parser
+
+
+def _open(path, strict=True):
+  """Opens the checkpoint at PATH; says which one when given a directory."""
+  prefix, note = checkpoint_listing.find_checkpoint(path)
+  if note:
+    print(note, file=sys.stderr)
+  return checkpoint_listing.open_listing(prefix, strict=strict)
+
+
+def _inspect(args):
+  text, code = inspect_checkpoint.run(
+      _open(args.path), keys=args.keys, as_json_output=args.json,
+      values=args.values)
+  print(text, file=sys.stdout if code == EXIT_OK else sys.stderr)
+  return code
+
+
+def _verify(args):
+  listing = _open(args.path, strict=False)
+  result = verify_checkpoint.verify(listing)
+  print("\n".join(verify_checkpoint.report_lines(listing, result)))
+  return EXIT_PROBLEMS if result.errors else EXIT_OK
+
+
+def _diff(args):
+  listing_a, listing_b = _open(args.path_a), _open(args.path_b)
+  print(f"A: {listing_a.path}\nB: {listing_b.path}")
+  differences = diff_checkpoints.diff(listing_a, listing_b, atol=args.atol)
+  print("\n".join(diff_checkpoints.report_lines(differences, args.atol)))
+  return EXIT_PROBLEMS if differences else EXIT_OK
+
+
+def _convert(args):
+  prefix, note = checkpoint_listing.find_checkpoint(args.path)
+  if note:
+    print(note, file=sys.stderr)
+  try:
+    mapping = convert_checkpoint.parse_mapping(args.map)
+    build = convert_checkpoint.import_function(args.objects)
+  except ValueError as e:
+    print(f"tf-objckpt convert: error: {e}", file=sys.stderr)
+    return EXIT_USAGE
+  try:
+    result = convert_checkpoint.convert(prefix, args.out_prefix, build(),
+                                        mapping,
+                                        allow_partial=args.allow_partial)
+  except ValueError as e:
+    print(f"tf-objckpt convert: {e}", file=sys.stderr)
+    return EXIT_PROBLEMS
+  print("\n".join(result.report_lines()))
+  return EXIT_OK if result.written else EXIT_PROBLEMS
+
+
+_COMMANDS = {"inspect": _inspect, "verify": _verify, "diff": _diff,
+             "convert": _convert}
+
+
+def main(argv=None):
+  """Runs one command; returns its exit code."""
+  args = _parser().parse_args(argv)
+  try:
+    return _COMMANDS[args.command](args)
+  except checkpoint_listing.NoCheckpointError as e:
+    print(f"tf-objckpt {args.command}: {e}", file=sys.stderr)
+    return EXIT_USAGE
+  except errors.NotFoundError as e:
+    print(f"tf-objckpt {args.command}: {e.message}", file=sys.stderr)
+    return EXIT_USAGE
+  except errors.OpError as e:
+    print(f"tf-objckpt {args.command}: {type(e).__name__}: "
+          f"{verify_checkpoint.op_error_text(e)}", file=sys.stderr)
+    return EXIT_PROBLEMS
+
+
+def run():
+  """The console script's entry point."""
+  sys.exit(main())

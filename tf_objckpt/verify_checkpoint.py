@@ -1,0 +1,244 @@
+"""`tf-objckpt verify`: reads every value of a checkpoint and checks its graph.
+
+Every value of every data file is read through the I/O engine's `RestoreV2`
+reads, which check each value's checksum; missing and truncated data files
+are found from the index. The object graph is checked by the same code that
+guards restores (`object_graph_check`): every child, slot and attribute must
+point at something that exists. Values no object refers to are warnings.
+Each problem names its file and key.
+"""
+
+import re
+import sys
+import time
+from typing import NamedTuple
+
+from tensorflow.python.framework import errors
+
+from tf_objckpt import checkpoint_listing
+from tf_objckpt import functional_saver
+from tf_objckpt import object_graph_check
+
+# Values are read in batches of at most this many bytes (and keys), so that
+# memory stays bounded whatever the checkpoint's size.
+_BATCH_BYTES = 256 << 20
+_BATCH_KEYS = 4096
+_MISSING = "data file is missing"
+# Keys of a missing data file named in its problem.
+_KEYS_NAMED_PER_FILE = 5
+
+
+class Problem(NamedTuple):
+  """One finding: an error, or a warning when `warning` is set."""
+  file: str
+  key: str
+  message: str
+  warning: bool = False
+
+  def __str__(self):
+    kind = "warning" if self.warning else "error"
+    key = f" {self.key}:" if self.key else ""
+    return f"{kind}: {self.file}:{key} {self.message}"
+
+
+class Result(NamedTuple):
+  """What `verify` found and how much it read."""
+  problems: list
+  values_read: int
+  bytes_read: int
+  seconds: float
+
+  @property
+  def errors(self):
+    return [problem for problem in self.problems if not problem.warning]
+
+  @property
+  def warnings(self):
+    return [problem for problem in self.problems if problem.warning]
+
+
+class _Progress:
+  """A progress line on stderr, rewritten in place (terminals only)."""
+
+  def __init__(self, total_values, total_bytes, stream=None):
+    self._stream = stream or sys.stderr
+    self._enabled = self._stream.isatty()
+    self._total_values = total_values
+    self._total_bytes = total_bytes
+    self._last = 0.0
+
+  def update(self, values, size):
+    now = time.monotonic()
+    if not self._enabled or now - self._last < 0.2:
+      return
+    self._last = now
+    self._stream.write(
+        f"\rverifying: {values}/{self._total_values} values, "
+        f"{checkpoint_listing.format_bytes(size)} of "
+        f"{checkpoint_listing.format_bytes(self._total_bytes)}")
+    self._stream.flush()
+
+  def done(self):
+    if self._enabled:
+      self._stream.write("\r\033[K")
+      self._stream.flush()
+
+
+def verify(listing, progress_stream=None):
+  """Reads and checks everything of `listing`'s checkpoint.
+
+  Args:
+    listing: A `checkpoint_listing.Listing` (opened with `strict=False`, so
+      that a damaged object graph is reported rather than raised).
+    progress_stream: Where to write the progress line (default stderr);
+      only a terminal gets one.
+
+  Returns:
+    A `Result`.
+  """
+  start = time.monotonic()
+  problems = _file_problems(listing)
+  missing_files = {problem.file for problem in problems
+                   if problem.message.startswith(_MISSING)}
+  to_read = [value for value in _in_file_order(listing)
+             if value.file not in missing_files]
+  progress = _Progress(len(to_read), sum(value.bytes for value in to_read),
+                       progress_stream)
+  values_read = bytes_read = 0
+  for batch in _batches(to_read):
+    problems.extend(_read_problems(listing, batch))
+    values_read += len(batch)
+    bytes_read += sum(value.bytes for value in batch)
+    progress.update(values_read, bytes_read)
+  progress.done()
+  problems.extend(_object_graph_problems(listing))
+  return Result(problems, values_read, bytes_read, time.monotonic() - start)
+
+
+def _file_problems(listing):
+  """Missing and truncated data files, found from the index."""
+  index = listing.index
+  if index is None:
+    return []
+  needed, holders = {}, {}
+  for key, entry in index.entries.items():
+    file = functional_saver.data_filename(listing.path, entry.shard_id,
+                                          index.num_shards)
+    needed[file] = max(needed.get(file, 0), entry.offset + entry.size)
+    holders.setdefault(file, []).append(key)
+  problems = []
+  for file in listing.data_files():
+    size = functional_saver.data_file_size(file)
+    keys = sorted(key for key in holders.get(file, ()) if key in listing.values)
+    if size is None:
+      named = ", ".join(keys[:_KEYS_NAMED_PER_FILE])
+      more = f" and {len(keys) - _KEYS_NAMED_PER_FILE} more" if len(
+          keys) > _KEYS_NAMED_PER_FILE else ""
+      problems.append(Problem(
+          file, "", f"{_MISSING}; it holds {len(keys)} values"
+          + (f" ({named}{more})" if keys else "")))
+    elif size < needed.get(file, 0):
+      problems.append(Problem(
+          file, "", f"data file is truncated: {size} bytes, the index "
+          f"places values up to byte {needed[file]}"))
+  return problems
+
+
+def _in_file_order(listing):
+  """The values, the object graph's included, by data file and offset."""
+  entries = listing.index.entries if listing.index else {}
+
+  def position(value):
+    entry = entries.get(value.key)
+    return (value.file, entry.offset if entry is not None else 0)
+
+  return sorted(listing.values.values(), key=position)
+
+
+def _batches(values):
+  batch, size = [], 0
+  for value in values:
+    if batch and (size + value.bytes > _BATCH_BYTES or
+                  len(batch) >= _BATCH_KEYS):
+      yield batch
+      batch, size = [], 0
+    batch.append(value)
+    size += value.bytes
+  if batch:
+    yield batch
+
+
+def _read_problems(listing, values):
+  """Reads `values`; a failed read is split until each bad value is found."""
+  try:
+    _read(listing, values)
+    return []
+  except errors.OpError as e:
+    if len(values) == 1:
+      value = values[0]
+      return [Problem(value.file or listing.path, value.key,
+                      f"cannot be read: {type(e).__name__}: "
+                      f"{op_error_text(e)}")]
+  half = len(values) // 2
+  return (_read_problems(listing, values[:half]) +
+          _read_problems(listing, values[half:]))
+
+
+def op_error_text(error):
+  """An op error's message without the op's function and node names."""
+  text = re.sub(r"^\{\{[^}]*\}\}\s*", "", error.message)
+  return re.sub(r"\s*\[Op:\w+\]$", "", text)
+
+
+def _read(listing, values):
+  checkpoint = listing.checkpoint
+  functional_saver.eager_restore_v2(
+      listing.path, [value.key for value in values], [""] * len(values),
+      [checkpoint.dtypes[value.key] for value in values],
+      [value.bytes for value in values], "/cpu:0")
+
+
+def _object_graph_problems(listing):
+  """Faults of the object graph, and values no object refers to."""
+  graph_file = getattr(
+      listing.values.get(checkpoint_listing.OBJECT_GRAPH_KEY), "file",
+      listing.path)
+  if listing.object_graph_error is not None:
+    return [Problem(graph_file, checkpoint_listing.OBJECT_GRAPH_KEY,
+                    listing.object_graph_error.message)]
+  if not listing.object_based:
+    return []
+  graph = listing.object_graph
+  problems = [
+      Problem(graph_file, checkpoint_listing.OBJECT_GRAPH_KEY,
+              f"node {node_id} ({listing.node_paths[node_id]}): {problem}")
+      for node_id, problem in object_graph_check.object_graph_problems(
+          graph, listing.values)]
+  problems.extend(
+      Problem(listing.values[key].file or listing.path, key,
+              "no object of the object graph refers to this value",
+              warning=True)
+      for key in object_graph_check.unreferenced_keys(graph, listing.values))
+  return problems
+
+
+def report_lines(listing, result):
+  """The problems, one per line, then a summary line."""
+  lines = [str(problem) for problem in result.problems]
+  count = len(result.errors)
+  size = checkpoint_listing.format_bytes(result.bytes_read)
+  values = result.values_read
+  graph = checkpoint_listing.OBJECT_GRAPH_KEY in listing.values
+  read = (f"{values - 1} values and the object graph" if graph else
+          f"{values} values")
+  summary = (f"{listing.path}: read {read} "
+             f"({size}, {listing.num_shards} shard"
+             f"{'s' * (listing.num_shards != 1)}) in {result.seconds:.2f} s")
+  if count:
+    summary += f"; {count} problem{'s' * (count != 1)} found"
+  else:
+    summary += "; OK"
+  if result.warnings:
+    summary += f", {len(result.warnings)} warning" + (
+        "s" * (len(result.warnings) != 1))
+  return lines + [summary]
