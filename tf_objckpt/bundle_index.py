@@ -34,6 +34,10 @@ class BundleIndex:
   header: tensor_bundle_pb2.BundleHeaderProto
   entries: dict  # Checkpoint key -> BundleEntryProto.
 
+  @property
+  def num_shards(self):
+    return self.header.num_shards
+
   def data_file(self, shard_id):
     """The name of data file `shard_id` of this checkpoint."""
     return data_file_name(self.prefix, shard_id, self.header.num_shards)
@@ -53,6 +57,24 @@ def index_file_name(prefix):
   return prefix + ".index"
 
 
+def read_if_present(prefix):
+  """The index of checkpoint `prefix`, or None if it has no `.index` file.
+
+  V1 checkpoints (and paths that hold no checkpoint) have none.
+  """
+  if not file_io.file_exists(index_file_name(prefix)):
+    return None
+  return read_bundle_index(prefix)
+
+
+def file_size(path):
+  """The size of file `path` in bytes, or None if it does not exist."""
+  try:
+    return file_io.stat(path).length
+  except errors.NotFoundError:
+    return None
+
+
 def read_bundle_index(prefix):
   """Parses the `.index` file of checkpoint `prefix`.
 
@@ -66,11 +88,11 @@ def read_bundle_index(prefix):
   try:
     entries = dict(_table_entries(contents))
     header = tensor_bundle_pb2.BundleHeaderProto.FromString(entries.pop(b""))
-    parsed = {key.decode("utf-8"):
+    parsed = {key.decode("utf-8", "backslashreplace"):
               tensor_bundle_pb2.BundleEntryProto.FromString(value)
               for key, value in entries.items()}
   except (ValueError, KeyError, IndexError, struct.error,
-          UnicodeDecodeError, message.DecodeError) as e:
+          message.DecodeError) as e:
     raise errors.DataLossError(
         None, None, f"The checkpoint index file {path!r} is corrupt or "
         f"truncated: {e}") from e

@@ -18,6 +18,7 @@ from tensorflow.python.lib.io import file_io
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import checkpoint_management
+from tf_objckpt import bundle_index
 from tf_objckpt import functional_saver
 from tf_objckpt import object_graph_check
 
@@ -93,7 +94,7 @@ class Listing:
   def __init__(self, path, reader, index, object_graph,
                object_graph_error=None):
     self.path = path
-    self.index = index  # The engine's `IndexListing`, or None (V1).
+    self.index = index  # A `bundle_index.BundleIndex`, or None (V1).
     self.object_graph = object_graph  # A TrackableObjectGraph, or None.
     # Why a stored object graph could not be read (`open_listing(strict=False)`).
     self.object_graph_error = object_graph_error
@@ -112,7 +113,7 @@ class Listing:
 
   def data_files(self):
     """Every data file of the checkpoint (V2), in shard order."""
-    return [functional_saver.data_filename(self.path, shard, self.num_shards)
+    return [bundle_index.data_file_name(self.path, shard, self.num_shards)
             for shard in range(self.num_shards)]
 
   def stored_values(self):
@@ -173,7 +174,7 @@ def _values(path, checkpoint, index):
     entry = index.entries.get(key) if index else None
     if entry is not None and not entry.slices:
       size = entry.size
-      file = functional_saver.data_filename(path, entry.shard_id,
+      file = bundle_index.data_file_name(path, entry.shard_id,
                                             index.num_shards)
     else:
       size = functional_saver.byte_size(shape, dtype)
@@ -195,7 +196,7 @@ def open_listing(path, strict=True):
     DataLossError: If its index (or, strict, its object graph) is damaged.
   """
   reader = functional_saver.open_reader(path)
-  index = functional_saver.list_index(path)
+  index = bundle_index.read_if_present(path)
   try:
     object_graph = functional_saver.read_object_graph(reader, path)
   except errors.DataLossError as e:

@@ -22,14 +22,12 @@ import hashlib
 import math
 import os
 import threading
-from typing import NamedTuple
 
 from google.protobuf import message
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import function_pb2
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
-from tensorflow.core.protobuf import tensor_bundle_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
@@ -37,7 +35,6 @@ from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import function
 from tensorflow.python.framework import ops
-from tensorflow.python.lib.io import file_io
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import gen_io_ops
@@ -785,111 +782,3 @@ class Saver:
     if context.executing_eagerly():
       return None
     return control_flow_ops.group(restore_ops)
-
-
-# ----------------------------------------------------------------------------
-# Listing a checkpoint's index (for the command line tools).
-# ----------------------------------------------------------------------------
-
-_TABLE_MAGIC = 0xdb4775248b80fb57
-_FOOTER_BYTES = 48  # Two block handles padded to 40 bytes, then the magic.
-_BLOCK_TRAILER_BYTES = 5  # Compression type and checksum.
-
-
-class IndexListing(NamedTuple):
-  """A V2 checkpoint's index: its header and each key's `BundleEntryProto`."""
-  num_shards: int
-  entries: dict  # Key (bytes decoded as str) -> BundleEntryProto.
-
-
-def data_filename(save_path, shard_id, num_shards):
-  """The path of one data file of a V2 checkpoint."""
-  return f"{save_path}.data-{shard_id:05d}-of-{num_shards:05d}"
-
-
-def data_file_size(path):
-  """The size of a data file in bytes, or None if it does not exist."""
-  try:
-    return file_io.stat(path).length
-  except errors.NotFoundError:
-    return None
-
-
-def list_index(save_path):
-  """Reads every entry of a V2 checkpoint's index file, in key order.
-
-  The index is a table of `BundleEntryProto`s (dtype, shape, data file,
-  offset, size and checksum of each value), which the checkpoint reader
-  uses but does not expose. Slices of partitioned variables keep their
-  encoded keys. Returns None for a checkpoint without an index (V1).
-
-  Raises:
-    DataLossError: If the index is damaged.
-  """
-  index_path = save_path + ".index"
-  if not file_io.file_exists(index_path):
-    return None
-  try:
-    data = file_io.read_file_to_string(index_path, binary_mode=True)
-    header, entries = None, {}
-    for key, value in _table_items(data):
-      if not key:
-        header = tensor_bundle_pb2.BundleHeaderProto.FromString(value)
-      else:
-        entries[key.decode("utf-8", "backslashreplace")] = (
-            tensor_bundle_pb2.BundleEntryProto.FromString(value))
-  except (ValueError, IndexError, message.DecodeError) as e:
-    raise errors.DataLossError(
-        None, None, f"The index file {index_path!r} is damaged: {e}") from e
-  if header is None:
-    raise errors.DataLossError(
-        None, None, f"The index file {index_path!r} has no header entry.")
-  return IndexListing(header.num_shards, entries)
-
-
-def _table_items(data):
-  """Yields the (key, value) pairs of a table file's data blocks."""
-  if len(data) < _FOOTER_BYTES or int.from_bytes(
-      data[-8:], "little") != _TABLE_MAGIC:
-    raise ValueError("not a table file (bad footer)")
-  footer = data[-_FOOTER_BYTES:]
-  _, position = _block_handle(footer, 0)  # The (empty) meta index.
-  index_handle, _ = _block_handle(footer, position)
-  for _, handle in _block_items(data, index_handle):
-    yield from _block_items(data, _block_handle(handle, 0)[0])
-
-
-def _block_handle(data, position):
-  offset, position = _varint(data, position)
-  size, position = _varint(data, position)
-  return (offset, size), position
-
-
-def _block_items(data, handle):
-  """The (key, value) pairs of one uncompressed block."""
-  offset, size = handle
-  if offset + size + _BLOCK_TRAILER_BYTES > len(data) or data[offset + size]:
-    raise ValueError(f"bad or compressed block at offset {offset}")
-  block = data[offset:offset + size]
-  num_restarts = int.from_bytes(block[-4:], "little")
-  end = size - 4 - 4 * num_restarts
-  position, key = 0, b""
-  while position < end:
-    shared, position = _varint(block, position)
-    unshared, position = _varint(block, position)
-    value_size, position = _varint(block, position)
-    key = key[:shared] + block[position:position + unshared]
-    position += unshared
-    yield key, block[position:position + value_size]
-    position += value_size
-
-
-def _varint(data, position):
-  result = shift = 0
-  while True:
-    byte = data[position]
-    position += 1
-    result |= (byte & 0x7f) << shift
-    if byte < 0x80:
-      return result, position
-    shift += 7

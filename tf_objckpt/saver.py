@@ -620,27 +620,31 @@ class Saver(object):
           "The passed save_path is not a valid checkpoint: " + prefix)
     logging.info("Restoring parameters from %s", prefix)
     started = transfer_log.start()
+    with checkpoint_management.explaining_directories(prefix):
+      self._restore_naming_errors(sess, prefix)
+    if transfer_log.enabled():
+      transfer_log.restored(prefix, started, self._restored_values(prefix))
+
+  def _restore_naming_errors(self, sess, prefix):
+    """Restores by name, else through an object graph; errors say why."""
     try:
-      with checkpoint_management.explaining_directories(prefix):
-        self._restore_by_name(sess, save_path)
+      self._restore_by_name(sess, prefix)
     except errors.NotFoundError as err:
       # Names changed, or the checkpoint is object-based: then its object
       # graph maps the variable names to its keys.
       try:
-        mapping = object_graph_key_mapping(save_path)
+        mapping = object_graph_key_mapping(prefix)
       except errors.NotFoundError:
         raise _wrap_restore_error_with_msg(
             err, "a Variable name or other graph key that is missing"
         ) from None
-      self._restore_object_based(sess, save_path, mapping)
+      self._restore_object_based(sess, prefix, mapping)
     except errors.InvalidArgumentError as err:
       raise _wrap_restore_error_with_msg(
           err, "a mismatch between the current graph and the graph"
       ) from None
     except (errors.DataLossError, errors.OutOfRangeError) as err:
       raise functional_saver.damage_named(prefix, err) from err
-    if transfer_log.enabled():
-      transfer_log.restored(prefix, started, self._restored_values(prefix))
 
   def _restored_values(self, prefix):
     """(shape, dtype name) of each value a restore of `prefix` read."""

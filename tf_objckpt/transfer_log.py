@@ -12,6 +12,7 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
 
+from tf_objckpt import bundle_index
 from tf_objckpt import functional_saver
 
 
@@ -38,7 +39,7 @@ def saved(path, started):
   if not enabled() or not isinstance(path, (str, bytes)):
     return
   path = compat.as_str(path)
-  index = functional_saver.list_index(path)
+  index = bundle_index.read_if_present(path)
   entries = index.entries if index else {}
   values = len(entries) - (tf_base.OBJECT_GRAPH_PROTO_KEY in entries)
   _log("Saved checkpoint", path, values,

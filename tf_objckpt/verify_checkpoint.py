@@ -16,6 +16,7 @@ from typing import NamedTuple
 from tensorflow.python.framework import errors
 
 from tf_objckpt import checkpoint_listing
+from tf_objckpt import bundle_index
 from tf_objckpt import functional_saver
 from tf_objckpt import object_graph_check
 
@@ -122,13 +123,13 @@ def _file_problems(listing):
     return []
   needed, holders = {}, {}
   for key, entry in index.entries.items():
-    file = functional_saver.data_filename(listing.path, entry.shard_id,
+    file = bundle_index.data_file_name(listing.path, entry.shard_id,
                                           index.num_shards)
     needed[file] = max(needed.get(file, 0), entry.offset + entry.size)
     holders.setdefault(file, []).append(key)
   problems = []
   for file in listing.data_files():
-    size = functional_saver.data_file_size(file)
+    size = bundle_index.file_size(file)
     keys = sorted(key for key in holders.get(file, ()) if key in listing.values)
     if size is None:
       named = ", ".join(keys[:_KEYS_NAMED_PER_FILE])

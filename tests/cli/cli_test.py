@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 import testlib as tl
-from tf_objckpt import functional_saver
+from tf_objckpt import bundle_index
 
 KERNEL = "model/layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -163,7 +163,7 @@ def test_verify_accepts_intact_checkpoints(checkpoints, kind):
 def test_verify_names_the_file_and_key_of_a_damaged_value(checkpoints,
                                                           tmp_path):
   prefix = _copy(checkpoints / "tf", tmp_path / "damaged")
-  entry = functional_saver.list_index(prefix).entries[KERNEL]
+  entry = bundle_index.read_bundle_index(prefix).entries[KERNEL]
   with open(_data_file(prefix), "r+b") as f:
     f.seek(entry.offset + 3)
     byte = f.read(1)
