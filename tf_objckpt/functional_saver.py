@@ -17,6 +17,7 @@ batches through one function call each (`restore_variables`).
 
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
 import math
@@ -45,6 +46,7 @@ from tensorflow.python.training import py_checkpoint_reader
 
 from tf_objckpt import commit
 from tf_objckpt import saveable_object_util
+from tf_objckpt import sharding
 from tf_objckpt import variable_batches
 
 # Graph building, plain variables are restored in batches of at most this
@@ -59,6 +61,10 @@ _PARALLEL_READ_MIN_BYTES = 16 << 20
 _LOOKUP_COST_BYTES = 8 << 10
 _READ_THREADS = max(1, min(4, os.cpu_count() or 1))
 _read_pool = None
+
+# Eager saves of several shards write them from this many threads at most.
+_WRITE_THREADS = max(1, os.cpu_count() or 1)
+_write_pool = None
 
 # Values read ahead for restore-on-create are capped at this many bytes.
 _READ_AHEAD_BUDGET_BYTES = 64 << 20
@@ -206,13 +212,14 @@ def write_shards(file_prefix, shard_writers, merge_device=None,
   num_shards = len(shard_writers)
   if graph_compatible:
     num_shards = constant_op.constant(num_shards, name="num_shards")
-  shard_prefixes, written = [], []
+  shard_prefixes = []
   device = None
-  for index, (device, write) in enumerate(shard_writers):
+  for index, (device, _) in enumerate(shard_writers):
     with ops.device(device):
-      shard_prefix = shard_filename(temp_prefix, index, num_shards)
-      shard_prefixes.append(shard_prefix)
-      written.append(write(shard_prefix))
+      shard_prefixes.append(shard_filename(temp_prefix, index, num_shards))
+  written = _write_each(
+      [(device, functools.partial(write, prefix)) for (device, write), prefix
+       in zip(shard_writers, shard_prefixes)])
   with ops.control_dependencies(written), ops.device(merge_device or device):
     merge = gen_io_ops.merge_v2_checkpoints(
         shard_prefixes, file_prefix, delete_old_dirs=True)
@@ -220,6 +227,38 @@ def write_shards(file_prefix, shard_writers, merge_device=None,
       return merge
     with ops.control_dependencies([merge]):
       return array_ops.identity(file_prefix)
+
+
+def _write_each(writes):
+  """Runs each `(device, write)` on its device; returns their results.
+
+  Eagerly, several writes run at once, one thread each (up to the number
+  of cores): SaveV2 releases the GIL while it copies, checksums and writes.
+  Graph building, the ops are built in order and the session runs them in
+  parallel.
+  """
+
+  if not context.executing_eagerly() or len(writes) < 2:
+    return [_run_on(device, write) for device, write in writes]
+  global _write_pool
+  if _write_pool is None:
+    _write_pool = concurrent.futures.ThreadPoolExecutor(
+        _WRITE_THREADS, thread_name_prefix="tf_objckpt_write")
+  futures = [_write_pool.submit(_run_on, device, write, eager=True)
+             for device, write in writes]
+  # Every write ends before any error is raised, so that the cleanup of a
+  # failed save finds no write still running.
+  concurrent.futures.wait(futures)
+  return [future.result() for future in futures]
+
+
+def _run_on(device, write, eager=False):
+  """Calls `write()` on `device` (eagerly, in a thread of its own)."""
+  with contextlib.ExitStack() as stack:
+    if eager:  # A new thread's default mode may not be the caller's.
+      stack.enter_context(context.eager_mode())
+    stack.enter_context(ops.device(device))
+    return write()
 
 
 # ----------------------------------------------------------------------------
@@ -549,17 +588,21 @@ def io_device(options):
   return getattr(options, "experimental_io_device", None)
 
 
-@functools.lru_cache(maxsize=None)
-def _host_cpu(device):
-  return saveable_object_util.set_cpu0(device or "/cpu:0")
-
-
 def group_by_device(saveables, device_of):
-  """`{device_of(saveable): [saveables]}`, in order of device name."""
+  """`{device_of(saveable): [saveables]}`, in order of device name.
+
+  (The v1 `Saver`'s order; object-based saves number files in the order
+  they meet each task: `sharding.group_by_task`.)
+  """
   by_device = collections.defaultdict(list)
   for saveable in saveables:
     by_device[device_of(saveable)].append(saveable)
   return dict(sorted(by_device.items()))
+
+
+def _write_shard(shard, shard_prefix):
+  """Writes one `sharding.ShardToWrite` to `shard_prefix` with one SaveV2."""
+  return save_v2(shard_prefix, shard.names, shard.slices, shard.tensors)
 
 
 class _DeviceGroup:
@@ -681,10 +724,10 @@ class Saver:
   """
 
   def __init__(self, saveables):
-    """Groups `saveables` by the host CPU of their devices."""
-    self._groups = {
-        device: _DeviceGroup(group) for device, group in group_by_device(
-            saveables, lambda saveable: _host_cpu(saveable.device)).items()}
+    """Groups `saveables` by task, in the order TensorFlow numbers files."""
+    self._by_task = sharding.group_by_task(saveables)
+    self._groups = {device: _DeviceGroup(group)
+                    for device, group in self._by_task.items()}
 
   def save(self, file_prefix, options=None, in_place=True):
     """Writes a checkpoint at `file_prefix`.
@@ -702,20 +745,31 @@ class Saver:
     """
     device_for_io = io_device(options)
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
-    groups = self._groups or {"/cpu:0": _DeviceGroup([])}
-    if len(groups) == 1 and in_place:
+    writers = [(device_for_io or device, write)
+               for device, write in self._shard_writers(options)]
+    if len(writers) == 1 and in_place:
       # One shard: SaveV2 writes it in place (each file under a temporary
       # name, renamed when complete), as a merge of one shard would.
-      (device, group), = groups.items()
-      with ops.device(device_for_io or device):
-        save = group.save(file_prefix)
+      (device, write), = writers
+      with ops.device(device):
+        save = write(file_prefix)
     else:
-      save = write_shards(
-          file_prefix,
-          [(device_for_io or device, group.save)
-           for device, group in groups.items()],
-          merge_device=device_for_io or "/cpu:0")
+      save = write_shards(file_prefix, writers,
+                          merge_device=device_for_io or "/cpu:0")
     return None if context.executing_eagerly() else save
+
+  def _shard_writers(self, options):
+    """`(device, write)` of each data file, in file order.
+
+    One per task, or the shards the options' sharding callback makes of
+    each task's tensors (see `sharding`).
+    """
+    callback = sharding.sharding_callback(options)
+    if callback is None:
+      groups = self._groups or {"/cpu:0": _DeviceGroup([])}
+      return [(device, group.save) for device, group in groups.items()]
+    return [(shard.task, functools.partial(_write_shard, shard))
+            for shard in sharding.callback_shards(callback, self._by_task)]
 
   def restore(self, file_prefix, options=None):
     """Restores every saveable from `file_prefix`.
