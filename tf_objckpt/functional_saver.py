@@ -44,6 +44,7 @@ from tensorflow.python.ops import string_ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training import py_checkpoint_reader
 
+from tf_objckpt import bundle_index
 from tf_objckpt import commit
 from tf_objckpt import saveable_object_util
 from tf_objckpt import sharding
@@ -103,7 +104,9 @@ def open_reader(save_path):
     raise errors.DataLossError(
         None, None,
         f"The checkpoint at {save_path!r} is corrupt or truncated and cannot "
-        f"be read: {e.message}") from e
+        f"be read: its index file "
+        f"{bundle_index.index_file_name(save_path)!r} is damaged: "
+        f"{e.message}") from e
 
 
 def read_object_graph(reader, save_path):
@@ -122,9 +125,43 @@ def read_object_graph(reader, save_path):
   except (message.DecodeError, errors.OpError, IndexError) as e:
     raise errors.DataLossError(
         None, None,
-        f"The object graph stored in checkpoint {save_path!r} is corrupt: "
+        f"The object graph stored in checkpoint {save_path!r} is corrupt"
+        f"{_in_data_file(save_path, tf_base.OBJECT_GRAPH_PROTO_KEY)}: "
         f"{e}") from e
   return proto
+
+
+def _in_data_file(save_path, key):
+  """' (data file <name>)' for the file holding `key`, or '' if unknown."""
+  try:
+    data_file = bundle_index.read_bundle_index(save_path).data_file_of(key)
+  except errors.OpError:
+    return ""
+  return "" if data_file is None else f" (data file {data_file!r})"
+
+
+def damage_named(save_path, error):
+  """`error`, from a read of `save_path`, retold naming the damaged file.
+
+  Graph-mode reads fail inside a session with TensorFlow's message, which
+  says neither the key nor the file. This finds them, reading the
+  checkpoint's values one at a time (only after a failure), and returns an
+  error of the same type whose message names both; `error` itself if no
+  single value fails to read.
+  """
+  try:
+    reader = open_reader(save_path)
+  except errors.OpError as open_error:
+    return type(error)(error.node_def, error.op, open_error.message)
+  for key in sorted(reader.get_variable_to_shape_map()):
+    try:
+      reader.get_tensor(key)
+    except (errors.OpError, IndexError) as e:
+      return type(error)(
+          error.node_def, error.op,
+          f"Failed to read values from checkpoint {save_path!r}: checkpoint "
+          f"key {key!r}{_in_data_file(save_path, key)} cannot be read: {e}")
+  return error
 
 
 def one_save_at_a_time(save):
@@ -430,7 +467,8 @@ class CheckpointValues:
       raise type(e)(
           e.node_def, e.op,
           f"Failed to read values from checkpoint {self.save_path!r}: "
-          f"checkpoint key {failing.name!r} cannot be read: "
+          f"checkpoint key {failing.name!r}"
+          f"{_in_data_file(self.save_path, failing.name)} cannot be read: "
           f"{e.message}") from e
 
   def _read_unchecked(self, specs):

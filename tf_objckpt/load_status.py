@@ -15,6 +15,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.util import deprecation
 
 from tf_objckpt import data_structures
+from tf_objckpt import functional_saver
 from tf_objckpt import object_graph_check
 from tf_objckpt import object_identity
 from tf_objckpt import saveable_object_util
@@ -201,6 +202,13 @@ class CheckpointLoadStatus(_LoadStatus):
       return
     self._checkpoint.raise_mismatch()
     session = default_session(session, "run restore ops")
+    try:
+      self._run_restore_ops(session)
+    except (errors.DataLossError, errors.OutOfRangeError) as e:
+      raise functional_saver.damage_named(
+          self._checkpoint.values.save_path, e) from e
+
+  def _run_restore_ops(self, session):
     try:
       session.run(self._checkpoint.restore_ops_to_run(),
                   feed_dict=self._feed_dict)

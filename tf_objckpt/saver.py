@@ -630,6 +630,8 @@ class Saver(object):
       raise _wrap_restore_error_with_msg(
           err, "a mismatch between the current graph and the graph"
       ) from None
+    except (errors.DataLossError, errors.OutOfRangeError) as err:
+      raise functional_saver.damage_named(prefix, err) from err
 
 
 # ----------------------------------------------------------------------------

@@ -105,7 +105,11 @@ def test_directory_instead_of_checkpoint(tmp_path, saved):
 
 
 def _damage(path, which, how):
-  """Truncates or overwrites part of a checkpoint file in place."""
+  """Truncates or overwrites part of a checkpoint file in place.
+
+  Returns:
+    The name of the damaged file.
+  """
   if which == "index":
     file_name = path + ".index"
   else:
@@ -122,13 +126,14 @@ def _damage(path, which, how):
       content[i] ^= 0xFF
   with open(file_name, "wb") as f:
     f.write(bytes(content))
+  return file_name
 
 
 @pytest.mark.parametrize("how", ["truncate", "empty", "flip"])
 @pytest.mark.parametrize("which", ["index", "data"])
 def test_damaged_checkpoint_is_an_op_error_and_assigns_nothing(
     saved, which, how):
-  _damage(saved, which, how)
+  damaged_file = _damage(saved, which, how)
   programs = {}
 
   def restore(cls):
@@ -137,14 +142,14 @@ def test_damaged_checkpoint_is_an_op_error_and_assigns_nothing(
 
   errors = tl.errors_by_impl(restore)
   _assert_op_error_like_tensorflow(errors)
-  assert saved in str(errors["ours"])
+  assert damaged_file in str(errors["ours"])
   tl.assert_variables_equal(_values(_program()),
                             _values(programs[tf_objckpt.Checkpoint]))
 
 
 def test_damaged_data_found_when_creating_a_variable(saved):
   """Restore-on-create reads later; a damaged file is noticed then."""
-  _damage(saved, "data", "flip")
+  damaged_file = _damage(saved, "data", "flip")
   errors = {}
   for impl, lib in tl.IMPLS.items():
     module = tf.Module()
@@ -152,7 +157,8 @@ def test_damaged_data_found_when_creating_a_variable(saved):
     errors[impl] = tl.outcome(setattr, module, "a", tf.Variable(
         np.zeros((300, 40), np.float32))).error
   _assert_op_error_like_tensorflow(errors)
-  assert saved in str(errors["ours"])
+  assert damaged_file in str(errors["ours"])
+  assert "module/a/.ATTRIBUTES/VARIABLE_VALUE" in str(errors["ours"])
 
 
 def test_corrupt_object_graph(tmp_path):

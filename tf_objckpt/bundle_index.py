@@ -1,0 +1,135 @@
+"""Reads a checkpoint's `.index` file: where each key's bytes are stored.
+
+TensorFlow's checkpoint readers give a key's dtype and shape, but not the
+data file that holds it. Errors about damaged values, and tools that list
+shards, need that: this module parses the `.index` file (a table of
+`BundleEntryProto`s keyed by checkpoint key, behind a `BundleHeaderProto`
+under the empty key) through TensorFlow's file layer, so that it works on
+every filesystem TensorFlow supports.
+
+The table is the LevelDB layout TensorFlow's bundle writer uses: data
+blocks of prefix-compressed entries, an index block pointing at them, and a
+fixed-size footer that locates the index block. Bundle writers never
+compress blocks.
+"""
+
+import dataclasses
+import struct
+
+from google.protobuf import message
+from tensorflow.core.protobuf import tensor_bundle_pb2
+from tensorflow.python.framework import errors
+from tensorflow.python.lib.io import file_io
+
+_FOOTER_BYTES = 48
+_TABLE_MAGIC = 0xdb4775248b80fb57
+_BLOCK_TRAILER_BYTES = 5  # Compression type, then a checksum.
+_UNCOMPRESSED = 0
+
+
+@dataclasses.dataclass
+class BundleIndex:
+  """What a checkpoint's `.index` file says."""
+  prefix: str
+  header: tensor_bundle_pb2.BundleHeaderProto
+  entries: dict  # Checkpoint key -> BundleEntryProto.
+
+  def data_file(self, shard_id):
+    """The name of data file `shard_id` of this checkpoint."""
+    return data_file_name(self.prefix, shard_id, self.header.num_shards)
+
+  def data_file_of(self, key):
+    """The data file holding `key`, or None if the index lacks it."""
+    entry = self.entries.get(key)
+    return None if entry is None else self.data_file(entry.shard_id)
+
+
+def data_file_name(prefix, shard_id, num_shards):
+  """TensorFlow's name for one data file of checkpoint `prefix`."""
+  return f"{prefix}.data-{shard_id:05d}-of-{num_shards:05d}"
+
+
+def index_file_name(prefix):
+  return prefix + ".index"
+
+
+def read_bundle_index(prefix):
+  """Parses the `.index` file of checkpoint `prefix`.
+
+  Raises:
+    NotFoundError: If the file does not exist.
+    DataLossError: If it is not a readable bundle index; the message names
+      the file.
+  """
+  path = index_file_name(prefix)
+  contents = file_io.read_file_to_string(path, binary_mode=True)
+  try:
+    entries = dict(_table_entries(contents))
+    header = tensor_bundle_pb2.BundleHeaderProto.FromString(entries.pop(b""))
+    parsed = {key.decode("utf-8"):
+              tensor_bundle_pb2.BundleEntryProto.FromString(value)
+              for key, value in entries.items()}
+  except (ValueError, KeyError, IndexError, struct.error,
+          UnicodeDecodeError, message.DecodeError) as e:
+    raise errors.DataLossError(
+        None, None, f"The checkpoint index file {path!r} is corrupt or "
+        f"truncated: {e}") from e
+  return BundleIndex(prefix, header, parsed)
+
+
+def _table_entries(contents):
+  """Yields (key, value) bytes of every entry of the table `contents`."""
+  if len(contents) < _FOOTER_BYTES:
+    raise ValueError(f"{len(contents)} bytes are too few for a table")
+  footer = contents[-_FOOTER_BYTES:]
+  if struct.unpack("<Q", footer[-8:])[0] != _TABLE_MAGIC:
+    raise ValueError("the table's footer has no magic number")
+  _, position = _read_handle(footer, 0)  # The meta-index block: unused.
+  index_handle, _ = _read_handle(footer, position)
+  for _, handle_bytes in _block_entries(contents, index_handle):
+    data_handle, _ = _read_handle(handle_bytes, 0)
+    yield from _block_entries(contents, data_handle)
+
+
+def _read_handle(data, position):
+  """A block handle (offset, size) at `position`, and the next position."""
+  offset, position = _read_varint(data, position)
+  size, position = _read_varint(data, position)
+  return (offset, size), position
+
+
+def _block_entries(contents, handle):
+  """Yields (key, value) of the block at `handle`, undoing key sharing."""
+  offset, size = handle
+  if offset + size + _BLOCK_TRAILER_BYTES > len(contents):
+    raise ValueError(f"a block at byte {offset} runs past the end")
+  if contents[offset + size] != _UNCOMPRESSED:
+    raise ValueError(f"the block at byte {offset} is compressed")
+  block = contents[offset:offset + size]
+  restarts, = struct.unpack("<I", block[-4:])
+  end = size - 4 * (restarts + 1)
+  position, key = 0, b""
+  while position < end:
+    shared, position = _read_varint(block, position)
+    unshared, position = _read_varint(block, position)
+    value_length, position = _read_varint(block, position)
+    if shared > len(key) or position + unshared + value_length > end:
+      raise ValueError(f"an entry of the block at byte {offset} is damaged")
+    key = key[:shared] + block[position:position + unshared]
+    position += unshared
+    yield key, block[position:position + value_length]
+    position += value_length
+
+
+def _read_varint(data, position):
+  """A little-endian base-128 integer at `position`, and the next position."""
+  result = shift = 0
+  while True:
+    byte = data[position]
+    result |= (byte & 0x7f) << shift
+    position += 1
+    if not byte & 0x80:
+      return result, position
+    shift += 7
+    if shift > 63:
+      raise ValueError("a varint is too long")
