@@ -14,6 +14,7 @@ process-wide state (eager context, devices) for good.
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -261,7 +262,48 @@ def _graph_restore(impl, spec, target, path, source):
                                   err_msg=f"{name} from {source} by {impl}")
 
 
-_SCENARIOS = {"ps_strategy": ps_strategy, "plain": plain,
+# ----------------------------------------------------------------------------
+# Preemption: a training job killed by SIGTERM, then restarted.
+# ----------------------------------------------------------------------------
+
+
+def preemption(directory, impl, kind, total_steps, resume_at=0):
+  """Trains to `total_steps` under a PreemptionCheckpointHandler.
+
+  Checks that the handler restored step `resume_at` (and the weight that
+  goes with it). Prints `{"resumed_at": step}`, "step N" after each step,
+  and `{"finished_at": step}` at the end. On SIGTERM the handler saves and
+  exits with its restart code. `kind` is what the handler is given: our
+  "manager" (or TensorFlow's, for impl "tf") or the "checkpoint".
+  """
+  lib = tl.IMPLS[impl]
+  step = tf.Variable(0, dtype=tf.int64)
+  weight = tf.Variable(0.)
+  checkpoint = lib.Checkpoint(step=step, weight=weight)
+  target = (lib.CheckpointManager(checkpoint, directory, max_to_keep=1)
+            if kind == "manager" else checkpoint)
+  handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+      tf.distribute.cluster_resolver.TFConfigClusterResolver(), target,
+      checkpoint_dir=directory if kind == "checkpoint" else None)
+  assert step.numpy() == int(resume_at), (step.numpy(), resume_at)
+  assert weight.numpy() == step.numpy(), (weight.numpy(), step.numpy())
+  assert handler.total_run_calls == step.numpy()
+  print(json.dumps({"resumed_at": int(step.numpy())}), flush=True)
+
+  @tf.function
+  def train_step():
+    step.assign_add(1)
+    weight.assign_add(1.)
+
+  while step.numpy() < int(total_steps):
+    handler.run(train_step)
+    print(f"step {step.numpy()}", flush=True)
+    time.sleep(0.02)
+  return {"finished_at": int(step.numpy()),
+          "latest": tf.train.latest_checkpoint(directory)}
+
+
+_SCENARIOS = {"preemption": preemption, "ps_strategy": ps_strategy, "plain": plain,
               "local_devices": local_devices, "ps_graph": ps_graph}
 
 
