@@ -228,7 +228,8 @@ def temp_shard_prefix(file_prefix):
 
 
 def write_shards(file_prefix, shard_writers, merge_device=None,
-                 shard_filename=sharded_filename, graph_compatible=False):
+                 shard_filename=sharded_filename, graph_compatible=False,
+                 other_prefixes=()):
   """Writes shards under a temporary prefix, then merges them into one.
 
   Args:
@@ -240,6 +241,8 @@ def write_shards(file_prefix, shard_writers, merge_device=None,
     graph_compatible: Build the v1 `Saver`'s graph: the shard count is a
       constant named "num_shards", and the result is `file_prefix` once
       merged rather than the merge op.
+    other_prefixes: Checkpoints written already (by registered savers),
+      merged first.
 
   Returns:
     The `MergeV2Checkpoints` op (or `file_prefix` depending on it), run once
@@ -259,7 +262,8 @@ def write_shards(file_prefix, shard_writers, merge_device=None,
        in zip(shard_writers, shard_prefixes)])
   with ops.control_dependencies(written), ops.device(merge_device or device):
     merge = gen_io_ops.merge_v2_checkpoints(
-        shard_prefixes, file_prefix, delete_old_dirs=True)
+        list(other_prefixes) + shard_prefixes, file_prefix,
+        delete_old_dirs=True)
     if not graph_compatible:
       return merge
     with ops.control_dependencies([merge]):
@@ -762,7 +766,16 @@ class Saver:
   """
 
   def __init__(self, saveables):
-    """Groups `saveables` by task, in the order TensorFlow numbers files."""
+    """Groups `saveables` by task, in the order TensorFlow numbers files.
+
+    Registered savers' saves (with a `registered_saver_name` and a
+    `save(prefix)`) write files of their own, merged with the shards.
+    """
+    self._registered = [saveable for saveable in saveables
+                        if hasattr(saveable, "registered_saver_name")]
+    if self._registered:
+      saveables = [saveable for saveable in saveables
+                   if not hasattr(saveable, "registered_saver_name")]
     self._by_task = sharding.group_by_task(saveables)
     self._groups = {device: _DeviceGroup(group)
                     for device, group in self._by_task.items()}
@@ -783,9 +796,10 @@ class Saver:
     """
     device_for_io = io_device(options)
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
+    registered_prefixes = self._write_registered(file_prefix)
     writers = [(device_for_io or device, write)
                for device, write in self._shard_writers(options)]
-    if len(writers) == 1 and in_place:
+    if len(writers) == 1 and in_place and not self._registered:
       # One shard: SaveV2 writes it in place (each file under a temporary
       # name, renamed when complete), as a merge of one shard would.
       (device, write), = writers
@@ -793,8 +807,23 @@ class Saver:
         save = write(file_prefix)
     else:
       save = write_shards(file_prefix, writers,
-                          merge_device=device_for_io or "/cpu:0")
+                          merge_device=device_for_io or "/cpu:0",
+                          other_prefixes=registered_prefixes)
     return None if context.executing_eagerly() else save
+
+  def _write_registered(self, file_prefix):
+    """Runs the registered savers; returns the prefixes they wrote.
+
+    Each writes under `<file_prefix>-<saver name>`, as in TensorFlow.
+    """
+    prefixes = []
+    for registered in self._registered:
+      with ops.device("/cpu:0"):
+        saver_prefix = string_ops.string_join(
+            [file_prefix,
+             constant_op.constant(f"-{registered.registered_saver_name}")])
+      prefixes.extend(registered.save(saver_prefix))
+    return prefixes
 
   def _shard_writers(self, options):
     """`(device, write)` of each data file, in file order.
