@@ -756,11 +756,11 @@ def run_python(script, *args, timeout=300):
     Its `subprocess.CompletedProcess`; output is captured as text.
   """
   return subprocess.run([sys.executable, "-c", script, *map(str, args)],
-                        capture_output=True, text=True, env=_child_env(),
+                        capture_output=True, text=True, env=child_env(),
                         timeout=timeout, check=False)
 
 
-def _child_env(**extra):
+def child_env(**extra):
   """The environment of a child Python importing tf_objckpt and testlib."""
   path = os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
                           os.environ.get("PYTHONPATH", "")])
@@ -835,16 +835,22 @@ def _die_with_parent():
   libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def start_python(args, env=None):
+def start_python(args, env=None, capture=True):
   """Starts Python on `args` in its own process group, dying with us.
+
+  Args:
+    args: The script and its arguments.
+    env: Its environment (default: `child_env()`).
+    capture: Whether to pipe its output (to be read); otherwise dropped,
+      so that a long-running server never blocks on a full pipe.
 
   Returns:
     The `subprocess.Popen`; stop it with `kill_group`.
   """
+  output = subprocess.PIPE if capture else subprocess.DEVNULL
   return subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
-      [sys.executable, *map(str, args)], stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True, env=env or _child_env(),
-      preexec_fn=_die_with_parent)
+      [sys.executable, *map(str, args)], stdout=output, stderr=output,
+      text=True, env=env or child_env(), preexec_fn=_die_with_parent)
 
 
 def kill_group(process):

@@ -9,6 +9,7 @@ be in the same data file, at the same offset, as in TensorFlow's.
 """
 
 import json
+import os
 
 import pytest
 
@@ -109,3 +110,27 @@ def test_several_local_devices(tmp_path):
   """Three logical CPUs of one task: one file, as in TensorFlow."""
   result = _run("local_devices", tmp_path)
   assert tl.file_layout(result["paths"]["ours"]["save"])["num_shards"] == 1
+
+
+def test_parameter_servers_in_processes_of_their_own(tmp_path, two_ps):
+  """Worker and ps tasks are processes started with TF_CONFIG."""
+  cluster = {job: [f"localhost:{port}" for port in tl.free_ports(count)]
+             for job, count in (("chief", 1), ("worker", 1), ("ps", 2))}
+
+  def env(job, index):
+    return tl.child_env(TF_CONFIG=json.dumps(
+        {"cluster": cluster, "task": {"type": job, "index": index}}))
+
+  servers = [tl.start_python([tl.CLUSTER_PROGRAMS, "server", "-"],
+                             env=env(job, index), capture=False)
+             for job in ("worker", "ps") for index in range(len(cluster[job]))]
+  try:
+    result = tl.run_cluster_program("ps_strategy", str(tmp_path), 2, "fixed",
+                                    two_ps / "result.json",
+                                    env=env("chief", 0))
+  finally:
+    for process in servers:
+      tl.kill_group(process)
+  _assert_same_layouts(result)
+  assert all(process.returncode == -9 for process in servers)
+  assert os.path.exists(result["paths"]["ours"]["save"] + ".index")

@@ -90,11 +90,15 @@ def _localhost(count):
 
 
 def _strategy(num_ps, partitioner):
-  cluster = {"chief": _localhost(1), "worker": _localhost(1),
-             "ps": _localhost(num_ps)}
-  spec = _start_servers(cluster, ["worker", "ps"])
-  resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-      spec, rpc_layer="grpc")
+  """A ParameterServerStrategy: servers in this process, or TF_CONFIG's."""
+  if "TF_CONFIG" in os.environ:  # The servers run in processes of their own.
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    assert len(resolver.cluster_spec().as_dict()["ps"]) == num_ps
+  else:
+    cluster = {"chief": _localhost(1), "worker": _localhost(1),
+               "ps": _localhost(num_ps)}
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        _start_servers(cluster, ["worker", "ps"]), rpc_layer="grpc")
   return tf.distribute.experimental.ParameterServerStrategy(
       resolver, variable_partitioner=_PARTITIONERS[partitioner](num_ps))
 
@@ -303,7 +307,16 @@ def preemption(directory, impl, kind, total_steps, resume_at=0):
           "latest": tf.train.latest_checkpoint(directory)}
 
 
-_SCENARIOS = {"preemption": preemption, "ps_strategy": ps_strategy, "plain": plain,
+def server(directory):
+  """A worker or ps task of the cluster in TF_CONFIG; serves until killed."""
+  del directory  # Unused.
+  resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+  tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                       task_index=resolver.task_id, protocol="grpc",
+                       start=True).join()
+
+
+_SCENARIOS = {"preemption": preemption, "server": server, "ps_strategy": ps_strategy, "plain": plain,
               "local_devices": local_devices, "ps_graph": ps_graph}
 
 
