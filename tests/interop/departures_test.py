@@ -57,6 +57,25 @@ def test_sharding_callbacks_are_checked(tmp_path):
   assert not os.path.exists(outcomes["ours"][1] + ".index")
 
 
+def test_graph_mode_saves_apply_each_saves_sharding_callback(tmp_path):
+  """TensorFlow reuses its first save op, whatever later options say."""
+  num_shards = {}
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as program:
+      checkpoint = program.lib.CheckpointV1(
+          v=program.variable("v", [1.] * 100))
+      program.initialize()
+      checkpoint.write(str(tmp_path / impl / "first"),
+                       session=program.session)
+      path = checkpoint.write(
+          str(tmp_path / impl / "second"), session=program.session,
+          options=tf.train.CheckpointOptions(
+              experimental_sharding_callback=(
+                  tf.train.experimental.MaxShardSizePolicy(100))))
+      num_shards[impl] = tl.file_layout(path)["num_shards"]
+  assert num_shards == {"tf": 1, "ours": 4}  # 400 bytes in 100-byte files.
+
+
 class _WithFunction:
   """Mixes in a traced method, declared on the class."""
 
