@@ -252,14 +252,17 @@ def write_shards(file_prefix, shard_writers, merge_device=None,
   num_shards = len(shard_writers)
   if graph_compatible:
     num_shards = constant_op.constant(num_shards, name="num_shards")
-  shard_prefixes = []
-  device = None
-  for index, (device, _) in enumerate(shard_writers):
-    with ops.device(device):
-      shard_prefixes.append(shard_filename(temp_prefix, index, num_shards))
-  written = _write_each(
-      [(device, functools.partial(write, prefix)) for (device, write), prefix
-       in zip(shard_writers, shard_prefixes)])
+
+  def name_and_write(index, write):
+    shard_prefix = shard_filename(temp_prefix, index, num_shards)
+    return shard_prefix, write(shard_prefix)
+
+  named_and_written = _write_each(
+      [(device, functools.partial(name_and_write, index, write))
+       for index, (device, write) in enumerate(shard_writers)])
+  shard_prefixes = [shard_prefix for shard_prefix, _ in named_and_written]
+  written = [write for _, write in named_and_written]
+  device = shard_writers[-1][0] if shard_writers else None
   with ops.control_dependencies(written), ops.device(merge_device or device):
     merge = gen_io_ops.merge_v2_checkpoints(
         list(other_prefixes) + shard_prefixes, file_prefix,
