@@ -6,10 +6,13 @@ issued here, for object-based and name-based checkpoints, eagerly and when
 graph building. Callers hand over saveables (or keys to read); this module
 decides devices, batches, read threads, read-ahead and temporary names.
 
-A save writes one shard per host (each `SaveV2` runs on the CPU next to the
-data) under a temporary prefix, then `MergeV2Checkpoints` commits the shards
-as one checkpoint; a single shard is written in place (`SaveV2` writes each
-file under a temporary name and renames it when complete). A restore reads a
+A save writes one shard per task (each `SaveV2` runs on the CPU next to the
+data), numbered in the order the save meets each task, or the shards an
+options' sharding callback makes (see `sharding`), under a temporary prefix
+(eagerly from parallel threads), then `MergeV2Checkpoints` commits the
+shards, and any files registered savers wrote, as one checkpoint; a single
+shard is written in place (`SaveV2` writes each file under a temporary name
+and renames it when complete). A restore reads a
 host's values with `RestoreV2` on that host's CPU and hands each saveable its
 tensors; when graph building, plain variables are read and assigned in
 batches through one function call each (`restore_variables`).
@@ -281,7 +284,6 @@ def _write_each(writes):
   Graph building, the ops are built in order and the session runs them in
   parallel.
   """
-
   if not context.executing_eagerly() or len(writes) < 2:
     return [_run_on(device, write) for device, write in writes]
   global _write_pool
