@@ -35,6 +35,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import device as pydev
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import function
@@ -279,12 +280,13 @@ def write_shards(file_prefix, shard_writers, merge_device=None,
 def _write_each(writes):
   """Runs each `(device, write)` on its device; returns their results.
 
-  Eagerly, several writes run at once, one thread each (up to the number
-  of cores): SaveV2 releases the GIL while it copies, checksums and writes.
-  Graph building, the ops are built in order and the session runs them in
-  parallel.
+  Eagerly, writes on this process's devices run at once, one thread each
+  (up to the number of cores): SaveV2 releases the GIL while it copies,
+  checksums and writes. Graph building, the ops are built in order and the
+  session runs them in parallel.
   """
-  if not context.executing_eagerly() or len(writes) < 2:
+  if not (context.executing_eagerly() and len(writes) > 1 and
+          _all_local([device for device, _ in writes])):
     return [_run_on(device, write) for device, write in writes]
   global _write_pool
   if _write_pool is None:
@@ -296,6 +298,25 @@ def _write_each(writes):
   # failed save finds no write still running.
   concurrent.futures.wait(futures)
   return [future.result() for future in futures]
+
+
+def _all_local(devices):
+  """Whether eager ops on `devices` may be issued from several threads.
+
+  Only on devices of this process, executing synchronously: remote ops and
+  asynchronous ones are queued per thread, so another thread could use a
+  tensor before the op making it has run.
+  """
+  if context.is_async():
+    return False
+  host = _task_of(context.context().host_address_space())
+  return all(pydev.DeviceSpec.from_string(device or "").job is None or
+             _task_of(device) == host for device in devices)
+
+
+def _task_of(device):
+  spec = pydev.DeviceSpec.from_string(device or "")
+  return spec.job, spec.replica or 0, spec.task or 0
 
 
 def _run_on(device, write, eager=False):

@@ -316,8 +316,9 @@ def server(directory):
                        start=True).join()
 
 
-_SCENARIOS = {"preemption": preemption, "server": server, "ps_strategy": ps_strategy, "plain": plain,
-              "local_devices": local_devices, "ps_graph": ps_graph}
+_SCENARIOS = {"ps_strategy": ps_strategy, "plain": plain,
+              "local_devices": local_devices, "ps_graph": ps_graph,
+              "preemption": preemption, "server": server}
 
 
 def main(argv):
