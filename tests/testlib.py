@@ -12,15 +12,22 @@ and with tf_objckpt, and compare. This module holds
   `GraphModel`, a small trained model in one;
 - Keras models and optimizers of Keras 3 and tf_keras (Keras 2);
 - child processes (`run_python`, the command line tool `run_cli`) and what
-  failed or killed saves leave in a directory (`leftovers`).
+  failed or killed saves leave in a directory (`leftovers`);
+- distributed runs: free localhost ports, in-process servers, child
+  processes killed with their process group (`run_cluster_program`), and
+  which data file holds each key and slice (`file_layout`).
 """
 
 import contextlib
+import ctypes
+import json
 import functools
 import io
 import logging as py_logging
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import typing
@@ -38,6 +45,7 @@ from tensorflow.python.training import saver as tf_saver
 
 import tf_objckpt
 from tf_objckpt import base
+from tf_objckpt import bundle_index
 from tf_objckpt import checkpoint_management
 from tf_objckpt import data_structures
 from tf_objckpt import saver
@@ -750,13 +758,18 @@ def run_python(script, *args, timeout=300, wrapper=()):
   Returns:
     Its `subprocess.CompletedProcess`; output is captured as text.
   """
-  path = os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
-                          os.environ.get("PYTHONPATH", "")])
-  env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2")
   return subprocess.run([*wrapper, sys.executable, "-c", script,
                          *map(str, args)],
-                        capture_output=True, text=True, env=env,
+                        capture_output=True, text=True, env=child_env(),
                         timeout=timeout, check=False)
+
+
+def child_env(**extra):
+  """The environment of a child Python importing tf_objckpt and testlib."""
+  path = os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
+                          os.environ.get("PYTHONPATH", "")])
+  return dict(os.environ, **{"PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "2",
+                             **extra})
 
 
 def run_cli(*args, timeout=300, cwd=None):
@@ -767,11 +780,9 @@ def run_cli(*args, timeout=300, cwd=None):
   Returns:
     Its `subprocess.CompletedProcess`; output is captured as text.
   """
-  path = os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
-                          os.environ.get("PYTHONPATH", "")])
-  env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="3")
   return subprocess.run([sys.executable, "-m", "tf_objckpt", *map(str, args)],
-                        capture_output=True, text=True, env=env, cwd=cwd,
+                        capture_output=True, text=True,
+                        env=child_env(TF_CPP_MIN_LOG_LEVEL="3"), cwd=cwd,
                         timeout=timeout, check=False)
 
 
@@ -812,3 +823,113 @@ def bytes_under(directory, names):
     else:
       total += os.path.getsize(path)
   return total
+
+
+# ----------------------------------------------------------------------------
+# Distributed runs.
+# ----------------------------------------------------------------------------
+
+# The program tests/distributed/ runs in child processes.
+CLUSTER_PROGRAMS = os.path.join(REPO_ROOT, "tests", "distributed",
+                                "cluster_programs.py")
+_PR_SET_PDEATHSIG = 1
+
+
+def free_ports(count):
+  """`count` distinct localhost ports that were free a moment ago."""
+  sockets = [socket.socket() for _ in range(count)]
+  try:
+    for sock in sockets:
+      sock.bind(("localhost", 0))
+    return [sock.getsockname()[1] for sock in sockets]
+  finally:
+    for sock in sockets:
+      sock.close()
+
+
+def _die_with_parent():
+  """In a child before exec: own process group, killed when the parent dies."""
+  os.setpgrp()
+  libc = ctypes.CDLL(None, use_errno=True)
+  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def start_python(args, env=None, capture=True):
+  """Starts Python on `args` in its own process group, dying with us.
+
+  Args:
+    args: The script and its arguments.
+    env: Its environment (default: `child_env()`).
+    capture: Whether to pipe its output (to be read); otherwise dropped,
+      so that a long-running server never blocks on a full pipe.
+
+  Returns:
+    The `subprocess.Popen`; stop it with `kill_group`.
+  """
+  output = subprocess.PIPE if capture else subprocess.DEVNULL
+  return subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+      [sys.executable, *map(str, args)], stdout=output, stderr=output,
+      text=True, env=env or child_env(), preexec_fn=_die_with_parent)
+
+
+def kill_group(process):
+  """Kills `process` and everything in its process group."""
+  try:
+    os.killpg(process.pid, signal.SIGKILL)
+  except ProcessLookupError:
+    pass
+  process.wait()
+
+
+def finish(process, timeout):
+  """Waits for `process` (killing its group on timeout); returns its output.
+
+  Returns:
+    (return code, stdout, stderr); the code is None after a timeout.
+  """
+  try:
+    stdout, stderr = process.communicate(timeout=timeout)
+    return process.returncode, stdout, stderr
+  except subprocess.TimeoutExpired:
+    kill_group(process)
+    stdout, stderr = process.communicate()
+    return None, stdout, stderr
+  finally:
+    if process.poll() is None:
+      kill_group(process)
+
+
+def run_cluster_program(scenario, directory, *args, timeout=90, env=None):
+  """Runs one scenario of `cluster_programs.py`; returns what it printed.
+
+  The program runs in its own process group (servers and workers it
+  starts included), killed on timeout or when this process dies.
+
+  Returns:
+    The JSON value the program printed last.
+
+  Raises:
+    AssertionError: If it fails or times out, with its output.
+  """
+  process = start_python([CLUSTER_PROGRAMS, scenario, directory, *args],
+                         env=env)
+  code, stdout, stderr = finish(process, timeout)
+  assert code == 0, (
+      f"{scenario} {args} {'timed out' if code is None else f'exited {code}'}"
+      f":\n{stdout[-3000:]}\n{stderr[-6000:]}")
+  return json.loads(stdout.strip().splitlines()[-1])
+
+
+def file_layout(prefix):
+  """Where each entry of a checkpoint is: `{key: (data file, offset, size)}`.
+
+  Keys of slices (binary after the key's name) are written as `repr`s of
+  their bytes; entries of sliced tensors list their slices' shapes.
+  """
+  index = bundle_index.read_bundle_index(prefix)
+  layout = {"num_shards": index.header.num_shards}
+  for key, entry in index.entries.items():
+    name = repr(key.encode("utf-8", "surrogateescape"))
+    layout[name] = (entry.shard_id, entry.offset, entry.size,
+                    len(entry.slices))
+  return layout

@@ -88,7 +88,8 @@ def read_bundle_index(prefix):
   try:
     entries = dict(_table_entries(contents))
     header = tensor_bundle_pb2.BundleHeaderProto.FromString(entries.pop(b""))
-    parsed = {key.decode("utf-8", "backslashreplace"):
+    # Keys of slices hold binary offsets: kept as undecodable bytes.
+    parsed = {key.decode("utf-8", "surrogateescape"):
               tensor_bundle_pb2.BundleEntryProto.FromString(value)
               for key, value in entries.items()}
   except (ValueError, KeyError, IndexError, struct.error,

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.core.protobuf import saver_pb2
+from tensorflow.python.checkpoint import checkpoint_management as tf_checkpoint_management
 from tensorflow.python.checkpoint import checkpoint_options
 from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
@@ -429,7 +430,7 @@ def _accepts_options(fn):
   return any(p.name == "options" or p.kind == p.VAR_KEYWORD for p in params)
 
 
-class CheckpointManager(object):
+class CheckpointManager(tf_checkpoint_management.CheckpointManager):
   """Numbers, keeps and deletes the checkpoints of one checkpoint object.
 
   Works with `tf.train.Checkpoint`, `tf_objckpt.Checkpoint` and any object
@@ -447,9 +448,14 @@ class CheckpointManager(object):
   Starting, and at each save, a manager removes what interrupted saves of
   its checkpoints left behind (see `commit`), and a failed save leaves
   neither files nor a changed state file.
+
+  A subclass of `tf.train.CheckpointManager` only so that TensorFlow code
+  that recognises managers by type (`PreemptionCheckpointHandler`) accepts
+  this one: every method and property is ours, and TensorFlow's
+  constructor never runs.
   """
 
-  def __init__(self,
+  def __init__(self,  # pylint: disable=super-init-not-called
                checkpoint,
                directory,
                max_to_keep,

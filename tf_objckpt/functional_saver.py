@@ -6,10 +6,13 @@ issued here, for object-based and name-based checkpoints, eagerly and when
 graph building. Callers hand over saveables (or keys to read); this module
 decides devices, batches, read threads, read-ahead and temporary names.
 
-A save writes one shard per host (each `SaveV2` runs on the CPU next to the
-data) under a temporary prefix, then `MergeV2Checkpoints` commits the shards
-as one checkpoint; a single shard is written in place (`SaveV2` writes each
-file under a temporary name and renames it when complete). A restore reads a
+A save writes one shard per task (each `SaveV2` runs on the CPU next to the
+data), numbered in the order the save meets each task, or the shards an
+options' sharding callback makes (see `sharding`), under a temporary prefix
+(eagerly from parallel threads), then `MergeV2Checkpoints` commits the
+shards, and any files registered savers wrote, as one checkpoint; a single
+shard is written in place (`SaveV2` writes each file under a temporary name
+and renames it when complete). A restore reads a
 host's values with `RestoreV2` on that host's CPU and hands each saveable its
 tensors; when graph building, plain variables are read and assigned in
 batches through one function call each (`restore_variables`).
@@ -17,6 +20,7 @@ batches through one function call each (`restore_variables`).
 
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
 import math
@@ -31,6 +35,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import device as pydev
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import function
@@ -46,6 +51,7 @@ from tensorflow.python.training import py_checkpoint_reader
 from tf_objckpt import bundle_index
 from tf_objckpt import commit
 from tf_objckpt import saveable_object_util
+from tf_objckpt import sharding
 from tf_objckpt import variable_batches
 
 # Graph building, plain variables are restored in batches of at most this
@@ -60,6 +66,10 @@ _PARALLEL_READ_MIN_BYTES = 16 << 20
 _LOOKUP_COST_BYTES = 8 << 10
 _READ_THREADS = max(1, min(4, os.cpu_count() or 1))
 _read_pool = None
+
+# Eager saves of several shards write them from this many threads at most.
+_WRITE_THREADS = max(1, os.cpu_count() or 1)
+_write_pool = None
 
 # Values read ahead for restore-on-create are capped at this many bytes.
 _READ_AHEAD_BUDGET_BYTES = 64 << 20
@@ -222,7 +232,8 @@ def temp_shard_prefix(file_prefix):
 
 
 def write_shards(file_prefix, shard_writers, merge_device=None,
-                 shard_filename=sharded_filename, graph_compatible=False):
+                 shard_filename=sharded_filename, graph_compatible=False,
+                 other_prefixes=()):
   """Writes shards under a temporary prefix, then merges them into one.
 
   Args:
@@ -234,6 +245,8 @@ def write_shards(file_prefix, shard_writers, merge_device=None,
     graph_compatible: Build the v1 `Saver`'s graph: the shard count is a
       constant named "num_shards", and the result is `file_prefix` once
       merged rather than the merge op.
+    other_prefixes: Checkpoints written already (by registered savers),
+      merged first.
 
   Returns:
     The `MergeV2Checkpoints` op (or `file_prefix` depending on it), run once
@@ -243,20 +256,76 @@ def write_shards(file_prefix, shard_writers, merge_device=None,
   num_shards = len(shard_writers)
   if graph_compatible:
     num_shards = constant_op.constant(num_shards, name="num_shards")
-  shard_prefixes, written = [], []
-  device = None
-  for index, (device, write) in enumerate(shard_writers):
-    with ops.device(device):
-      shard_prefix = shard_filename(temp_prefix, index, num_shards)
-      shard_prefixes.append(shard_prefix)
-      written.append(write(shard_prefix))
+
+  def name_and_write(index, write):
+    shard_prefix = shard_filename(temp_prefix, index, num_shards)
+    return shard_prefix, write(shard_prefix)
+
+  named_and_written = _write_each(
+      [(device, functools.partial(name_and_write, index, write))
+       for index, (device, write) in enumerate(shard_writers)])
+  shard_prefixes = [shard_prefix for shard_prefix, _ in named_and_written]
+  written = [write for _, write in named_and_written]
+  device = shard_writers[-1][0] if shard_writers else None
   with ops.control_dependencies(written), ops.device(merge_device or device):
     merge = gen_io_ops.merge_v2_checkpoints(
-        shard_prefixes, file_prefix, delete_old_dirs=True)
+        list(other_prefixes) + shard_prefixes, file_prefix,
+        delete_old_dirs=True)
     if not graph_compatible:
       return merge
     with ops.control_dependencies([merge]):
       return array_ops.identity(file_prefix)
+
+
+def _write_each(writes):
+  """Runs each `(device, write)` on its device; returns their results.
+
+  Eagerly, writes on this process's devices run at once, one thread each
+  (up to the number of cores): SaveV2 releases the GIL while it copies,
+  checksums and writes. Graph building, the ops are built in order and the
+  session runs them in parallel.
+  """
+  if not (context.executing_eagerly() and len(writes) > 1 and
+          _all_local([device for device, _ in writes])):
+    return [_run_on(device, write) for device, write in writes]
+  global _write_pool
+  if _write_pool is None:
+    _write_pool = concurrent.futures.ThreadPoolExecutor(
+        _WRITE_THREADS, thread_name_prefix="tf_objckpt_write")
+  futures = [_write_pool.submit(_run_on, device, write, eager=True)
+             for device, write in writes]
+  # Every write ends before any error is raised, so that the cleanup of a
+  # failed save finds no write still running.
+  concurrent.futures.wait(futures)
+  return [future.result() for future in futures]
+
+
+def _all_local(devices):
+  """Whether eager ops on `devices` may be issued from several threads.
+
+  Only on devices of this process, executing synchronously: remote ops and
+  asynchronous ones are queued per thread, so another thread could use a
+  tensor before the op making it has run.
+  """
+  if context.is_async():
+    return False
+  host = _task_of(context.context().host_address_space())
+  return all(pydev.DeviceSpec.from_string(device or "").job is None or
+             _task_of(device) == host for device in devices)
+
+
+def _task_of(device):
+  spec = pydev.DeviceSpec.from_string(device or "")
+  return spec.job, spec.replica or 0, spec.task or 0
+
+
+def _run_on(device, write, eager=False):
+  """Calls `write()` on `device` (eagerly, in a thread of its own)."""
+  with contextlib.ExitStack() as stack:
+    if eager:  # A new thread's default mode may not be the caller's.
+      stack.enter_context(context.eager_mode())
+    stack.enter_context(ops.device(device))
+    return write()
 
 
 # ----------------------------------------------------------------------------
@@ -587,17 +656,21 @@ def io_device(options):
   return getattr(options, "experimental_io_device", None)
 
 
-@functools.lru_cache(maxsize=None)
-def _host_cpu(device):
-  return saveable_object_util.set_cpu0(device or "/cpu:0")
-
-
 def group_by_device(saveables, device_of):
-  """`{device_of(saveable): [saveables]}`, in order of device name."""
+  """`{device_of(saveable): [saveables]}`, in order of device name.
+
+  (The v1 `Saver`'s order; object-based saves number files in the order
+  they meet each task: `sharding.group_by_task`.)
+  """
   by_device = collections.defaultdict(list)
   for saveable in saveables:
     by_device[device_of(saveable)].append(saveable)
   return dict(sorted(by_device.items()))
+
+
+def _write_shard(shard, shard_prefix):
+  """Writes one `sharding.ShardToWrite` to `shard_prefix` with one SaveV2."""
+  return save_v2(shard_prefix, shard.names, shard.slices, shard.tensors)
 
 
 class _DeviceGroup:
@@ -719,10 +792,19 @@ class Saver:
   """
 
   def __init__(self, saveables):
-    """Groups `saveables` by the host CPU of their devices."""
-    self._groups = {
-        device: _DeviceGroup(group) for device, group in group_by_device(
-            saveables, lambda saveable: _host_cpu(saveable.device)).items()}
+    """Groups `saveables` by task, in the order TensorFlow numbers files.
+
+    Registered savers' saves (with a `registered_saver_name` and a
+    `save(prefix)`) write files of their own, merged with the shards.
+    """
+    self._registered = [saveable for saveable in saveables
+                        if hasattr(saveable, "registered_saver_name")]
+    if self._registered:
+      saveables = [saveable for saveable in saveables
+                   if not hasattr(saveable, "registered_saver_name")]
+    self._by_task = sharding.group_by_task(saveables)
+    self._groups = {device: _DeviceGroup(group)
+                    for device, group in self._by_task.items()}
 
   def save(self, file_prefix, options=None, in_place=True):
     """Writes a checkpoint at `file_prefix`.
@@ -740,20 +822,47 @@ class Saver:
     """
     device_for_io = io_device(options)
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
-    groups = self._groups or {"/cpu:0": _DeviceGroup([])}
-    if len(groups) == 1 and in_place:
+    registered_prefixes = self._write_registered(file_prefix)
+    writers = [(device_for_io or device, write)
+               for device, write in self._shard_writers(options)]
+    if len(writers) == 1 and in_place and not self._registered:
       # One shard: SaveV2 writes it in place (each file under a temporary
       # name, renamed when complete), as a merge of one shard would.
-      (device, group), = groups.items()
-      with ops.device(device_for_io or device):
-        save = group.save(file_prefix)
+      (device, write), = writers
+      with ops.device(device):
+        save = write(file_prefix)
     else:
-      save = write_shards(
-          file_prefix,
-          [(device_for_io or device, group.save)
-           for device, group in groups.items()],
-          merge_device=device_for_io or "/cpu:0")
+      save = write_shards(file_prefix, writers,
+                          merge_device=device_for_io or "/cpu:0",
+                          other_prefixes=registered_prefixes)
     return None if context.executing_eagerly() else save
+
+  def _write_registered(self, file_prefix):
+    """Runs the registered savers; returns the prefixes they wrote.
+
+    Each writes under `<file_prefix>-<saver name>`, as in TensorFlow.
+    """
+    prefixes = []
+    for registered in self._registered:
+      with ops.device("/cpu:0"):
+        saver_prefix = string_ops.string_join(
+            [file_prefix,
+             constant_op.constant(f"-{registered.registered_saver_name}")])
+      prefixes.extend(registered.save(saver_prefix))
+    return prefixes
+
+  def _shard_writers(self, options):
+    """`(device, write)` of each data file, in file order.
+
+    One per task, or the shards the options' sharding callback makes of
+    each task's tensors (see `sharding`).
+    """
+    callback = sharding.sharding_callback(options)
+    if callback is None:
+      groups = self._groups or {"/cpu:0": _DeviceGroup([])}
+      return [(device, group.save) for device, group in groups.items()]
+    return [(shard.task, functools.partial(_write_shard, shard))
+            for shard in sharding.callback_shards(callback, self._by_task)]
 
   def restore(self, file_prefix, options=None):
     """Restores every saveable from `file_prefix`.

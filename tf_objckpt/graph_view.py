@@ -20,6 +20,7 @@ from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import base
 from tf_objckpt import object_identity
+from tf_objckpt import registered_savers
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils
 
@@ -200,13 +201,16 @@ class ObjectGraphView:
     if node_saveables is None:
       # Eagerly, variables' saveables are kept for later saves: they must
       # not keep the variables alive.
+      registered = _registered_nodes(gathered)
       node_saveables, attributes = self._node_saveables(
-          gathered, freeze, weak=freeze)
+          gathered, freeze, weak=freeze, registered=registered)
       last = self._last_serialized = _Serialized(
           gathered, node_saveables, attributes,
-          _object_graph_proto(gathered, attributes), keep_all=not freeze)
+          _object_graph_proto(gathered, attributes, registered),
+          keep_all=not freeze, registered=registered)
     saveables = [saveable for per_node in node_saveables
                  for saveable in per_node]
+    saveables.extend(_registered_saves(gathered, last.registered))
     feed_additions = {}
     if not freeze:
       for saveable in saveables:
@@ -221,20 +225,30 @@ class ObjectGraphView:
     feed dict.
     """
     gathered = self._gather()
-    node_saveables, attributes = self._node_saveables(gathered, freeze=True)
-    proto = _object_graph_proto(gathered, attributes)
+    registered = _registered_nodes(gathered)
+    node_saveables, attributes = self._node_saveables(
+        gathered, freeze=True, registered=registered)
+    proto = _object_graph_proto(gathered, attributes, registered)
     with ops.device("/cpu:0"):
       proto_tensor = constant_op.constant(proto.SerializeToString(),
                                           dtype=dtypes.string)
     return [saveable for per_node in node_saveables
-            for saveable in per_node] + [base.NoRestoreSaveable(
-                tensor=proto_tensor, name=base.OBJECT_GRAPH_PROTO_KEY)]
+            for saveable in per_node] + _registered_saves(
+                gathered, registered) + [base.NoRestoreSaveable(
+                    tensor=proto_tensor, name=base.OBJECT_GRAPH_PROTO_KEY)]
 
-  def _node_saveables(self, gathered, freeze, weak=False):
-    """Each node's saveables, and its attributes (as SerializedTensor dicts)."""
+  def _node_saveables(self, gathered, freeze, weak=False, registered=()):
+    """Each node's saveables, and its attributes (as SerializedTensor dicts).
+
+    Objects of a registered saver (node ids in `registered`) have none.
+    """
     node_saveables, attributes = [], []
     for node_id, obj in enumerate(gathered.objects):
       node_attributes = []
+      if node_id in registered:
+        node_saveables.append([])
+        attributes.append(node_attributes)
+        continue
       node_saveables.append(self._object_saveables(
           obj, gathered.names[node_id], node_attributes, freeze, weak))
       attributes.append(node_attributes)
@@ -399,7 +413,8 @@ class _Serialized:
   kept alive.
   """
 
-  def __init__(self, gathered, node_saveables, attributes, proto, keep_all):
+  def __init__(self, gathered, node_saveables, attributes, proto, keep_all,
+               registered):
     """Records a serialization of `gathered`.
 
     Args:
@@ -411,7 +426,9 @@ class _Serialized:
         saveables cache holds them anyway). Otherwise only the saveables of
         stock variables are kept (they hold their variables weakly); other
         nodes get None, to be asked again.
+      registered: `{node id: registered saver name}` (`_registered_nodes`).
     """
+    self.registered = registered
     self._object_refs = [weakref.ref(obj) for obj in gathered.objects]
     self.names = gathered.names
     self.children = gathered.children
@@ -475,9 +492,29 @@ def _check_slot_variable(slot, node_ids):
         "slot variables cannot be shared this way.")
 
 
-def _object_graph_proto(gathered, attributes):
+def _registered_nodes(gathered):
+  """`{node id: saver name}` of the objects that registered savers save."""
+  registered = {}
+  for node_id, obj in enumerate(gathered.objects):
+    name = registered_savers.saver_name(obj)
+    if name:
+      registered[node_id] = name
+  return registered
+
+
+def _registered_saves(gathered, registered):
+  """A `RegisteredSave` per saver of `registered`, in order of first node."""
+  by_saver = {}
+  for node_id, name in registered.items():
+    by_saver.setdefault(name, {})[gathered.names[node_id]] = (
+        gathered.objects[node_id])
+  return [registered_savers.RegisteredSave(name, trackables)
+          for name, trackables in by_saver.items()]
+
+
+def _object_graph_proto(gathered, attributes, registered):
   """The `TrackableObjectGraph` of `gathered`, given each node's attributes."""
-  with_values = _nodes_with_values(gathered, attributes)
+  with_values = _nodes_with_values(gathered, attributes, registered)
   proto = trackable_object_graph_pb2.TrackableObjectGraph()
   add_node = proto.nodes.add
   for node_id, children in enumerate(gathered.children):
@@ -488,18 +525,22 @@ def _object_graph_proto(gathered, attributes):
       node.attributes.add(**attribute)
     if node_id in gathered.slots:
       node.slot_variables.extend(gathered.slots[node_id])
+    if node_id in registered:
+      node.registered_saver.name = registered[node_id]
+      node.registered_saver.object_name = gathered.names[node_id]
     node.has_checkpoint_values.value = node_id in with_values
   return proto
 
 
-def _nodes_with_values(gathered, attributes):
+def _nodes_with_values(gathered, attributes, registered):
   """The ids of nodes with checkpointed values, their own or below them."""
   parents = collections.defaultdict(list)
   for node_id, children in enumerate(gathered.children):
     for child_id, _ in children:
       parents[child_id].append(node_id)
   with_values = {node_id for node_id, node_attributes in enumerate(attributes)
-                 if node_attributes or node_id in gathered.slots}
+                 if node_attributes or node_id in gathered.slots or
+                 node_id in registered}
   to_visit = list(with_values)
   while to_visit:
     for parent in parents.pop(to_visit.pop(), ()):

@@ -26,6 +26,7 @@ from tensorflow.python.framework import tensor_shape
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 
+from tf_objckpt import registered_savers
 from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils
@@ -396,16 +397,30 @@ class _RestoreBatch:
   """What one walk of a checkpoint found to restore; restored together."""
 
   __slots__ = ("restore_ops", "tensor_saveables", "python_saveables",
-               "variables")
+               "variables", "registered")
 
   def __init__(self):
     self.restore_ops = []  # Cached restore ops (graph mode).
     self.tensor_saveables = {}  # Checkpoint key -> SaveableObject.
     self.python_saveables = []  # PythonStateSaveables.
     self.variables = []  # (checkpoint key, stock resource variable).
+    self.registered = {}  # Saver name -> {object name: trackable}.
 
   def add_node(self, position):
-    """Adds the saveables of `position`'s own attributes."""
+    """Adds the saveables of `position`'s own attributes.
+
+    A node a registered saver wrote is restored by that saver's restore
+    function, unless the object is not one it accepts and the saver lets
+    such objects be skipped (`skip_restore`).
+    """
+    saved_by = position.object_proto.registered_saver
+    if saved_by.name:
+      if registered_savers.should_restore(position.trackable, saved_by.name):
+        self.registered.setdefault(saved_by.name, {})[
+            saved_by.object_name] = position.trackable
+      else:
+        position.skip_restore = True
+      return
     found_ops, by_key, python_state = position.gather_ops_or_named_saveables()
     self.restore_ops.extend(found_ops)
     self.tensor_saveables.update(by_key)
@@ -415,6 +430,9 @@ class _RestoreBatch:
     """Restores everything gathered; returns all restore ops (graph mode)."""
     self.restore_ops.extend(checkpoint.restore_saveables(
         self.tensor_saveables, self.python_saveables, self.variables))
+    if self.registered:
+      self.restore_ops.extend(registered_savers.restore(
+          self.registered, checkpoint.values.path_tensor))
     return self.restore_ops
 
 

@@ -45,6 +45,7 @@ from tf_objckpt import name_based
 from tf_objckpt import object_graph_check
 from tf_objckpt import restore
 from tf_objckpt import restore_coordinator
+from tf_objckpt import sharding
 from tf_objckpt import tracking
 from tf_objckpt import transfer_log
 # Re-exported: the load statuses are part of this module's API, as in
@@ -199,14 +200,6 @@ def _garbage_collection_paused():
       gc.enable()
 
 
-def _check_options(options):
-  """Rejects `tf.train.CheckpointOptions` this library does not implement."""
-  if getattr(options, "experimental_sharding_callback", None) is not None:
-    raise NotImplementedError(
-        "CheckpointOptions.experimental_sharding_callback is not supported "
-        "by tf_objckpt: checkpoints are sharded by device only.")
-
-
 class CheckpointOptions(checkpoint_options.CheckpointOptions):
   """`tf.train.CheckpointOptions`, with durable saves.
 
@@ -312,7 +305,7 @@ class TrackableSaver:
     saveables, serialized_graph, feed_additions = self._gather_saveables(
         object_graph_tensor=object_graph_tensor)
     cache_key = (serialized_graph, functional_saver.io_device(options),
-                 in_place)
+                 sharding.callback_key(options), in_place)
     if (self._last_save_key != cache_key or
         context.executing_eagerly() or ops.inside_function()):
       with ops.device("/cpu:0"):
@@ -360,7 +353,6 @@ class TrackableSaver:
     Raises:
       RuntimeError: When graph building without a session to run in.
     """
-    _check_options(options)
     prefix, base = file_prefix, None
     if checkpoint_number:
       prefix, base = f"{file_prefix}-{checkpoint_number:d}", file_prefix
@@ -421,7 +413,6 @@ class TrackableSaver:
       A `CheckpointLoadStatus`, `NameBasedSaverStatus`, or, for None, an
       `InitializationOnlyStatus`.
     """
-    _check_options(options)
     if save_path is None:
       return load_status.InitializationOnlyStatus(self._graph_view,
                                                   restore_uid=ops.uid())

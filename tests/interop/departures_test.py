@@ -30,23 +30,50 @@ def test_single_shard_saves_are_written_in_place(tmp_path):
   tl.assert_same_files(tmp_path)
 
 
-def test_sharding_callback_is_refused(tmp_path):
-  """TensorFlow applies a sharding policy; we refuse it rather than ignore it."""
+def test_sharding_callbacks_are_checked(tmp_path):
+  """A callback that drops a key fails our save; TensorFlow writes without it."""
+
+  class DropsTheFirstKey(tf.train.experimental.ShardingCallback):
+    description = "Drops the first key."
+
+    def __call__(self, shardable_tensors):
+      return [{tensor.checkpoint_key: {tensor.slice_spec: tensor.tensor}
+               for tensor in shardable_tensors[1:]}]
+
   options = tf.train.CheckpointOptions(
-      experimental_sharding_callback=(
-          tf.train.experimental.ShardByTaskPolicy()))
+      experimental_sharding_callback=DropsTheFirstKey())
   outcomes = {}
   for impl, lib in tl.IMPLS.items():
-    checkpoint = lib.Checkpoint(v=tf.Variable(1.))
+    checkpoint = lib.Checkpoint(a=tf.Variable(1.), b=tf.Variable(2.))
     prefix = str(tmp_path / impl / "ckpt")
-    outcomes[impl] = (
-        tl.outcome(checkpoint.write, prefix, options=options),
-        tl.outcome(checkpoint.read, prefix, options=options))
+    outcomes[impl] = (tl.outcome(checkpoint.write, prefix, options=options),
+                      prefix)
   assert outcomes["tf"][0].error is None
-  assert outcomes["tf"][1].error is None
-  for saved_or_read in outcomes["ours"]:
-    assert isinstance(saved_or_read.error, NotImplementedError)
-    assert "experimental_sharding_callback" in str(saved_or_read.error)
+  assert "a/.ATTRIBUTES/VARIABLE_VALUE" not in tl.signature(outcomes["tf"][1])
+  error = outcomes["ours"][0].error
+  assert isinstance(error, RuntimeError)
+  assert "not found in the checkpoint shards" in str(error)
+  assert "a/.ATTRIBUTES/VARIABLE_VALUE" in str(error)
+  assert not os.path.exists(outcomes["ours"][1] + ".index")
+
+
+def test_graph_mode_saves_apply_each_saves_sharding_callback(tmp_path):
+  """TensorFlow reuses its first save op, whatever later options say."""
+  num_shards = {}
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as program:
+      checkpoint = program.lib.CheckpointV1(
+          v=program.variable("v", [1.] * 100))
+      program.initialize()
+      checkpoint.write(str(tmp_path / impl / "first"),
+                       session=program.session)
+      path = checkpoint.write(
+          str(tmp_path / impl / "second"), session=program.session,
+          options=tf.train.CheckpointOptions(
+              experimental_sharding_callback=(
+                  tf.train.experimental.MaxShardSizePolicy(100))))
+      num_shards[impl] = tl.file_layout(path)["num_shards"]
+  assert num_shards == {"tf": 1, "ours": 4}  # 400 bytes in 100-byte files.
 
 
 class _WithFunction:

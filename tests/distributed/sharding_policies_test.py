@@ -1,0 +1,199 @@
+"""`CheckpointOptions.experimental_sharding_callback`, on one machine.
+
+TensorFlow's `ShardByTaskPolicy` and `MaxShardSizePolicy` and user-defined
+`ShardingCallback`s give the same data files, key by key and slice by slice,
+as in TensorFlow, through `write`, `save` and `CheckpointManager.save`,
+eagerly and in graph mode; tensors split across files restore in both
+libraries. (tests/distributed/cluster_layout_test.py applies the policies
+over ps tasks.)
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import testlib as tl
+
+
+def _values():
+  return {
+      "matrix": np.arange(600, dtype=np.float32).reshape(20, 30),
+      "vector": np.arange(50, dtype=np.int64),
+      "scalar": np.float64(3.5),
+      # Strings are not split: sliced strings cannot be read back by
+      # TensorFlow's reader ("Dtype string not supported").
+      "text": np.array([b"d" * 90]),
+      "word": b"hello",
+  }
+
+
+def _variables(zeros=False):
+  return {name: tf.Variable(np.zeros_like(value) if zeros else value)
+          for name, value in _values().items()}
+
+
+class OneKeyPerShard(tf.train.experimental.ShardingCallback):
+  """A user policy: each key in a file of its own, in reverse order."""
+
+  @property
+  def description(self):
+    return "One key per shard, last key first."
+
+  def __call__(self, shardable_tensors):
+    return [{tensor.checkpoint_key: {tensor.slice_spec: tensor.tensor}}
+            for tensor in reversed(shardable_tensors)]
+
+
+class SplitsTheMatrix(tf.train.experimental.ShardingCallback):
+  """A user policy slicing one tensor by hand, halves in separate files."""
+
+  description = "Rows of the matrix in two files, the rest in a third."
+
+  def __call__(self, shardable_tensors):
+    rest, halves = {}, []
+    for tensor in shardable_tensors:
+      if tensor.checkpoint_key.startswith("matrix/"):
+        for start in (0, 10):
+          spec = tf.Variable.SaveSliceInfo(
+              full_name=tensor.checkpoint_key, full_shape=[20, 30],
+              var_offset=[start, 0], var_shape=[10, 30]).spec
+          with tf.device(tensor.device):
+            half = tensor.tensor[start:start + 10]
+          halves.append({tensor.checkpoint_key: {spec: half}})
+      else:
+        rest.setdefault(tensor.checkpoint_key, {})[tensor.slice_spec] = (
+            tensor.tensor)
+    return halves + [rest]
+
+
+_POLICIES = {
+    "by_task": tf.train.experimental.ShardByTaskPolicy,
+    "max_size_1k": lambda: tf.train.experimental.MaxShardSizePolicy(1000),
+    # About a row of the matrix. (Much smaller sizes make TensorFlow's
+    # policy loop forever.)
+    "max_size_small": lambda: tf.train.experimental.MaxShardSizePolicy(130),
+    "one_key_per_shard": OneKeyPerShard,
+    "splits_the_matrix": SplitsTheMatrix,
+}
+
+
+def _options(policy):
+  return tf.train.CheckpointOptions(experimental_sharding_callback=policy)
+
+
+def _check_restores(path):
+  """Both libraries restore `path`'s values, eagerly."""
+  for impl, lib in tl.IMPLS.items():
+    variables = _variables(zeros=True)
+    lib.Checkpoint(**variables).read(path).assert_existing_objects_matched()
+    for name, value in _values().items():
+      np.testing.assert_array_equal(variables[name].numpy(), value,
+                                    err_msg=f"{name} read by {impl}")
+
+
+def _assert_same_layout(paths):
+  assert tl.file_layout(paths["ours"]) == tl.file_layout(paths["tf"])
+
+
+@pytest.mark.parametrize("policy", _POLICIES)
+def test_write_matches_tensorflow(tmp_path, policy):
+  paths = {}
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint(**_variables())
+    paths[impl] = checkpoint.write(str(tmp_path / impl / "ckpt"),
+                                   options=_options(_POLICIES[policy]()))
+  _assert_same_layout(paths)
+  assert tl.signature(paths["ours"]) == tl.signature(paths["tf"])
+  assert tl.object_graph(paths["ours"]) == tl.object_graph(paths["tf"])
+  if policy != "by_task":
+    assert tl.file_layout(paths["ours"])["num_shards"] >= 3
+  for path in paths.values():
+    _check_restores(path)
+
+
+@pytest.mark.parametrize("policy", ["max_size_1k", "one_key_per_shard"])
+def test_save_and_manager_save_match_tensorflow(tmp_path, policy):
+  """save() and CheckpointManager.save(options=) apply the policy."""
+  paths = {}
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint(**_variables())
+    saved = checkpoint.save(str(tmp_path / impl / "ckpt"),
+                            options=_options(_POLICIES[policy]()))
+    manager = lib.CheckpointManager(checkpoint, str(tmp_path / impl / "mgr"),
+                                    max_to_keep=1)
+    managed = manager.save(options=_options(_POLICIES[policy]()))
+    assert manager.latest_checkpoint == managed
+    paths[impl] = (saved, managed)
+  for kind in range(2):
+    _assert_same_layout({impl: both[kind] for impl, both in paths.items()})
+    _check_restores(paths["ours"][kind])
+  for impl in tl.IMPLS:  # State files differ in their timestamps.
+    os.remove(tmp_path / impl / "mgr" / "checkpoint")
+  tl.assert_same_files(tmp_path)
+
+
+@pytest.mark.parametrize("policy", ["max_size_1k", "one_key_per_shard"])
+def test_graph_mode_matches_tensorflow(tmp_path, policy):
+  """CheckpointV1 in a session; later saves reuse the save op."""
+  paths = {}
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as program:
+      variables = {name: program.variable(name, value)
+                   for name, value in _values().items()}
+      program.initialize()
+      checkpoint = program.lib.CheckpointV1(**variables)
+      options = _options(_POLICIES[policy]())
+      prefix = str(tmp_path / impl / "ckpt")
+      paths[impl] = checkpoint.save(prefix, session=program.session,
+                                    options=options)
+      if impl == "ours":
+        ops_before = len(program.graph.get_operations())
+        checkpoint.save(prefix, session=program.session,
+                        options=_options(_POLICIES[policy]()))
+        assert len(program.graph.get_operations()) == ops_before
+  _assert_same_layout(paths)
+  for path in paths.values():
+    _check_restores(path)
+
+
+@pytest.mark.parametrize("change", ["adds_a_key", "duplicates", "retypes"])
+def test_callbacks_that_change_tensors_fail_our_saves(tmp_path, change):
+  """TensorFlow writes what comes back; we raise RuntimeError, write nothing.
+
+  (TensorFlow's merge of the shards fails on duplicates.)
+  """
+
+  class Changes(tf.train.experimental.ShardingCallback):
+    description = f"A callback that {change}."
+
+    def __call__(self, shardable_tensors):
+      shard = {tensor.checkpoint_key: {tensor.slice_spec: tensor.tensor}
+               for tensor in shardable_tensors}
+      first = shardable_tensors[0]
+      if change == "adds_a_key":
+        shard["extra"] = {"": tf.constant(1.)}
+      elif change == "retypes":
+        shard[first.checkpoint_key] = {
+            first.slice_spec: tf.cast(first.tensor, tf.float16)}
+      shards = [shard]
+      if change == "duplicates":
+        shards.append({first.checkpoint_key: {first.slice_spec: first.tensor}})
+      return shards
+
+  outcomes = {}
+  for impl, lib in tl.IMPLS.items():
+    checkpoint = lib.Checkpoint(v=tf.Variable(1.), w=tf.Variable(2.))
+    prefix = str(tmp_path / impl / "ckpt")
+    outcomes[impl] = tl.outcome(checkpoint.write, prefix,
+                                options=_options(Changes()))
+  if change == "duplicates":  # TensorFlow's merge of the shards fails.
+    assert isinstance(outcomes["tf"].error, tf.errors.InvalidArgumentError)
+  else:
+    assert outcomes["tf"].error is None
+  error = outcomes["ours"].error
+  assert isinstance(error, RuntimeError), error
+  assert "sharding callback" in str(error)
+  assert f"A callback that {change}" in str(error)
+  assert not os.listdir(tmp_path / "ours")

@@ -1,0 +1,177 @@
+"""Which tensors of an object-based save go into which data file.
+
+TensorFlow's object-based saver groups a save's tensors by task (the host
+CPU of their devices) in the order it first meets each task, so the object
+graph, saved last, lands in the last file unless its task was met before.
+Each task's tensors are then handed to the sharding callback of
+`CheckpointOptions.experimental_sharding_callback` (by default one shard per
+task), which returns the shards to write, in file order.
+
+This module does the same with our saveables: `group_by_task` orders the
+tasks, and `callback_shards` builds the `ShardableTensor`s a callback
+expects, calls it, checks that its shards hold exactly the tensors it was
+given (same keys, slices, shapes, dtypes and tasks), and returns each shard
+as the keys, slices and tensors of one write. It plans; the engine
+(`functional_saver`) writes.
+"""
+
+import functools
+import typing
+
+from tensorflow.python.checkpoint.sharding import sharding_util
+from tensorflow.python.framework import device as device_lib
+from tensorflow.python.framework import ops
+
+from tf_objckpt import saveable_object_util
+
+
+@functools.lru_cache(maxsize=None)
+def task_of(device: str) -> str:
+  """The CPU of the task owning `device`: where its tensors are written."""
+  return saveable_object_util.set_cpu0(device or "/cpu:0")
+
+
+def group_by_task(saveables) -> dict:
+  """`{task: [saveables]}`, tasks in the order their saveables come."""
+  by_task = {}
+  for saveable in saveables:
+    by_task.setdefault(task_of(saveable.device), []).append(saveable)
+  return by_task
+
+
+def sharding_callback(options):
+  """The `ShardingCallback` of `options`, or None for one shard per task."""
+  return getattr(options, "experimental_sharding_callback", None)
+
+
+def callback_key(options):
+  """What identifies `options`' callback for caching graph-mode save ops.
+
+  A callback's hash covers its description and attributes (TensorFlow's
+  `ShardingCallback.__hash__`), so equal policies share one save op.
+  """
+  callback = sharding_callback(options)
+  return None if callback is None else (type(callback), hash(callback))
+
+
+class ShardToWrite(typing.NamedTuple):
+  """One data file's content: the keys, slices and tensors of one write."""
+  task: str
+  names: list
+  slices: list
+  tensors: list
+
+
+def callback_shards(callback, groups) -> list:
+  """The shards `callback` makes of each task's tensors, in file order.
+
+  Args:
+    callback: A `tf.train.experimental.ShardingCallback`.
+    groups: `{task: [saveables]}` from `group_by_task`.
+
+  Returns:
+    A list of `ShardToWrite`.
+
+  Raises:
+    RuntimeError: If the callback's shards lose, add, duplicate, reshape,
+      retype or move a tensor, or mix tasks in one shard.
+  """
+  shards = []
+  for task, saveables in groups.items():
+    shardable = _shardable_tensors(task, saveables)
+    task_shards = callback(shardable)
+    _check_shards(task_shards, shardable, callback.description)
+    shards.extend(_to_write(task, shard) for shard in task_shards)
+  return shards
+
+
+def _shardable_tensors(task, saveables):
+  """The `ShardableTensor`s of one task's saveables (values read now)."""
+  specs = [spec for saveable in saveables for spec in saveable.specs]
+  owners = [saveable for saveable in saveables for _ in saveable.specs]
+  with ops.device(task):
+    tensors = saveable_object_util.spec_tensors(specs)
+  shardable = []
+  for spec, owner, tensor in zip(specs, owners, tensors):
+    if tensor is None:  # An uninitialized variable: nothing to save.
+      continue
+    shardable.append(sharding_util.ShardableTensor(
+        _tensor_save_spec=spec, tensor=tensor, dtype=spec.dtype,
+        device=device_lib.DeviceSpec.from_string(spec.device or ""),
+        name=spec.name, shape=tensor.shape, slice_spec=spec.slice_spec.strip(),
+        checkpoint_key=spec.name, trackable=_trackable_of(owner)))
+  return shardable
+
+
+def _trackable_of(saveable):
+  """The object whose state `saveable` holds, if it is a trackable."""
+  owner = getattr(saveable, "op", None)
+  return owner if hasattr(owner, "_serialize_to_tensors") else None
+
+
+def _to_write(task, shard):
+  names, slices, tensors = [], [], []
+  for key, slice_to_tensor in shard.items():
+    for slice_spec, tensor in slice_to_tensor.items():
+      if tensor is None:
+        continue
+      names.append(key)
+      slices.append(slice_spec)
+      tensors.append(tensor)
+  return ShardToWrite(task, names, slices, tensors)
+
+
+def _task(device):
+  return device_lib.DeviceSpec.from_string(device or "").task
+
+
+def _check_shards(shards, shardable, description):
+  """Raises RuntimeError unless `shards` hold the keys of `shardable`.
+
+  A callback may split a tensor into slices (`MaxShardSizePolicy` does), so
+  keys are checked rather than slices: every key given is written, no other
+  key is, no (key, slice) twice, with the dtype and task it was given, and
+  no shard mixes tasks. (TensorFlow checks nothing, and writes whatever the
+  callback returns.)
+  """
+  expected = {tensor.checkpoint_key: (tensor.dtype, _task(tensor.tensor.device))
+              for tensor in shardable}
+  seen_keys, seen = set(), set()
+
+  def fail(problem, key, slice_spec, detail=""):
+    raise RuntimeError(
+        f"After executing the checkpoint sharding callback, {problem}:\n"
+        f"  callback_description: {description}\n"
+        f"  checkpoint_key: {key}\n  slice_spec: {slice_spec}\n{detail}")
+
+  for shard in shards:
+    shard_task = None
+    for key, slice_to_tensor in shard.items():
+      if key not in expected:
+        fail("a tensor not originally in the object graph was found in the "
+             "checkpoint shards", key, "")
+      dtype, task = expected[key]
+      for slice_spec, tensor in slice_to_tensor.items():
+        if (key, slice_spec.strip()) in seen:
+          fail("multiple tensors with the same checkpoint key and slice spec "
+               "were found", key, slice_spec)
+        seen.add((key, slice_spec.strip()))
+        if tensor.dtype != dtype:
+          fail("a tensor was found with an altered dtype", key, slice_spec,
+               f"  original tensor_dtype: {dtype}\n"
+               f"  new tensor_dtype: {tensor.dtype}\n")
+        tensor_task = _task(tensor.device)
+        if tensor_task != task:
+          fail("a tensor was found with an altered task", key, slice_spec,
+               f"  original tensor_task: {task}\n"
+               f"  new tensor_task: {tensor_task}\n")
+        if shard_task is not None and task is not None and task != shard_task:
+          fail("tensors with different tasks were found in the same shard",
+               key, slice_spec)
+        shard_task = task if shard_task is None else shard_task
+      seen_keys.add(key)
+  missing = sorted(set(expected) - seen_keys)
+  if missing:
+    fail("tensors in the object graph were not found in the checkpoint "
+         "shards", missing[0], "",
+         "".join(f"  missing: {key}\n" for key in missing))
