@@ -76,20 +76,19 @@ def load_into_keras(path):
   status = tf_objckpt.Checkpoint(model=model).restore(path, options=options)
   predictions = model(INPUTS).numpy()  # Builds the model: values land here.
   status.assert_consumed()
-  return predictions, status.name_matches()
+  return predictions, status.report()
 
 
 def main():
   with tempfile.TemporaryDirectory() as directory:
     path, legacy_predictions = legacy_train_and_save(directory)
     predictions, report = load_into_keras(path)
-    for name, match in sorted(report.matched.items()):
-      print(f"{name:32} <- {match.checkpoint_key:16} ({match.rule})")
+    print(report)
     failures = []
-    if report.unused_keys:
-      failures.append(f"values left unused: {report.unused_keys}")
-    if len(report.matched) != 4:
-      failures.append(f"expected 4 matched variables: {report.matched}")
+    if not report.complete:
+      failures.append(f"not everything matched:\n{report}")
+    if len(report.restored) != 4:
+      failures.append(f"expected 4 restored variables:\n{report}")
     if not np.allclose(predictions, legacy_predictions, rtol=1e-6,
                        atol=1e-6):
       failures.append("Keras predictions differ from the legacy graph's")

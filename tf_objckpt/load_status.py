@@ -10,8 +10,10 @@ import abc
 
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 from tensorflow.python.eager import context
+from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor_shape
 from tensorflow.python.util import deprecation
 
 from tf_objckpt import data_structures
@@ -85,12 +87,30 @@ def _describe_objects(graph_view, objects):
     path = paths.get(obj)
     text = (path or "(root)") if path is not None else repr(obj)
     shape, dtype = getattr(obj, "shape", None), getattr(obj, "dtype", None)
-    if shape is not None and getattr(shape, "rank", None) is not None:
-      text += " " + restore_report.shape_text(shape.as_list())
-    if dtype is not None and hasattr(dtype, "name"):
-      text += f" {dtype.name}"
+    if shape is not None:
+      dims = _known_dims(shape)
+      if dims is not None:
+        text += " " + restore_report.shape_text(dims)
+    if dtype is not None:
+      text += f" {_dtype_name(dtype)}"
     described.append(text)
   return described
+
+
+def _known_dims(shape):
+  """The dimensions of a TensorShape or a tuple (Keras 3), or None."""
+  try:
+    return list(tensor_shape.TensorShape(shape).as_list())
+  except ValueError:  # Unknown rank.
+    return None
+
+
+def _dtype_name(dtype):
+  """"float32" for a DType or a dtype name (Keras 3 variables hold names)."""
+  try:
+    return dtypes.as_dtype(dtype).name
+  except TypeError:
+    return str(dtype)
 
 
 def streaming_restore(status, session=None):
@@ -465,16 +485,6 @@ class NameBasedSaverStatus(_LoadStatus):
 
   def assert_existing_objects_matched(self):
     return self.assert_consumed()
-
-  def name_matches(self):
-    """What matched by name so far: a `name_matching.MatchReport`.
-
-    Its `matched` maps variable names to the checkpoint keys found (and the
-    rule that found them), `unmatched_names` lists variables that found no
-    value, `unused_keys` the values no variable used. When graph building,
-    names are matched when the restore ops run.
-    """
-    return self._checkpoint.match_report()
 
   def assert_nontrivial_match(self):
     return self.assert_consumed()

@@ -44,9 +44,6 @@ class NameBasedRestoreCoordinator:
     self._checkpoint_keys = frozenset(checkpoint_keys)
     self._matcher = name_matching.NameMatcher(self._checkpoint_keys,
                                               assignment_map)
-    # Variable name -> `name_matching.Match`; names that found no key.
-    self._matched = {}
-    self._unmatched = {}
     # Object -> attribute names that found no value, for assertions.
     self.unused_attributes = object_identity.ObjectIdentityWeakKeyDictionary()
     self.restore_uid = ops.uid()
@@ -98,21 +95,9 @@ class NameBasedRestoreCoordinator:
     yield from saveable_object_util.saveable_objects_for_op(op, key)
 
   def _match(self, name, strip_model_name):
-    """The checkpoint key of `name` (recorded for the report), or None."""
+    """The checkpoint key of `name`, or None."""
     found = self._matcher.match(name, strip_model_name)
-    if found is None:
-      self._unmatched[name] = None
-      return None
-    self._unmatched.pop(name, None)
-    self._matched[name] = found
-    return found.checkpoint_key
-
-  def match_report(self):
-    """What matched so far, as a `name_matching.MatchReport`."""
-    used = {found.checkpoint_key for found in self._matched.values()}
-    return name_matching.MatchReport(
-        dict(self._matched), list(self._unmatched),
-        sorted(self._checkpoint_keys - used))
+    return None if found is None else found.checkpoint_key
 
   def check(self, trackables):
     """Raises unless the values the trackables find by name fit them.
@@ -215,6 +200,8 @@ class NameBasedRestoreCoordinator:
     for saveable in self.globally_named_object_attributes(trackable):
       if self._found(saveable):
         found.append(saveable)
+      elif _keras3_variable_value(trackable) is not None:
+        self._record_unused(trackable, trackable.path)  # Its matched name.
       else:
         self._record_unused(trackable, saveable.name)
     return found

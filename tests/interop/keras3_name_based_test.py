@@ -79,14 +79,10 @@ def test_v1_checkpoint_into_keras3_predicts_the_same(tmp_path, kind):
   status = tf_objckpt.Checkpoint(model=model).restore(path)
   np.testing.assert_allclose(model(_X), expected, rtol=1e-6, atol=1e-6)
   status.assert_consumed()
-  report = status.name_matches()
-  # Functional models' layers are made outside the model: their paths
-  # have no model name.
-  rule = "exact" if kind == "functional" else "without_model_name"
-  assert sorted(report.matched.values()) == [
-      (key, rule) for key in ("dense/bias", "dense/kernel", "dense_1/bias",
-                              "dense_1/kernel")]
-  assert report.unused_keys == []
+  report = status.report()
+  assert sorted(value.key for value in report.restored) == [
+      "dense/bias", "dense/kernel", "dense_1/bias", "dense_1/kernel"]
+  assert not report.unmatched and not report.objects_without_values
   # TensorFlow's Checkpoint, in the same process, matches nothing.
   tf_model = MODELS[kind]()
   tf_status = tf.train.Checkpoint(model=tf_model).restore(path)
@@ -103,22 +99,22 @@ def test_assignment_map_names_the_rest(tmp_path):
   status = tf_objckpt.Checkpoint(model=model).restore(path, options=options)
   np.testing.assert_allclose(model(_X), expected, rtol=1e-6, atol=1e-6)
   status.assert_consumed()
-  matched = status.name_matches().matched
-  assert matched["sequential/hidden/kernel"] == ("encoder/hidden/kernel",
-                                                 "assignment_map")
-  assert matched["sequential/dense_1/bias"] == ("dense_1/bias",
-                                                "without_model_name")
+  keys = {value.key for value in status.report().restored}
+  assert keys == {"encoder/hidden/kernel", "encoder/hidden/bias",
+                  "dense_1/kernel", "dense_1/bias"}
 
 
 def test_report_names_what_did_not_match(tmp_path):
   path, _ = _v1_checkpoint(tmp_path)
   model = _sequential(names=("renamed", "dense_1"))
   status = tf_objckpt.Checkpoint(model=model).restore(path)
-  report = status.name_matches()
-  assert sorted(report.matched) == ["sequential/dense_1/bias",
-                                    "sequential/dense_1/kernel"]
-  assert "sequential/renamed/kernel" in report.unmatched_names
-  assert report.unused_keys == ["dense/bias", "dense/kernel"]
+  report = status.report()
+  assert sorted(value.key for value in report.restored) == [
+      "dense_1/bias", "dense_1/kernel"]
+  assert sorted(value.key for value in report.unmatched) == [
+      "dense/bias", "dense/kernel"]
+  assert any(text.endswith("_kernel (3, 8) float32")
+             for text in report.objects_without_values), report
   with pytest.raises(AssertionError, match="renamed"):
     status.assert_consumed()
 
