@@ -104,15 +104,20 @@ def main(_):
   print(f"Peak resident memory added by one save of 1 GiB (MiB), medians of "
         f"{_REPEATS.value} fresh processes:")
   print(f"{'layout':<13} {'mode':<13} {'tensorflow':>11} {'tf_objckpt':>11}"
-        f" {'ratio':>6}")
+        f" {'ratio':>6}  all measurements (tensorflow; tf_objckpt)")
   for layout in _LAYOUTS.value:
     for mode in _MODES.value:
-      added = {impl: statistics.median(
-          _measure(impl, mode, layout, _DIRECTORY.value)
-          for _ in range(_REPEATS.value)) / (1 << 20) for impl in _IMPLS}
+      measured = {impl: [_measure(impl, mode, layout, _DIRECTORY.value) /
+                         (1 << 20) for _ in range(_REPEATS.value)]
+                  for impl in _IMPLS}
+      added = {impl: statistics.median(values)
+               for impl, values in measured.items()}
       ratio = added["tf_objckpt"] / max(added["tensorflow"], 1e-9)
+      spread = "; ".join(" ".join(f"{value:.0f}" for value in measured[impl])
+                         for impl in _IMPLS)
       print(f"{layout:<13} {mode:<13} {added['tensorflow']:>11.1f} "
-            f"{added['tf_objckpt']:>11.1f} {ratio:>6.2f}", flush=True)
+            f"{added['tf_objckpt']:>11.1f} {ratio:>6.2f}  {spread}",
+            flush=True)
 
 
 if __name__ == "__main__":
