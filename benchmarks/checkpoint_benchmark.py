@@ -37,6 +37,9 @@ _ON_CREATE_LIMIT = flags.DEFINE_integer(
     "on_create_limit", 4096,
     "Restore-on-create creates at most this many variables (TensorFlow's "
     "cost grows with the count; (c) in full takes it about half an hour).")
+_TENSORFLOW_ON_CREATE = flags.DEFINE_bool(
+    "tensorflow_on_create", True,
+    "Also time TensorFlow's restore-on-create (minutes for (b) and (c)).")
 _CHILD = flags.DEFINE_string("child", None, "Internal: one measurement.")
 
 _LIBRARIES = {"tensorflow": tf.train.Checkpoint,
@@ -133,7 +136,10 @@ def _bench(workload, directory, repeats):
   def measure(library):
     prefix = os.path.join(directory, f"{workload}_{library}")
     result = {}
-    for operation in ("write", "read", "on_create"):
+    operations = ["write", "read"]
+    if library == "tf_objckpt" or _TENSORFLOW_ON_CREATE.value:
+      operations.append("on_create")
+    for operation in operations:
       result.update(fresh_process.run_child(
           __file__, library=library, workload=workload, operation=operation,
           prefix=prefix + ("_attached" if operation == "on_create" else "")))

@@ -59,8 +59,12 @@ def print_medians(workload, results):
   """One line per measurement: both medians and TensorFlow's / ours."""
   theirs, ours = results["tensorflow"], results["tf_objckpt"]
   for name in ours:
-    tf_median = statistics.median(theirs[name])
     our_median = statistics.median(ours[name])
+    if name not in theirs:
+      print(f"{workload:>9} {name:<26} tf_objckpt {our_median:8.3f}s",
+            flush=True)
+      continue
+    tf_median = statistics.median(theirs[name])
     print(f"{workload:>9} {name:<26} tensorflow {tf_median:8.3f}s  "
-          f"tf_objckpt {our_median:8.3f}s  speedup x{tf_median / our_median:6.2f}",
-          flush=True)
+          f"tf_objckpt {our_median:8.3f}s  "
+          f"speedup x{tf_median / our_median:6.2f}", flush=True)
