@@ -1,14 +1,14 @@
 """Times graph-mode CheckpointV1 against tf.compat.v1.train.Checkpoint.
 
-Workloads (as in checkpoint_benchmark.py): (b) 4096 variables of 64x64
-float32, (c) 20,000 scalar variables, all `tf.compat.v1.get_variable`
+Workloads (as in checkpoint_benchmark.py): (b1024) 1024 and (b) 4096
+variables of 64x64 float32, (c) 20,000 scalar variables, all `tf.compat.v1.get_variable`
 resource variables in one `tf.Graph` and `tf.compat.v1.Session`, tracked
 as a list on an AutoTrackable.
 
 For each library: the first `save()` (which builds the save ops), later
 saves, the first `restore()` + `run_restore_ops()` in a fresh graph and a
 fresh process, as when a job starts (it builds the restore ops), and a later
-one, and the ops added after 1, 2 and 10 saves. Later saves of both libraries and of the name-based v1
+one (medians of --restore_repeats processes), and the ops added after 1, 2 and 10 saves. Later saves of both libraries and of the name-based v1
 `tf.compat.v1.train.Saver` (for reference) are interleaved, each writing a
 new numbered checkpoint after the disk has caught up with earlier writes
 (`os.sync`), so that disk and page-cache effects hit all alike; the median
@@ -16,8 +16,8 @@ is printed. The v1 Saver is timed without writing its meta graph
 (the save alone), and with it (its default), which costs more than the save
 for graphs this large.
 
-Run: python benchmarks/graph_mode_benchmark.py [--workloads=b,c]
-     [--repeats=7] [--profile=<library>:<operation>]
+Run: python benchmarks/graph_mode_benchmark.py [--workloads=b1024,b,c]
+     [--repeats=7] [--restore_repeats=3] [--profile=<library>:<operation>]
 """
 
 import cProfile
@@ -39,12 +39,15 @@ from tensorflow.python.trackable import autotrackable as tf_autotrackable
 
 import tf_objckpt
 
-_WORKLOADS = flags.DEFINE_list("workloads", ["b", "c"], "Which workloads.")
+_WORKLOADS = flags.DEFINE_list("workloads", ["b1024", "b", "c"],
+                                "Which workloads.")
 _REPEATS = flags.DEFINE_integer("repeats", 7, "Timed later saves.")
 _RESTORE_IN = flags.DEFINE_string(
     "restore_in", None, "Internal: 'library,workload,checkpoint path' to "
     "time restores of, in this process.")
 _RESULT_PREFIX = "restore times: "
+_RESTORE_REPEATS = flags.DEFINE_integer(
+    "restore_repeats", 3, "Fresh processes timing each library's restores.")
 _PROFILE = flags.DEFINE_string(
     "profile", None, "Profile one measurement of one library, e.g. "
     "'tf_objckpt:first save' or 'tensorflow:first restore'.")
@@ -54,7 +57,8 @@ _LIBRARIES = {
                    tf.compat.v1.train.Checkpoint),
     "tf_objckpt": (tf_objckpt.AutoTrackable, tf_objckpt.CheckpointV1),
 }
-_SHAPES = {"b": ([64, 64], 4096), "c": ([], 20000)}
+_SHAPES = {"b1024": ([64, 64], 1024), "b": ([64, 64], 4096),
+           "c": ([], 20000)}
 
 
 class _Program:
@@ -165,22 +169,30 @@ def _bench_saves(workload, directory, repeats):
   return results, v1_times, paths
 
 
-def _bench_restores(workload, paths, results):
-  """Times each library's restores in a process of its own.
+def _bench_restores(workload, paths, results, repeats):
+  """Times each library's restores, each time in a process of its own.
 
-  A first restore is what a job does when it starts, so each library's is
-  timed in a fresh process, where it pays for nothing the other left.
+  A first restore is what a job does when it starts, so each is timed in a
+  fresh process, where it pays for nothing the other left; the libraries
+  alternate, and the medians of `repeats` processes are kept.
   """
-  for library in _LIBRARIES:
-    child = subprocess.run(
-        [sys.executable, __file__, f"--profile={_PROFILE.value or ''}",
-         f"--restore_in={library},{workload},{paths[library]}"],
-        check=True, capture_output=True, text=True)
-    for line in child.stdout.splitlines():
-      if line.startswith(_RESULT_PREFIX):
-        results[library].update(json.loads(line[len(_RESULT_PREFIX):]))
-      else:
-        print(line)
+  times = {library: [] for library in _LIBRARIES}
+  for round_index in range(repeats):
+    order = list(_LIBRARIES)[::1 if round_index % 2 == 0 else -1]
+    for library in order:
+      child = subprocess.run(
+          [sys.executable, __file__, f"--profile={_PROFILE.value or ''}",
+           f"--restore_in={library},{workload},{paths[library]}"],
+          check=True, capture_output=True, text=True)
+      for line in child.stdout.splitlines():
+        if line.startswith(_RESULT_PREFIX):
+          times[library].append(json.loads(line[len(_RESULT_PREFIX):]))
+        else:
+          print(line)
+  for library, measured in times.items():
+    for key in measured[0]:
+      results[library][key] = statistics.median(
+          one[key] for one in measured)
 
 
 def _restore_times(library, workload, path):
@@ -231,7 +243,8 @@ def main(argv):
     for workload in _WORKLOADS.value:
       results, v1_times, paths = _bench_saves(workload, directory,
                                               _REPEATS.value)
-      _bench_restores(workload, paths, results)
+      _bench_restores(workload, paths, results,
+                      _RESTORE_REPEATS.value)
       _report(workload, results, v1_times)
 
 

@@ -193,7 +193,8 @@ def one_save_at_a_time(save):
 
 def save_v2(file_prefix, names, slices, tensors):
   """One `SaveV2` writing `tensors` under `names` (a V2 checkpoint)."""
-  return io_ops.save_v2(file_prefix, names, slices, tensors)
+  with variable_batches.direct_kernels(len(tensors)):
+    return io_ops.save_v2(file_prefix, names, slices, tensors)
 
 
 def save_v1(filename, names, slices, tensors):
@@ -205,7 +206,8 @@ def save_v1(filename, names, slices, tensors):
 
 def restore_v2(file_prefix, names, slices, dtypes_):
   """One `RestoreV2` reading `names` (on the current device)."""
-  return io_ops.restore_v2(file_prefix, names, slices, dtypes_)
+  with variable_batches.direct_kernels(len(names)):
+    return io_ops.restore_v2(file_prefix, names, slices, dtypes_)
 
 
 def sharded_filename(file_prefix, shard, num_shards):

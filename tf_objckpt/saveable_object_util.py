@@ -162,8 +162,9 @@ def assign_checked(handle, variable_shape, device, value, name):
 
 def assign_variables(variables, values):
   """Assigns already checked values to resource variables (eagerly)."""
-  for variable, value in zip(variables, values):
-    gen_resource_variable_ops.assign_variable_op(variable.handle, value)
+  with variable_batches.direct_kernels(len(variables)):
+    for variable, value in zip(variables, values):
+      gen_resource_variable_ops.assign_variable_op(variable.handle, value)
 
 
 def _comes_from_variable(value) -> bool:

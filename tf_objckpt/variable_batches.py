@@ -16,11 +16,21 @@ tensor costs Grappler, which optimizes the subgraph of every new
 
 Only plain resource variables on a CPU are batched (`batch_key`); others
 take the per-variable path.
+
+Eagerly, TensorFlow runs each op as a one-op function: the first call of an
+op signature builds and optimizes a function graph with one node per input
+and output, which costs about 50 us per tensor, and more beyond a few
+thousand (a 20,000-tensor `SaveV2` takes a second or more the first time,
+and 30 ms once built). Ops with many tensors therefore run inside
+`direct_kernels`, which makes TensorFlow build plain kernels for them.
 """
 
+import contextlib
 import functools
+import threading
 
 from tensorflow.core.framework import attr_value_pb2
+from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import context
 from tensorflow.python.eager import execute
 from tensorflow.python.framework import dtypes
@@ -31,6 +41,42 @@ GRAPH_BATCH_SIZE = 64
 # Fewer variables than this are not worth batched ops when graph building:
 # they would add ops where each variable's own handle and read exist.
 _GRAPH_BATCH_MIN = 16
+# Eager ops with fewer tensors than this keep TensorFlow's default execution.
+_DIRECT_KERNELS_MIN = 32
+
+_direct_kernels_lock = threading.Lock()
+_direct_kernels_users = 0
+
+
+@contextlib.contextmanager
+def direct_kernels(tensor_count):
+  """Runs eager ops with `tensor_count` tensors on plain kernels.
+
+  The setting belongs to the eager context, so while any caller is inside,
+  every thread's new eager ops get plain kernels too; those compute the
+  same values. The last caller to leave restores TensorFlow's setting.
+  Outside eager execution, or for few tensors, does nothing.
+  """
+  if tensor_count < _DIRECT_KERNELS_MIN or not context.executing_eagerly():
+    yield
+    return
+  _count_direct_kernels_user(1)
+  try:
+    yield
+  finally:
+    _count_direct_kernels_user(-1)
+
+
+def _count_direct_kernels_user(change):
+  global _direct_kernels_users
+  with _direct_kernels_lock:
+    _direct_kernels_users += change
+    if _direct_kernels_users == (1 if change > 0 else 0):
+      eager_context = context.context()
+      eager_context.ensure_initialized()
+      pywrap_tfe.TFE_ContextSetRunEagerOpAsFunction(
+          eager_context._handle,  # pylint: disable=protected-access
+          change < 0 and context.run_eager_op_as_function_enabled())
 
 
 def batch_key(variable):
@@ -71,11 +117,12 @@ def worth_batching(count):
 def read_variables(variables):
   """The values of `variables`, all of one `batch_key`."""
   if context.executing_eagerly():
-    return execute.execute(
-        b"_ReadVariablesOp", num_outputs=len(variables),
-        inputs=[variable.handle for variable in variables],
-        attrs=("N", len(variables), "dtypes", _dtype_enums(variables)),
-        ctx=context.context())
+    with direct_kernels(len(variables)):
+      return execute.execute(
+          b"_ReadVariablesOp", num_outputs=len(variables),
+          inputs=[variable.handle for variable in variables],
+          attrs=("N", len(variables), "dtypes", _dtype_enums(variables)),
+          ctx=context.context())
   values = []
   for start in range(0, len(variables), GRAPH_BATCH_SIZE):
     batch = variables[start:start + GRAPH_BATCH_SIZE]

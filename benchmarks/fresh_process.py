@@ -1,0 +1,70 @@
+"""Runs benchmark measurements in fresh processes and prints medians.
+
+A job saves and restores once per process start, and TensorFlow builds a
+kernel for each new op signature on first use, so "first" calls are timed
+in a new process each: the parent runs the benchmark script again with
+`--child=<json>`; the child times its calls and prints one result line.
+Libraries alternate their order between repetitions, so that load on the
+machine hits both alike.
+"""
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+_RESULT_PREFIX = "fresh_process result: "
+LIBRARIES = ("tensorflow", "tf_objckpt")
+
+
+def timed(fn):
+  """Seconds `fn()` takes."""
+  start = time.perf_counter()
+  fn()
+  return time.perf_counter() - start
+
+
+def emit(result):
+  """Prints a child's `{measurement: seconds}` for the parent."""
+  print(_RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def run_child(script, **request):
+  """Runs `script --child=<request>` in a new process; returns its result."""
+  completed = subprocess.run(
+      [sys.executable, script, "--child=" + json.dumps(request)],
+      capture_output=True, text=True, check=False)
+  for line in completed.stdout.splitlines():
+    if line.startswith(_RESULT_PREFIX):
+      return json.loads(line[len(_RESULT_PREFIX):])
+  raise RuntimeError(f"{script} {request} failed:\n{completed.stderr[-3000:]}")
+
+
+def repeated(repeats, measure):
+  """`{library: {measurement: [seconds...]}}` over `repeats` rounds.
+
+  `measure(library)` returns one round's `{measurement: seconds}`.
+  """
+  results = {library: {} for library in LIBRARIES}
+  for round_index in range(repeats):
+    order = LIBRARIES if round_index % 2 == 0 else LIBRARIES[::-1]
+    for library in order:
+      for name, seconds in measure(library).items():
+        results[library].setdefault(name, []).append(seconds)
+  return results
+
+
+def print_medians(workload, results):
+  """One line per measurement: both medians and TensorFlow's / ours."""
+  theirs, ours = results["tensorflow"], results["tf_objckpt"]
+  for name in ours:
+    our_median = statistics.median(ours[name])
+    if name not in theirs:
+      print(f"{workload:>9} {name:<26} tf_objckpt {our_median:8.3f}s",
+            flush=True)
+      continue
+    tf_median = statistics.median(theirs[name])
+    print(f"{workload:>9} {name:<26} tensorflow {tf_median:8.3f}s  "
+          f"tf_objckpt {our_median:8.3f}s  "
+          f"speedup x{tf_median / our_median:6.2f}", flush=True)
