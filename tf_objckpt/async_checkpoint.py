@@ -2,7 +2,7 @@
 
 With `CheckpointOptions(experimental_enable_async_checkpoint=True)`, an
 eager `Checkpoint.save()` or `write()` takes a `Snapshot`: every value it
-saves read into a tensor (variables with the engine's batched reads). A
+saves read into a tensor (variables with batched reads). A
 read tensor keeps the buffer it read: TensorFlow gives a variable that is
 assigned while such a tensor exists a new buffer, so later assignments never
 reach the snapshot, and nothing is copied unless the variable changes. The
@@ -31,8 +31,6 @@ from tf_objckpt import saveable_object_util
 
 # Writers that may hold an error no call has raised yet (see `_report_all`).
 _writers = weakref.WeakSet()
-# Variables read by one op when taking a snapshot (see `_read`).
-_READ_CHUNK = 256
 # Checkpoint objects whose writes can run at the same time.
 _WRITE_THREADS = 4
 _pool = None
@@ -42,20 +40,6 @@ _pool_lock = threading.Lock()
 def requested(options):
   """Whether `options` ask for an asynchronous save."""
   return bool(getattr(options, "experimental_enable_async_checkpoint", False))
-
-
-def _read(specs):
-  """The tensors of `specs`, read `_READ_CHUNK` at a time.
-
-  One eager op with many more inputs costs far more to build, in time and
-  memory, than several with fewer: 16,384 variables read by one op add
-  about 160 MiB to the peak, in chunks of 256 about 15 MiB.
-  """
-  values = []
-  for start in range(0, len(specs), _READ_CHUNK):
-    values.extend(saveable_object_util.spec_tensors(
-        specs[start:start + _READ_CHUNK]))
-  return values
 
 
 def _frozen(value):
@@ -73,7 +57,7 @@ class Snapshot:
   def __init__(self, saveables):
     """Reads every value of `saveables` now (eagerly)."""
     specs = [spec for saveable in saveables for spec in saveable.specs]
-    values = iter(_read(specs))
+    values = iter(saveable_object_util.spec_tensors(specs))
     self._saveables = []
     for saveable in saveables:
       frozen_specs = []
