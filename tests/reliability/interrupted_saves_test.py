@@ -107,6 +107,12 @@ _SCRIPT = textwrap.dedent("""
         except BaseException:
           traceback.print_exc()
           os._exit(2)
+      # The first kill waits for a complete save, however loaded the
+      # machine: a run that never saved could not show what was kept.
+      deadline = time.time() + 120
+      while (not any(name.endswith(".index") for name in os.listdir(directory))
+             and time.time() < deadline):
+        time.sleep(0.05)
       time.sleep(rng.uniform(0.1, 0.6))
       os.kill(pid, signal.SIGKILL)
       _, status = os.waitpid(pid, 0)
@@ -120,7 +126,7 @@ def _kill_repeatedly(impl, variant, directory, seed):
   """Runs `_KILLS` workers, each killed; returns how each ended."""
   os.makedirs(directory)
   result = tl.run_python(_SCRIPT, impl, variant, directory, _KILLS, seed,
-                         _SIZE, timeout=120)
+                         _SIZE, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   line, = [line for line in result.stdout.splitlines()
            if line.startswith("EXITS ")]
