@@ -82,7 +82,7 @@ def main():
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
     model = build_objects()["model"]
-    tf.train.Checkpoint(model=model).read(out).assert_consumed()
+    tf.train.Checkpoint(model=model).restore(out).assert_consumed()
     dense, head = model.layers
     np.testing.assert_array_equal(dense.kernel.numpy(), KERNEL)
     np.testing.assert_array_equal(dense.bias.numpy(), [0.5, 0.0, -0.5])
