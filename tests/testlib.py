@@ -333,17 +333,19 @@ class _Collect(py_logging.Handler):
 
 
 @contextlib.contextmanager
-def captured_logs():
-  """Collects messages logged (any level) while the scope is open.
+def captured_logs(level=py_logging.DEBUG):
+  """Collects messages logged at `level` or above while the scope is open.
 
   Both absl's logger and TensorFlow's ("tensorflow", where TensorFlow's
-  checkpointing logs) are captured.
+  checkpointing logs) are captured. With `level` None the loggers keep
+  their levels: what is captured is what a program logs by default.
   """
   handler = _Collect()
   loggers = [absl_logging.get_absl_logger(), tf.get_logger()]
   levels = [logger.level for logger in loggers]
   for logger in loggers:
-    logger.setLevel(py_logging.DEBUG)
+    if level is not None:
+      logger.setLevel(level)
     logger.addHandler(handler)
   try:
     yield handler.messages
@@ -747,6 +749,23 @@ def trained(flavor, kind):
 # ----------------------------------------------------------------------------
 # Child processes, and what interrupted saves leave behind.
 # ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def time_limit(seconds, what="the block"):
+  """Raises `TimeoutError` in the block once it has run `seconds` (SIGALRM)."""
+
+  def expire(signum, frame):
+    del signum, frame
+    raise TimeoutError(f"{what} ran over {seconds} seconds")
+
+  previous = signal.signal(signal.SIGALRM, expire)
+  signal.alarm(seconds)
+  try:
+    yield
+  finally:
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
 
 
 def run_python(script, *args, timeout=300, wrapper=()):

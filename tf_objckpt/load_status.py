@@ -413,12 +413,12 @@ class NameBasedSaverStatus(_LoadStatus):
   def __init__(self, checkpoint, graph_view):
     self._checkpoint = checkpoint
     self._graph_view = graph_view
-    self._optionally_restored = []
+    self._optionally_restored = object_identity.ObjectIdentitySet()
     self._root = graph_view.root
 
   def add_to_optionally_restored(self, var):
     """Ignores `var` in assertions (e.g. a save counter the Saver lacks)."""
-    self._optionally_restored.append(var)
+    self._optionally_restored.add(var)
 
   def assert_consumed(self):
     """Raises if an attribute or object found no value by name."""
@@ -446,7 +446,7 @@ class NameBasedSaverStatus(_LoadStatus):
   def _unused_attributes(self):
     return [(obj, attributes) for obj, attributes
             in self._checkpoint.unused_attributes.items()
-            if all(obj is not x for x in self._optionally_restored)]
+            if obj not in self._optionally_restored]
 
   def _objects_not_restored(self):
     not_restored = []
@@ -476,9 +476,10 @@ class NameBasedSaverStatus(_LoadStatus):
         key, key, values.shapes[key], values.dtypes[key].name)
                  for key in sorted(values.dtypes) if key not in restored_keys]
     without = [obj for obj, _ in self._unused_attributes()]
+    listed = object_identity.ObjectIdentitySet(without)
     without += [obj for obj in _objects_with_values(
-        self._objects_not_restored()) if all(obj is not x for x in without)
-                and all(obj is not x for x in self._optionally_restored)]
+        self._objects_not_restored())
+                if obj not in listed and obj not in self._optionally_restored]
     return restore_report.RestoreReport(
         checkpoint.save_path, tuple(restored), tuple(unmatched),
         tuple(_describe_objects(self._graph_view, without)))

@@ -5,7 +5,6 @@ error types; ours say more: object paths with shapes and dtypes, one per
 line, and, for a directory given as a prefix, its latest checkpoint.
 """
 
-import contextlib
 import logging as py_logging
 import os
 import re
@@ -182,31 +181,6 @@ def test_directory_given_as_a_prefix(tmp_path, with_checkpoint):
       assert "holds no checkpoint" in message
 
 
-class _Records(py_logging.Handler):
-  """Records what passes TensorFlow's logger at its current level."""
-
-  def __init__(self):
-    super().__init__(level=py_logging.DEBUG)
-    self.messages = []
-
-  def emit(self, record):
-    self.messages.append(record.getMessage())
-
-
-@contextlib.contextmanager
-def _tensorflow_logs(level=None):
-  logger = tf.get_logger()
-  handler, previous = _Records(), logger.level
-  logger.addHandler(handler)
-  if level is not None:
-    logger.setLevel(level)
-  try:
-    yield handler.messages
-  finally:
-    logger.removeHandler(handler)
-    logger.setLevel(previous)
-
-
 def _save_and_restore(impl, directory):
   checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(np.zeros(256)))
   path = checkpoint.save(os.path.join(directory, "ckpt"))
@@ -223,14 +197,14 @@ def _save_and_restore(impl, directory):
 def test_nothing_more_is_logged_by_default(tmp_path):
   logged = {}
   for impl in ("tf", "ours"):
-    with _tensorflow_logs() as messages:
+    with tl.captured_logs(level=None) as messages:
       _save_and_restore(impl, str(tmp_path / impl))
     logged[impl] = messages
   assert logged["ours"] == logged["tf"]
 
 
 def test_each_save_and_restore_logs_one_info_line(tmp_path):
-  with _tensorflow_logs(py_logging.INFO) as messages:
+  with tl.captured_logs(py_logging.INFO) as messages:
     path, saved = _save_and_restore("ours", str(tmp_path))
   ours = [message for message in messages
           if re.match(r"(Saved|Restored) checkpoint ", message)]

@@ -5,9 +5,9 @@ limit interrupts it (`testlib.finish`), and when pytest itself dies
 (`PR_SET_PDEATHSIG`, see `testlib.start_python`).
 """
 
-import signal
-
 import pytest
+
+import testlib as tl
 
 # Seconds a distributed test may take, children included.
 TIME_LIMIT_SECONDS = 180
@@ -17,15 +17,5 @@ TIME_LIMIT_SECONDS = 180
 def time_limit(request):
   """Fails the test (raising in it) once it has run `TIME_LIMIT_SECONDS`."""
   limit = getattr(request.module, "TIME_LIMIT_SECONDS", TIME_LIMIT_SECONDS)
-
-  def expire(signum, frame):
-    del signum, frame
-    raise TimeoutError(f"{request.node.nodeid} ran over {limit} seconds")
-
-  previous = signal.signal(signal.SIGALRM, expire)
-  signal.alarm(limit)
-  try:
+  with tl.time_limit(limit, request.node.nodeid):
     yield
-  finally:
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)

@@ -9,9 +9,7 @@ generated from one real checkpoint (with optimizer slots), each restored
 under a time limit; a 100,000-node chain restores in linear time.
 """
 
-import contextlib
 import random
-import signal
 
 import numpy as np
 import pytest
@@ -25,23 +23,6 @@ from tf_objckpt import graph_view
 
 _SECONDS_PER_GRAPH = 20
 _ALLOWED_ERRORS = (tf.errors.OpError, ValueError)
-
-
-@contextlib.contextmanager
-def _time_limit(seconds):
-  """Fails the test if the block runs longer than `seconds`."""
-
-  def expire(signum, frame):
-    del signum, frame
-    raise TimeoutError(f"took more than {seconds} s")
-
-  previous = signal.signal(signal.SIGALRM, expire)
-  signal.alarm(seconds)
-  try:
-    yield
-  finally:
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 def _model_and_optimizer():
@@ -212,7 +193,7 @@ def test_generated_graphs_fail_cleanly(tmp_path, saved, seeds):
     mutated = _mutated(proto, seed)
     invalid = _is_invalid(mutated, values)
     path = _write(str(tmp_path / f"graph{seed}"), values, mutated)
-    with _time_limit(_SECONDS_PER_GRAPH):
+    with tl.time_limit(_SECONDS_PER_GRAPH):
       error, before, after = _restore_into_fresh_objects(path)
     context = f"seed {seed}: {error!r}"
     if invalid:
@@ -282,7 +263,7 @@ def test_a_100000_node_chain_restores_in_linear_time(tmp_path):
                                full_name="v")
   path = _write(str(tmp_path / "chain"), {key: np.float32(7.)}, proto)
   saver = tf_objckpt.TrackableSaver(graph_view.ObjectGraphView(root))
-  with _time_limit(120):
+  with tl.time_limit(120):
     status = saver.restore(path)
     status.assert_existing_objects_matched()
     status.assert_consumed()
