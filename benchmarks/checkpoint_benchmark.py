@@ -86,6 +86,7 @@ def _attach_one_by_one(values, module=None):
 
 def _time_write(checkpoint_cls, workload, prefix):
   checkpoint = checkpoint_cls(**_state(workload, fill=1.))
+  fresh_process.clear(prefix, prefix + "_again")
   return {"first write": fresh_process.timed(
               lambda: checkpoint.write(prefix)),
           "second write": fresh_process.timed(

@@ -8,7 +8,9 @@ Libraries alternate their order between repetitions, so that load on the
 machine hits both alike.
 """
 
+import glob
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -25,13 +27,33 @@ def timed(fn):
   return time.perf_counter() - start
 
 
+def clear(*prefixes):
+  """Removes the files of `prefixes` and flushes the disk, before a write.
+
+  Each write is timed into a new checkpoint on a quiet disk: replacing an
+  earlier round's files, or writing while the disk still flushes them,
+  makes a write's time swing by several times (ext4 allocates a replaced
+  file's blocks at once), whichever library writes.
+  """
+  for prefix in prefixes:
+    for path in glob.glob(glob.escape(prefix) + "*"):
+      if os.path.isfile(path):
+        os.remove(path)
+  os.sync()
+
+
 def emit(result):
   """Prints a child's `{measurement: seconds}` for the parent."""
   print(_RESULT_PREFIX + json.dumps(result), flush=True)
 
 
 def run_child(script, **request):
-  """Runs `script --child=<request>` in a new process; returns its result."""
+  """Runs `script --child=<request>` in a new process; returns its result.
+
+  The disk is flushed first, so that no earlier child's writes are still
+  being written out while this one is timed.
+  """
+  os.sync()
   completed = subprocess.run(
       [sys.executable, script, "--child=" + json.dumps(request)],
       capture_output=True, text=True, check=False)

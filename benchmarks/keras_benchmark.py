@@ -54,6 +54,7 @@ def _run_child(request):
       **_model_and_optimizer(request["model"]))
   prefix = request["prefix"]
   if request["operation"] == "write":
+    fresh_process.clear(prefix, prefix + "_again")
     result = {"first write": fresh_process.timed(
                   lambda: checkpoint.write(prefix)),
               "second write": fresh_process.timed(

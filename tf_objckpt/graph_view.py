@@ -305,11 +305,12 @@ class ObjectGraphView:
     Returns:
       A list with a tuple of saveables per attribute.
     """
-    if (self._saveables_cache is None and
-        saveable_object_util.has_default_variable_saving(obj)):
+    variable = (saveable_object_util.stock_variable(obj)
+                if self._saveables_cache is None else None)
+    if variable is not None:
       # The common case, kept short: saves walk every variable.
       saveable = saveable_object_util.VariableSaveable(
-          weakref.proxy(obj) if weak else obj,
+          weakref.proxy(variable) if weak else variable,
           trackable_utils.checkpoint_key(
               object_name, trackable_utils.SERIALIZE_TO_TENSORS_NAME))
       node_attributes.append(dict(name=base.VARIABLE_VALUE_KEY,

@@ -70,6 +70,13 @@ class _LoadStatus(abc.ABC):
   def report(self):
     """A `RestoreReport`: what was restored, left over, and left without."""
 
+  def restored_shapes_and_dtypes(self):
+    """`(shape, dtype)` of each value restored so far, for the transfer log.
+
+    What `report().restored` lists, without naming the objects.
+    """
+    return [(value.shape, value.dtype) for value in self.report().restored]
+
 
 def _objects_with_values(objects):
   """The objects that save values of their own (not only dependencies)."""
@@ -197,34 +204,52 @@ class CheckpointLoadStatus(_LoadStatus):
     return object_graph_check.NodePaths(self._checkpoint.object_graph_proto,
                                         separator="/")
 
-  def _values(self, node_ids, only=None, excluding=None):
-    """`ReportedValue`s of the nodes' attributes.
+  def _attributes(self, node_ids, only=None, excluding=None):
+    """Yields `(node id, attribute)` for the nodes' checkpointed attributes.
 
     Args:
       node_ids: The nodes.
       only: Optional `{node id: attribute names}` to keep only those.
       excluding: Optional `{node id: attribute names}` to leave out.
     """
-    checkpoint = self._checkpoint
-    names = self._node_paths()
-    values = []
+    nodes = self._checkpoint.object_graph_proto.nodes
     for node_id in node_ids:
-      for attribute in checkpoint.object_graph_proto.nodes[node_id].attributes:
+      for attribute in nodes[node_id].attributes:
         if ((only is not None and attribute.name not in only[node_id]) or
             (excluding and attribute.name in excluding.get(node_id, ()))):
           continue
-        key = attribute.checkpoint_key
-        dtype = checkpoint.values.dtypes.get(key)
-        values.append(restore_report.ReportedValue(
-            names[node_id], key, checkpoint.values.shapes.get(key),
-            dtype.name if dtype is not None else None, attribute.name))
+        yield node_id, attribute
+
+  def _values(self, node_ids, only=None, excluding=None):
+    """`ReportedValue`s of the nodes' attributes (see `_attributes`)."""
+    checkpoint_values = self._checkpoint.values
+    names = self._node_paths()
+    values = []
+    for node_id, attribute in self._attributes(node_ids, only, excluding):
+      key = attribute.checkpoint_key
+      dtype = checkpoint_values.dtypes.get(key)
+      values.append(restore_report.ReportedValue(
+          names[node_id], key, checkpoint_values.shapes.get(key),
+          dtype.name if dtype is not None else None, attribute.name))
     return values
+
+  def _bound_node_ids(self):
+    """The nodes matched to objects, but for slots skipped on purpose."""
+    checkpoint = self._checkpoint
+    return set(checkpoint.matched_node_ids) - checkpoint.skipped_slot_node_ids()
+
+  def restored_shapes_and_dtypes(self):
+    checkpoint_values = self._checkpoint.values
+    keys = [attribute.checkpoint_key for _, attribute in self._attributes(
+        self._bound_node_ids(), excluding=self._checkpoint.unused_attributes)]
+    return [(checkpoint_values.shapes.get(key), checkpoint_values.dtypes[key])
+            for key in keys if key in checkpoint_values.dtypes]
 
   def report(self):
     """What this restore matched so far, as a `RestoreReport`."""
     checkpoint = self._checkpoint
     skipped = checkpoint.skipped_slot_node_ids()
-    bound = set(checkpoint.matched_node_ids) - skipped
+    bound = self._bound_node_ids()
     unused = checkpoint.unused_attributes
     restored = self._values(sorted(bound), excluding=unused)
     unmatched = self._values(

@@ -436,15 +436,18 @@ class _RestoreBatch:
     return self.restore_ops
 
 
-def _plain_variable_key(checkpoint, node_id, variable):
-  """The key of a variable that can skip per-node bookkeeping, or None.
+def _plain_variable(checkpoint, node_id, trackable):
+  """`(key, stock variable)` if `trackable` can skip bookkeeping, or None.
 
   Restoring many variables spends most of its time on bookkeeping that a
-  stock resource variable read from a plain node (its value only, no
-  dependencies, no optimizer slots waiting for it) does not need.
+  stock resource variable (or a Keras 3 variable wrapping one) read from a
+  plain node (its value only, no dependencies, no optimizer slots waiting
+  for it) does not need.
   """
-  if (node_id in checkpoint.slots_by_variable or
-      not saveable_object_util.has_default_variable_saving(variable)):
+  if node_id in checkpoint.slots_by_variable:
+    return None
+  variable = saveable_object_util.stock_variable(trackable)
+  if variable is None:
     return None
   node = checkpoint.object_graph_proto.nodes[node_id]
   if node.children or node.slot_variables or len(node.attributes) != 1:
@@ -452,21 +455,21 @@ def _plain_variable_key(checkpoint, node_id, variable):
   attribute = node.attributes[0]
   if attribute.name != trackable_utils.VARIABLE_VALUE_KEY:
     return None
-  return attribute.checkpoint_key
+  return attribute.checkpoint_key, variable
 
 
-def _bind_plain_variable(checkpoint, node_id, variable, key, batch):
-  """Binds `variable` to node `node_id` and queues its value (eager only).
+def _bind_plain_variable(checkpoint, node_id, trackable, plain, batch):
+  """Binds `trackable` to node `node_id` and queues its value (eager only).
 
   Unlike `bind_object`, leaves `seen_objects` alone: it serves to
   find objects that are not bound.
   """
   checkpoint.matched_node_ids.add(node_id)
-  checkpoint.objects_by_node_id[node_id] = variable
-  variable._maybe_initialize_trackable()  # pylint: disable=protected-access
-  if checkpoint.restore_uid > variable._update_uid:  # pylint: disable=protected-access
-    variable._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
-    batch.variables.append((key, variable))
+  checkpoint.objects_by_node_id[node_id] = trackable
+  trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
+  if checkpoint.restore_uid > trackable._update_uid:  # pylint: disable=protected-access
+    trackable._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
+    batch.variables.append(plain)
 
 
 def _restore_one(position, visit_queue, batch):
@@ -500,9 +503,9 @@ def _restore_one(position, visit_queue, batch):
         CheckpointPosition(checkpoint, node_id).defer_in(
             parent, child.local_name)
       continue
-    key = eager and _plain_variable_key(checkpoint, node_id, local_object)
-    if key:
-      _bind_plain_variable(checkpoint, node_id, local_object, key, batch)
+    plain = eager and _plain_variable(checkpoint, node_id, local_object)
+    if plain:
+      _bind_plain_variable(checkpoint, node_id, local_object, plain, batch)
       continue
     child_position = CheckpointPosition(checkpoint, node_id)
     if child_position.bind_object(local_object):

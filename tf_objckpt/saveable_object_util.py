@@ -9,6 +9,7 @@ Two families of callers use this module:
 """
 
 import functools
+import sys
 
 from tensorflow.python.checkpoint import saveable_compat
 from tensorflow.python.eager import context
@@ -474,6 +475,45 @@ def has_default_variable_saving(obj) -> bool:
   return result and not _overrides_serialization(obj)
 
 
+# The Keras 3 module whose `Variable` wraps a `tf.Variable` (TensorFlow
+# backend). Looked up, never imported: its variables exist only once it is.
+_KERAS3_BACKEND_MODULE = "keras.src.backend.tensorflow.core"
+_FORWARDS_SAVING_BY_CLASS = {}
+
+
+def stock_variable(obj):
+  """The stock resource variable that holds `obj`'s saved value, or None.
+
+  A stock resource variable holds its own. A Keras 3 variable forwards its
+  saving and restoring to the `tf.Variable` it wraps, so it is saved and
+  restored as that variable: read in batches and assigned directly, rather
+  than through one read op and one copy per variable. Checkpoints are the
+  same, under the Keras variable's key.
+  """
+  if has_default_variable_saving(obj):
+    return obj
+  if not _forwards_saving(type(obj)) or _overrides_serialization(obj):
+    return None
+  wrapped = obj.__dict__.get("_value")  # None until Keras initializes it.
+  if wrapped is not None and has_default_variable_saving(wrapped):
+    return wrapped
+  return None
+
+
+def _forwards_saving(cls) -> bool:
+  """Whether `cls` keeps the Keras 3 variable's forwarding save logic."""
+  result = _FORWARDS_SAVING_BY_CLASS.get(cls)
+  if result is None:
+    keras_backend = sys.modules.get(_KERAS3_BACKEND_MODULE)
+    keras_variable = getattr(keras_backend, "Variable", None)
+    result = (keras_variable is not None and
+              issubclass(cls, keras_variable) and
+              cls._serialize_to_tensors is keras_variable._serialize_to_tensors and  # pylint: disable=protected-access
+              cls._restore_from_tensors is keras_variable._restore_from_tensors)  # pylint: disable=protected-access
+    _FORWARDS_SAVING_BY_CLASS[cls] = result
+  return result
+
+
 def _overrides_serialization(obj):
   """Whether `obj` sets its own (de)serialization methods on the instance."""
   attributes = getattr(obj, "__dict__", None)
@@ -551,9 +591,10 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
     tf1_saver: Prefer the legacy `_gather_saveables_for_checkpoint` (what
       the v1 `Saver` uses).
   """
-  if has_default_variable_saving(obj) and not tf1_saver:
+  variable = None if tf1_saver else stock_variable(obj)
+  if variable is not None:
     return {trackable_utils.SERIALIZE_TO_TENSORS_NAME:
-                functools.partial(VariableSaveable, obj)}
+                functools.partial(VariableSaveable, variable)}
   if isinstance(obj, python_state.PythonState):
     return {python_state.PYTHON_STATE: functools.partial(
         saveable_object.PythonStringStateSaveable,

@@ -8,6 +8,7 @@ are gathered only then, so saves and restores cost nothing more otherwise.
 import time
 
 from tensorflow.python.framework import dtypes
+from tensorflow.python.lib.io import file_io
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
@@ -39,15 +40,20 @@ def saved(path, started):
   if not enabled() or not isinstance(path, (str, bytes)):
     return
   path = compat.as_str(path)
-  index = bundle_index.read_if_present(path)
-  entries = index.entries if index else {}
-  values = len(entries) - (tf_base.OBJECT_GRAPH_PROTO_KEY in entries)
-  _log("Saved checkpoint", path, values,
-       sum(entry.size for entry in entries.values()), started)
+  values = num_bytes = 0  # V1 checkpoints have no index to count from.
+  if file_io.file_exists(bundle_index.index_file_name(path)):
+    header, keys = bundle_index.read_header_and_keys(path)
+    values = len(keys) - (tf_base.OBJECT_GRAPH_PROTO_KEY in keys)
+    # Data files hold their entries back to back: their sizes are the bytes.
+    num_bytes = sum(
+        bundle_index.file_size(
+            bundle_index.data_file_name(path, shard, header.num_shards)) or 0
+        for shard in range(header.num_shards))
+  _log("Saved checkpoint", path, values, num_bytes, started)
 
 
 def restored(path, started, values):
-  """Logs a restore from `path` of `values` ((shape, dtype name) pairs)."""
+  """Logs a restore from `path` of `values` ((shape, dtype) pairs)."""
   if not isinstance(path, (str, bytes)):
     return
   num_bytes = sum(
@@ -60,5 +66,4 @@ def restored(path, started, values):
 def restored_status(path, started, status):
   """Logs a restore, counting what its load status reports as restored."""
   if enabled():
-    restored(path, started, [(value.shape, value.dtype)
-                             for value in status.report().restored])
+    restored(path, started, status.restored_shapes_and_dtypes())

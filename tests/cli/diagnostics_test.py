@@ -210,12 +210,13 @@ def test_each_save_and_restore_logs_one_info_line(tmp_path):
           if re.match(r"(Saved|Restored) checkpoint ", message)]
   number = r"[\d.]+"
   assert len(ours) == 4, messages
+  data_bytes = {prefix: os.path.getsize(prefix + ".data-00000-of-00001")
+                for prefix in (path, saved)}
   for message, (action, prefix, values, size) in zip(ours, [
-      ("Saved", path, 2, None), ("Restored", path, 2, 256 * 8 + 8),
-      ("Saved", saved, 1, 64), ("Restored", saved, 1, 64)]):
+      ("Saved", path, 2, data_bytes[path]), ("Restored", path, 2, 256 * 8 + 8),
+      ("Saved", saved, 1, data_bytes[saved]), ("Restored", saved, 1, 64)]):
     match = re.fullmatch(
         rf"{action} checkpoint {re.escape(prefix)}: {values} values, "
         rf"(\d+) bytes in {number} s \({number} MB/s\)", message)
     assert match, message
-    if size is not None:
-      assert int(match.group(1)) == size
+    assert int(match.group(1)) == size

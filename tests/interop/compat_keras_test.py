@@ -134,3 +134,50 @@ def test_saved_path_is_a_string(tmp_path):
   path = tl.write("ours", tmp_path / "ckpt", model=model, optimizer=optimizer)
   assert isinstance(path, str)
   assert os.path.exists(path + ".index")
+
+
+class _ScaledKerasVariable(keras.Variable):
+  """A Keras 3 variable with save logic of its own: it saves twice its value.
+
+  Keras 3 variables are saved and restored as the `tf.Variable` they wrap,
+  in batches; a subclass that changes that logic must keep its own.
+  """
+
+  def _serialize_to_tensors(self):
+    return {"VARIABLE_VALUE": self.value * 2., "scale": tf.constant(2.)}
+
+  def _restore_from_tensors(self, restored_tensors):
+    return self.assign(restored_tensors["VARIABLE_VALUE"] /
+                       restored_tensors["scale"])
+
+
+def _keras3_variables(fill):
+  """Plain, subclassed and instance-overridden Keras 3 variables."""
+  module = tf.Module()
+  module.plain = keras.Variable(np.full([3], fill, np.float32))
+  module.scaled = _ScaledKerasVariable(np.full([2], fill, np.float32))
+  module.overridden = keras.Variable(np.full([2], fill, np.float32))
+  overridden = module.overridden
+  overridden._serialize_to_tensors = lambda: {  # pylint: disable=protected-access
+      "VARIABLE_VALUE": overridden.value + 1.}
+  overridden._restore_from_tensors = lambda tensors: overridden.assign(  # pylint: disable=protected-access
+      tensors["VARIABLE_VALUE"] - 1.)
+  return module
+
+
+@pytest.mark.parametrize("writer", tl.IMPLS)
+def test_keras3_variables_keep_their_own_save_logic(tmp_path, writer):
+  saved = _keras3_variables(fill=1.)
+  paths = tl.write_both(tmp_path, module=saved)
+  tl.assert_same_checkpoint(paths["tf"], paths["ours"])
+  values = tl.values(paths["ours"])
+  scaled_key = "module/scaled/.ATTRIBUTES/VARIABLE_VALUE"
+  np.testing.assert_array_equal(values[scaled_key], [2., 2.])
+  np.testing.assert_array_equal(
+      values["module/overridden/.ATTRIBUTES/VARIABLE_VALUE"], [2., 2.])
+  fresh = _keras3_variables(fill=5.)
+  tl.IMPLS[tl.other(writer)].Checkpoint(module=fresh).read(
+      paths[writer]).assert_consumed()
+  for name in ("plain", "scaled", "overridden"):
+    np.testing.assert_array_equal(getattr(fresh, name).numpy(),
+                                  getattr(saved, name).numpy())
