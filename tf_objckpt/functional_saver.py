@@ -543,13 +543,13 @@ def restore_variables(file_prefix, variables, names, slices):
   """Ops restoring `variables` (of one `batch_key`) from a checkpoint.
 
   Variables of a dtype are restored in batches of up to
-  `GRAPH_RESTORE_BATCH_SIZE`, each by one call of a function that reads
-  their values (`RestoreV2`) and assigns them through the handles it is
-  given. The keys to read are inputs too, so one function serves every
-  batch of a dtype and size. Grappler, which costs the first `Session.run`
-  of a restore about 10 us per tensor and optimizer, sees only the
-  handles: the values stay inside the call, whose body runs without
-  Grappler (there is nothing in it to optimize).
+  `GRAPH_RESTORE_BATCH_SIZE`, each by one call of a function that finds
+  them by name (`_VarHandlesOp`), reads their values (`RestoreV2`) and
+  assigns them. Grappler, which runs on the first `Session.run` of a
+  restore and costs about 5 ms per optimizer pass per thousand edges, sees
+  only the calls and their three string inputs: handles and values stay
+  inside the calls, whose bodies run without Grappler (there is nothing in
+  them to optimize).
 
   Args:
     file_prefix: The checkpoint path, a string tensor.
@@ -564,11 +564,11 @@ def restore_variables(file_prefix, variables, names, slices):
   for index, variable in enumerate(variables):
     indices_by_dtype.setdefault(variable.dtype.base_dtype, []).append(index)
   restore_ops = [None] * len(variables)
-  for dtype, indices in indices_by_dtype.items():
+  for indices in indices_by_dtype.values():
     for start in range(0, len(indices), GRAPH_RESTORE_BATCH_SIZE):
       batch = indices[start:start + GRAPH_RESTORE_BATCH_SIZE]
       restore_op = _call_restore_function(
-          file_prefix, dtype, [variables[index] for index in batch],
+          file_prefix, [variables[index] for index in batch],
           [names[index] for index in batch],
           [slices[index] for index in batch])
       for index in batch:
@@ -576,10 +576,10 @@ def restore_variables(file_prefix, variables, names, slices):
   return restore_ops
 
 
-def _call_restore_function(file_prefix, dtype, variables, names, slices):
-  """One call of the restore function for `variables`, all of `dtype`."""
+def _call_restore_function(file_prefix, variables, names, slices):
+  """One call of a function restoring `variables`, all of one dtype."""
   graph = ops.get_default_graph()
-  definition = _restore_function(dtype.as_datatype_enum, len(variables))
+  definition = _restore_function(variable_batches.handle_attrs(variables))
   function_name = definition.signature.name
   if not graph._is_function(function_name):  # pylint: disable=protected-access
     library = function_pb2.FunctionDefLibrary(function=[definition])
@@ -588,11 +588,10 @@ def _call_restore_function(file_prefix, dtype, variables, names, slices):
   with ops.colocate_with(variables[0].handle.op):
     inputs = [file_prefix, _feedable_strings(names, "names"),
               _feedable_strings(slices, "slices")]
-    inputs.extend(variable_batches.variable_handles(variables))
     return variable_batches.create_op(
         "StatefulPartitionedCall", "RestoreVariables", inputs, [],
         Tin=variable_batches.list_attr(
-            type=[tensor.dtype.as_datatype_enum for tensor in inputs]),
+            type=[dtypes.string.as_datatype_enum] * len(inputs)),
         Tout=variable_batches.list_attr(type=[]),
         f=attr_value_pb2.AttrValue(
             func=attr_value_pb2.NameAttrList(name=function_name)),
@@ -610,41 +609,43 @@ def _feedable_strings(values, name):
       constant_op.constant(values, dtypes.string), [len(values)], name=name)
 
 
-@functools.lru_cache(maxsize=None)
-def _restore_function(dtype_enum, count):
-  """The FunctionDef restoring `count` variables of `dtype_enum`.
+def _restore_function(handle_attrs):
+  """The FunctionDef restoring the variables `handle_attrs` finds.
 
-  Its inputs are the checkpoint path, the keys and slices to read and the
-  variables' handles. `_noinline` keeps Grappler from copying its body into
-  the graph, and `_tf_data_function` from optimizing it with the graph:
-  Grappler leaves such functions to be optimized when instantiated, and
-  this one is instantiated without Grappler. Named after its content, so
-  that the same name in any graph (one imported from another program's
-  meta graph, say) means the same function.
+  Its inputs are the checkpoint path and the keys and slices to read; it
+  finds the variables by container and shared name, on the device it runs
+  on (its caller is colocated with them). `_noinline` keeps Grappler from
+  copying its body into the graph, and `_tf_data_function` from optimizing
+  it with the graph: Grappler leaves such functions to be optimized when
+  instantiated, and this one is instantiated without Grappler. Named after
+  its content, so that the same name in any graph (one imported from
+  another program's meta graph, say) means the same function.
   """
   definition = function_pb2.FunctionDef()
   signature = definition.signature
   signature.is_stateful = True
   for name in ("prefix", "names", "slices"):
     signature.input_arg.add(name=name, type=dtypes.string.as_datatype_enum)
-  for index in range(count):
-    signature.input_arg.add(name=f"handle{index}",
-                            type=dtypes.resource.as_datatype_enum)
   definition.attr["_noinline"].b = True
   definition.attr["_tf_data_function"].b = True
+  dtype_enums = handle_attrs["dtypes"].list.type
+  count = len(dtype_enums)
+  handles = definition.node_def.add(name="handles", op="_VarHandlesOp")
+  handles.attr["N"].i = count
+  for attr, value in handle_attrs.items():
+    handles.attr[attr].CopyFrom(value)
   values = definition.node_def.add(
       name="values", op="RestoreV2", input=["prefix", "names", "slices"])
-  values.attr["dtypes"].CopyFrom(
-      variable_batches.list_attr(type=[dtype_enum] * count))
+  values.attr["dtypes"].CopyFrom(handle_attrs["dtypes"])
   for index in range(count):
     assign = definition.node_def.add(
         name=f"assign{index}", op="AssignVariableOp",
-        input=[f"handle{index}", f"values:tensors:{index}"])
-    assign.attr["dtype"].type = dtype_enum
+        input=[f"handles:resources:{index}", f"values:tensors:{index}"])
+    assign.attr["dtype"].type = dtype_enums[index]
   digest = hashlib.sha256(
       definition.SerializeToString(deterministic=True)).hexdigest()[:16]
   signature.name = (f"tf_objckpt_restore_variables_"
-                    f"{dtypes.as_dtype(dtype_enum).name}_{count}_{digest}")
+                    f"{dtypes.as_dtype(dtype_enums[0]).name}_{count}_{digest}")
   return definition
 
 

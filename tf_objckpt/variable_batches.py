@@ -141,10 +141,10 @@ def variable_handles(variables):
     return create_op(
         "_VarHandlesOp", "VarHandles", [], [dtypes.resource] * len(variables),
         N=attr_value_pb2.AttrValue(i=len(variables)),
-        **_handle_attrs(variables)).outputs
+        **handle_attrs(variables)).outputs
 
 
-def _handle_attrs(variables):
+def handle_attrs(variables):
   """The attributes with which a `_VarHandlesOp` finds `variables`."""
   # One NodeDef read per op costs less than two `get_attr` calls.
   node_defs = [variable.handle.op.node_def for variable in variables]
