@@ -5,9 +5,11 @@ verbosity is INFO or lower (`tf.get_logger().setLevel("INFO")`); the numbers
 are gathered only then, so saves and restores cost nothing more otherwise.
 """
 
+import collections
 import time
 
 from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import ops
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
@@ -23,7 +25,12 @@ def start():
 
 
 def enabled():
-  return logging.get_verbosity() <= logging.INFO
+  """Whether to log: at INFO, and not while tracing a function.
+
+  A traced function saves and restores when it runs, not when traced.
+  """
+  return (logging.get_verbosity() <= logging.INFO and
+          not ops.inside_function())
 
 
 def _log(action, path, values, num_bytes, started):
@@ -54,11 +61,14 @@ def saved(path, started):
 
 def restored(path, started, values):
   """Logs a restore from `path` of `values` ((shape, dtype) pairs)."""
-  if not isinstance(path, (str, bytes)):
+  if not enabled() or not isinstance(path, (str, bytes)):
     return
+  # Values mostly share a few shapes and dtypes: size each kind once.
+  kinds = collections.Counter((tuple(shape or ()), dtype)
+                              for shape, dtype in values)
   num_bytes = sum(
-      functional_saver.byte_size(shape or (), dtypes.as_dtype(dtype))
-      for shape, dtype in values)
+      count * functional_saver.byte_size(shape, dtypes.as_dtype(dtype))
+      for (shape, dtype), count in kinds.items())
   _log("Restored checkpoint", compat.as_str(path), len(values), num_bytes,
        started)
 

@@ -220,3 +220,16 @@ def test_each_save_and_restore_logs_one_info_line(tmp_path):
         rf"(\d+) bytes in {number} s \({number} MB/s\)", message)
     assert match, message
     assert int(match.group(1)) == size
+
+
+def test_saves_inside_a_function_log_nothing(tmp_path):
+  """A traced save writes when the function runs: the trace has no numbers."""
+  checkpoint = tf_objckpt.Checkpoint(v=tf.Variable(np.zeros(4)))
+  write = tf.function(checkpoint.write)
+  with tl.captured_logs(py_logging.INFO) as messages:
+    for name in ("first", "second"):
+      write(str(tmp_path / name))
+  assert not [message for message in messages
+              if message.startswith(("Saved checkpoint", "Restored checkpoint"))]
+  for name in ("first", "second"):
+    assert os.path.exists(tmp_path / f"{name}.index")
