@@ -19,7 +19,6 @@ is bound) is its coordinator's (`restore_coordinator`).
 import collections
 import weakref
 
-from tensorflow.python.eager import context
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
@@ -459,7 +458,7 @@ def _plain_variable(checkpoint, node_id, trackable):
 
 
 def _bind_plain_variable(checkpoint, node_id, trackable, plain, batch):
-  """Binds `trackable` to node `node_id` and queues its value (eager only).
+  """Binds `trackable` to node `node_id` and queues its value.
 
   Unlike `bind_object`, leaves `seen_objects` alone: it serves to
   find objects that are not bound.
@@ -476,9 +475,9 @@ def _restore_one(position, visit_queue, batch):
   """Gathers `position`'s own saveables into `batch`; queues its children.
 
   Children not yet present on the Python object are deferred: queued in
-  the object's `_deferred_dependencies` until it tracks them. When
-  executing eagerly, plain variable children are bound and gathered here
-  directly instead of being queued.
+  the object's `_deferred_dependencies` until it tracks them. Plain
+  variable children are bound and gathered here directly instead of being
+  queued.
   """
   parent = position.trackable
   parent._maybe_initialize_trackable()  # pylint: disable=protected-access
@@ -489,7 +488,6 @@ def _restore_one(position, visit_queue, batch):
   children = position.object_proto.children
   if not children:
     return
-  eager = context.executing_eagerly()
   objects_by_node_id = checkpoint.objects_by_node_id
   current_children = parent._trackable_children()  # pylint: disable=protected-access
   for child in children:
@@ -503,7 +501,7 @@ def _restore_one(position, visit_queue, batch):
         CheckpointPosition(checkpoint, node_id).defer_in(
             parent, child.local_name)
       continue
-    plain = eager and _plain_variable(checkpoint, node_id, local_object)
+    plain = _plain_variable(checkpoint, node_id, local_object)
     if plain:
       _bind_plain_variable(checkpoint, node_id, local_object, plain, batch)
       continue

@@ -9,6 +9,7 @@ all against the checkpoint (`restore_plan`) before reading any value through
 the I/O engine (`functional_saver`).
 """
 
+import functools
 import weakref
 
 from tensorflow.python.eager import context
@@ -23,6 +24,7 @@ from tf_objckpt import object_identity
 from tf_objckpt import restore
 from tf_objckpt import restore_plan
 from tf_objckpt import saveable_object_util
+from tf_objckpt import trackable_utils
 
 
 class _UnrestoredValuesReport:
@@ -260,10 +262,11 @@ class CheckpointRestoreCoordinator:
       tensor_saveables: `{checkpoint key: SaveableObject}`.
       python_saveables: `PythonStateSaveable`s, restored immediately.
       variables: `(checkpoint key, variable)` pairs of stock resource
-        variables, restored by assigning their values (eager only).
+        variables, restored by assigning their values; graph building, each
+        by the restore op an earlier restore built for its key, if any.
 
     Returns:
-      The new restore ops when graph building, else an empty list.
+      The restore ops when graph building, else an empty list.
     """
     saveables = saveable_object_util.validate_and_slice_inputs(tensor_saveables)
     self._check_saveables(saveables, variables, python_saveables)
@@ -271,24 +274,35 @@ class CheckpointRestoreCoordinator:
       saveable.python_restore(
           [self.values.python_value(spec.name) for spec in saveable.specs])
     if context.executing_eagerly():
-      specs = [spec for saveable in saveables for spec in saveable.specs]
-      specs.extend(functional_saver.KeyToRead(key, "", variable.dtype)
-                   for key, variable in variables)
-      if specs:
-        values = self.values.read(specs)
-        functional_saver.apply_restored(saveables, values)
-        saveable_object_util.assign_variables(
-            [variable for _, variable in variables],
-            values[len(values) - len(variables):])
+      units = [(saveable.specs, functools.partial(_restore_eagerly, saveable))
+               for saveable in saveables]
+      units.extend(
+          ([functional_saver.KeyToRead(key, "", variable.dtype)],
+           functools.partial(saveable_object_util.assign_restored, variable))
+          for key, variable in variables)
+      self.values.restore_in_pieces(units)
       return []
-    assert not variables, "Variables are gathered only when executing eagerly."
+    cached_ops = []
+    for key, variable in variables:
+      name = key[:len(key) - len(trackable_utils.VARIABLE_VALUE_KEY)]
+      cached_op = self._op_cache.by_name.get(name)
+      if cached_op is None:
+        saveables.append(
+            saveable_object_util.VariableSaveable(variable, name=name))
+      else:
+        cached_ops.append(cached_op)
     if not saveables:
-      return []
+      return cached_ops
     new_ops = functional_saver.Saver(saveables).restore(
         self.values.path_tensor, self.options)
     self._op_cache.by_name.update(new_ops)
     self._built_restore_ops.extend(new_ops.values())
-    return list(new_ops.values())
+    return cached_ops + list(new_ops.values())
+
+
+def _restore_eagerly(saveable, values):
+  """Hands `saveable` its restored `values` (executing eagerly)."""
+  saveable.restore(values, None)
 
 
 class RestoreOpCache:

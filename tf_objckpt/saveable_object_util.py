@@ -165,11 +165,9 @@ def assign_checked(handle, variable_shape, device, value, name):
     return gen_resource_variable_ops.assign_variable_op(handle, value)
 
 
-def assign_variables(variables, values):
-  """Assigns already checked values to resource variables (eagerly)."""
-  with variable_batches.direct_kernels(len(variables)):
-    for variable, value in zip(variables, values):
-      gen_resource_variable_ops.assign_variable_op(variable.handle, value)
+def assign_restored(variable, values):
+  """Assigns a restored, already checked `values[0]` to `variable` (eager)."""
+  gen_resource_variable_ops.assign_variable_op(variable.handle, values[0])
 
 
 def _comes_from_variable(value) -> bool:
