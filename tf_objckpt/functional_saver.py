@@ -591,7 +591,7 @@ class CheckpointValues:
 # ----------------------------------------------------------------------------
 
 
-def restore_variables(file_prefix, variables, names, slices):
+def restore_variables(file_prefix, variables, names, slices, handle_nodes):
   """Ops restoring `variables` (of one `batch_key`) from a checkpoint.
 
   Variables of a dtype are restored in batches of up to
@@ -607,6 +607,7 @@ def restore_variables(file_prefix, variables, names, slices):
     variables: Resource variables.
     names: Their checkpoint keys.
     slices: Their `shape_and_slice` strings.
+    handle_nodes: The NodeDefs of their handle ops.
 
   Returns:
     The op restoring each variable (one per batch), in order.
@@ -621,13 +622,15 @@ def restore_variables(file_prefix, variables, names, slices):
       restore_op = _call_restore_function(
           file_prefix, [variables[index] for index in batch],
           [names[index] for index in batch],
-          [slices[index] for index in batch])
+          [slices[index] for index in batch],
+          [handle_nodes[index] for index in batch])
       for index in batch:
         restore_ops[index] = restore_op
   return restore_ops
 
 
-def _call_restore_function(file_prefix, variables, names, slices):
+def _call_restore_function(file_prefix, variables, names, slices,
+                           handle_nodes):
   """One call of a function restoring `variables`, all of one dtype.
 
   The call names the function as its op, so the function runs on the
@@ -635,8 +638,10 @@ def _call_restore_function(file_prefix, variables, names, slices):
   partitioning that a `PartitionedCall` does when it first runs.
   """
   graph = ops.get_default_graph()
-  definition = _restore_function(variable_batches.handle_attrs(variables),
-                                 names, slices)
+  definition = _restore_function(
+      variable_batches.handle_attrs(variables, shapes=False,
+                                    handle_nodes=handle_nodes),
+      names, slices)
   function_name = definition.signature.name
   if not graph._is_function(function_name):  # pylint: disable=protected-access
     library = function_pb2.FunctionDefLibrary(function=[definition])
@@ -813,18 +818,20 @@ def _restore_variable_batches(file_prefix, saveables):
   batches = {}
   for saveable in saveables:
     if isinstance(saveable, saveable_object_util.VariableSaveable):
-      key = variable_batches.batch_key(saveable.op)
+      handle_node = saveable.op.handle.op.node_def
+      key = variable_batches.batch_key(saveable.op, handle_node)
       if key is not None:
-        batches.setdefault(key, []).append(saveable)
+        batches.setdefault(key, []).append((saveable, handle_node))
   restore_ops = {}
   for batch in batches.values():
     if not variable_batches.worth_batching(len(batch)):
       continue
-    specs = [saveable.specs[0] for saveable in batch]
+    specs = [saveable.specs[0] for saveable, _ in batch]
     batch_ops = restore_variables(
-        file_prefix, [saveable.op for saveable in batch],
-        [spec.name for spec in specs], [spec.slice_spec for spec in specs])
-    for saveable, restore_op in zip(batch, batch_ops):
+        file_prefix, [saveable.op for saveable, _ in batch],
+        [spec.name for spec in specs], [spec.slice_spec for spec in specs],
+        [handle_node for _, handle_node in batch])
+    for (saveable, _), restore_op in zip(batch, batch_ops):
       restore_ops[saveable.name] = restore_op
   return restore_ops
 

@@ -30,6 +30,7 @@ import functools
 import threading
 
 from tensorflow.core.framework import attr_value_pb2
+from tensorflow.core.framework import tensor_shape_pb2
 from tensorflow.python import pywrap_tfe
 from tensorflow.python.eager import context
 from tensorflow.python.eager import execute
@@ -43,6 +44,8 @@ GRAPH_BATCH_SIZE = 64
 _GRAPH_BATCH_MIN = 16
 # Eager ops with fewer tensors than this keep TensorFlow's default execution.
 _DIRECT_KERNELS_MIN = 32
+
+_UNKNOWN_SHAPE = tensor_shape_pb2.TensorShapeProto(unknown_rank=True)
 
 _direct_kernels_lock = threading.Lock()
 _direct_kernels_users = 0
@@ -79,11 +82,16 @@ def _count_direct_kernels_user(change):
           change < 0 and context.run_eager_op_as_function_enabled())
 
 
-def batch_key(variable):
+def batch_key(variable, handle_node=None):
   """What the variables batched with `variable` share (a device), or None.
 
   None unless `variable` is a plain resource variable on a CPU, of the
   default graph (or eager), without colocation constraints of its own.
+
+  Args:
+    variable: A variable.
+    handle_node: When graph building, the NodeDef of its handle op if the
+      caller has read it already (reading one costs about 4 us).
   """
   if not resource_variable_ops.is_resource_variable(variable):
     return None
@@ -94,19 +102,22 @@ def batch_key(variable):
     return None
   handle_op = variable.handle.op
   if (handle_op.graph is not ops.get_default_graph() or
-      handle_op.type != "VarHandleOp" or _colocated_elsewhere(handle_op)):
+      handle_op.type != "VarHandleOp"):
     return None
-  device = handle_op.device
+  handle_node = handle_node or handle_op.node_def
+  if _colocated_elsewhere(handle_node):
+    return None
+  device = handle_node.device
   if "CPU" in device.upper() or (not device and not _has_accelerators()):
     return device
   return None
 
 
-def _colocated_elsewhere(op):
-  """Whether `op` has colocation constraints other than with itself."""
-  groups = [group for group in op.node_def.attr["_class"].list.s
+def _colocated_elsewhere(node):
+  """Whether the op of `node` has colocation constraints but with itself."""
+  groups = [group for group in node.attr["_class"].list.s
             if group.startswith(b"loc:@")]
-  return bool(groups) and groups != [b"loc:@" + op.name.encode()]
+  return bool(groups) and groups != [b"loc:@" + node.name.encode()]
 
 
 def worth_batching(count):
@@ -144,18 +155,30 @@ def variable_handles(variables):
         **handle_attrs(variables)).outputs
 
 
-def handle_attrs(variables):
-  """The attributes with which a `_VarHandlesOp` finds `variables`."""
+def handle_attrs(variables, shapes=True, handle_nodes=None):
+  """The attributes with which a `_VarHandlesOp` finds `variables`.
+
+  Args:
+    variables: Graph-mode resource variables.
+    shapes: Whether the handles carry the variables' shapes (which reads
+      give their values); if False, shapes of unknown rank, which cost
+      TensorFlow less to process and are enough to assign.
+    handle_nodes: The NodeDefs of their handle ops, if read already.
+  """
   # One NodeDef read per op costs less than two `get_attr` calls.
-  node_defs = [variable.handle.op.node_def for variable in variables]
+  if handle_nodes is None:
+    handle_nodes = [variable.handle.op.node_def for variable in variables]
+  if shapes:
+    handle_shapes = [node.attr["shape"].shape for node in handle_nodes]
+  else:
+    handle_shapes = [_UNKNOWN_SHAPE] * len(variables)
   return dict(
       containers=list_attr(s=[node.attr["container"].s
-                              for node in node_defs]),
+                              for node in handle_nodes]),
       shared_names=list_attr(s=[node.attr["shared_name"].s
-                                for node in node_defs]),
+                                for node in handle_nodes]),
       dtypes=list_attr(type=_dtype_enums(variables)),
-      shapes=list_attr(shape=[variable.shape.as_proto()
-                              for variable in variables]))
+      shapes=list_attr(shape=handle_shapes))
 
 
 def _dtype_enums(variables):
