@@ -5,10 +5,12 @@ variables of 64x64 float32, (c) 20,000 scalar variables, all `tf.compat.v1.get_v
 resource variables in one `tf.Graph` and `tf.compat.v1.Session`, tracked
 as a list on an AutoTrackable.
 
-For each library: the first `save()` (which builds the save ops), later
-saves, the first `restore()` + `run_restore_ops()` in a fresh graph and a
-fresh process, as when a job starts (it builds the restore ops), and a later
-one (medians of --restore_repeats processes), and the ops added after 1, 2 and 10 saves. Later saves of both libraries and of the name-based v1
+For each library, as when a job starts: the first `save()` (which builds
+the save ops) and the first `restore()` + `run_restore_ops()` (which builds
+the restore ops), each in a fresh graph and a fresh process, and a later
+restore in that process (medians of --first_repeats processes per library,
+the libraries alternating); then later saves, and the ops added after 1, 2
+and 10 saves. Later saves of both libraries and of the name-based v1
 `tf.compat.v1.train.Saver` (for reference) are interleaved, each writing a
 new numbered checkpoint after the disk has caught up with earlier writes
 (`os.sync`), so that disk and page-cache effects hit all alike; the median
@@ -17,7 +19,7 @@ is printed. The v1 Saver is timed without writing its meta graph
 for graphs this large.
 
 Run: python benchmarks/graph_mode_benchmark.py [--workloads=b1024,b,c]
-     [--repeats=7] [--restore_repeats=3] [--profile=<library>:<operation>]
+     [--repeats=7] [--first_repeats=3] [--profile=<library>:<operation>]
 """
 
 import cProfile
@@ -42,12 +44,13 @@ import tf_objckpt
 _WORKLOADS = flags.DEFINE_list("workloads", ["b1024", "b", "c"],
                                 "Which workloads.")
 _REPEATS = flags.DEFINE_integer("repeats", 7, "Timed later saves.")
-_RESTORE_IN = flags.DEFINE_string(
-    "restore_in", None, "Internal: 'library,workload,checkpoint path' to "
-    "time restores of, in this process.")
-_RESULT_PREFIX = "restore times: "
-_RESTORE_REPEATS = flags.DEFINE_integer(
-    "restore_repeats", 3, "Fresh processes timing each library's restores.")
+_CHILD = flags.DEFINE_string(
+    "child", None, "Internal: 'operation,library,workload,checkpoint path' "
+    "to time the first save or the restores of, in this process.")
+_RESULT_PREFIX = "fresh process times: "
+_FIRST_REPEATS = flags.DEFINE_integer(
+    "first_repeats", 3, "Fresh processes timing each library's first save "
+    "and restores.")
 _PROFILE = flags.DEFINE_string(
     "profile", None, "Profile one measurement of one library, e.g. "
     "'tf_objckpt:first save' or 'tensorflow:first restore'.")
@@ -105,7 +108,7 @@ def _remove(path):
 
 
 def _bench_saves(workload, directory, repeats):
-  """First and later save times and op counts of both libraries."""
+  """Later save times and op counts of both libraries, in this process."""
   results = {library: {} for library in _LIBRARIES}
   programs = {library: _Program(library, workload, initial_value=1.)
               for library in _LIBRARIES}
@@ -120,8 +123,7 @@ def _bench_saves(workload, directory, repeats):
         with program.graph.as_default():
           return program.checkpoint.save(prefix, session=program.session)
 
-      results[library]["first save"], paths[library] = _timed(
-          f"{library}:first save", save)
+      paths[library] = save()
       counts = [program.num_ops() - start_ops]
       for index in range(9):
         _remove(paths[library])
@@ -169,30 +171,50 @@ def _bench_saves(workload, directory, repeats):
   return results, v1_times, paths
 
 
-def _bench_restores(workload, paths, results, repeats):
-  """Times each library's restores, each time in a process of its own.
+def _bench_first_calls(workload, directory, paths, results, repeats):
+  """Times each library's first save and restores in fresh processes.
 
-  A first restore is what a job does when it starts, so each is timed in a
-  fresh process, where it pays for nothing the other left; the libraries
-  alternate, and the medians of `repeats` processes are kept.
+  A job saves and restores first right after it starts, where it pays for
+  nothing the other library left; the libraries alternate, and the medians
+  of `repeats` processes are kept.
   """
   times = {library: [] for library in _LIBRARIES}
   for round_index in range(repeats):
     order = list(_LIBRARIES)[::1 if round_index % 2 == 0 else -1]
     for library in order:
-      child = subprocess.run(
-          [sys.executable, __file__, f"--profile={_PROFILE.value or ''}",
-           f"--restore_in={library},{workload},{paths[library]}"],
-          check=True, capture_output=True, text=True)
-      for line in child.stdout.splitlines():
-        if line.startswith(_RESULT_PREFIX):
-          times[library].append(json.loads(line[len(_RESULT_PREFIX):]))
-        else:
-          print(line)
+      save_prefix = os.path.join(directory, workload, library, "first")
+      measured = {}
+      for operation, path in (("save", save_prefix),
+                              ("restore", paths[library])):
+        os.sync()  # Earlier writes' writeback would land in this one's time.
+        child = subprocess.run(
+            [sys.executable, __file__, f"--profile={_PROFILE.value or ''}",
+             f"--child={operation},{library},{workload},{path}"],
+            check=True, capture_output=True, text=True)
+        for line in child.stdout.splitlines():
+          if line.startswith(_RESULT_PREFIX):
+            measured.update(json.loads(line[len(_RESULT_PREFIX):]))
+          else:
+            print(line)
+      times[library].append(measured)
+      for filename in glob.glob(save_prefix + "*"):
+        os.remove(filename)
   for library, measured in times.items():
     for key in measured[0]:
       results[library][key] = statistics.median(
           one[key] for one in measured)
+
+
+def _first_save_time(library, workload, prefix):
+  """The first save of a fresh graph (it builds the save ops)."""
+  program = _Program(library, workload, initial_value=1.)
+  with program.graph.as_default():
+    program.session.run(tf.compat.v1.global_variables_initializer())
+    seconds, _ = _timed(
+        f"{library}:first save",
+        lambda: program.checkpoint.save(prefix, session=program.session))
+  program.session.close()
+  return {"first save": seconds}
 
 
 def _restore_times(library, workload, path):
@@ -215,6 +237,7 @@ def _restore_times(library, workload, path):
   return times
 
 
+
 def _report(workload, results, v1_times):
   ours, theirs = results["tf_objckpt"], results["tensorflow"]
   print(f"workload {workload}: {_SHAPES[workload][1]} variables of shape "
@@ -235,16 +258,17 @@ def _report(workload, results, v1_times):
 def main(argv):
   del argv
   tf.get_logger().setLevel("ERROR")
-  if _RESTORE_IN.value:
-    library, workload, path = _RESTORE_IN.value.split(",", 2)
-    print(_RESULT_PREFIX + json.dumps(_restore_times(library, workload, path)))
+  if _CHILD.value:
+    operation, library, workload, path = _CHILD.value.split(",", 3)
+    measure = _first_save_time if operation == "save" else _restore_times
+    print(_RESULT_PREFIX + json.dumps(measure(library, workload, path)))
     return
   with tempfile.TemporaryDirectory() as directory:
     for workload in _WORKLOADS.value:
       results, v1_times, paths = _bench_saves(workload, directory,
                                               _REPEATS.value)
-      _bench_restores(workload, paths, results,
-                      _RESTORE_REPEATS.value)
+      _bench_first_calls(workload, directory, paths, results,
+                         _FIRST_REPEATS.value)
       _report(workload, results, v1_times)
 
 

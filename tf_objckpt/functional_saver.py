@@ -28,6 +28,7 @@ import os
 import threading
 
 from google.protobuf import message
+from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import function_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.eager import context
@@ -52,9 +53,11 @@ from tf_objckpt import saveable_object_util
 from tf_objckpt import sharding
 from tf_objckpt import variable_batches
 
-# Graph building, plain variables are restored in batches of at most this
-# many, each through one call of a restore function.
-GRAPH_RESTORE_BATCH_SIZE = 256
+# Graph building, plain variables are restored in batches of at most about
+# this many bytes, each through one call of a restore function. Each call
+# costs TensorFlow milliseconds to prepare on the first run (fewer, larger
+# calls are faster), and calls read in parallel.
+GRAPH_RESTORE_BATCH_BYTES = 64 << 20
 
 # Eager reads of more than this are split across threads: RestoreV2 spends
 # its time looking up, copying and checksumming values, which runs in
@@ -594,13 +597,12 @@ class CheckpointValues:
 def restore_variables(file_prefix, variables, names, slices, handle_nodes):
   """Ops restoring `variables` (of one `batch_key`) from a checkpoint.
 
-  Variables of a dtype are restored in batches of up to
-  `GRAPH_RESTORE_BATCH_SIZE`, each by one call of a function that finds
-  them by name (`_VarHandlesOp`), reads their values (`RestoreV2`) and
-  assigns them. Grappler, which runs on the first `Session.run` of a
-  restore and costs about 5 ms per optimizer pass per thousand edges, sees
-  only the calls and the path they read: handles, keys and values stay
-  inside the calls.
+  Variables are restored in batches of about `GRAPH_RESTORE_BATCH_BYTES`,
+  each by one call of a function that finds them by name (`_VarHandlesOp`),
+  reads their values (`RestoreV2`) and assigns them. Grappler, which runs
+  on the first `Session.run` of a restore and costs about 5 ms per
+  optimizer pass per thousand edges, sees only the calls and the path they
+  read: handles, keys and values stay inside the calls.
 
   Args:
     file_prefix: The checkpoint path, a string tensor.
@@ -612,26 +614,34 @@ def restore_variables(file_prefix, variables, names, slices, handle_nodes):
   Returns:
     The op restoring each variable (one per batch), in order.
   """
-  indices_by_dtype = {}
-  for index, variable in enumerate(variables):
-    indices_by_dtype.setdefault(variable.dtype.base_dtype, []).append(index)
-  restore_ops = [None] * len(variables)
-  for indices in indices_by_dtype.values():
-    for start in range(0, len(indices), GRAPH_RESTORE_BATCH_SIZE):
-      batch = indices[start:start + GRAPH_RESTORE_BATCH_SIZE]
-      restore_op = _call_restore_function(
-          file_prefix, [variables[index] for index in batch],
-          [names[index] for index in batch],
-          [slices[index] for index in batch],
-          [handle_nodes[index] for index in batch])
-      for index in batch:
-        restore_ops[index] = restore_op
+  restore_ops = []
+  for batch in _byte_batches(variables):
+    restore_op = _call_restore_function(
+        file_prefix, variables[batch], names[batch], slices[batch],
+        handle_nodes[batch])
+    restore_ops.extend([restore_op] * len(variables[batch]))
   return restore_ops
+
+
+def _byte_batches(variables):
+  """Slices of `variables` holding about `GRAPH_RESTORE_BATCH_BYTES` each."""
+  if not variables:
+    return []
+  batches, start, filled = [], 0, 0
+  for index, variable in enumerate(variables):
+    shape = variable.shape
+    size = byte_size(shape.as_list() if shape.is_fully_defined() else [],
+                     variable.dtype.base_dtype)
+    if index > start and filled + size > GRAPH_RESTORE_BATCH_BYTES:
+      batches.append(slice(start, index))
+      start, filled = index, 0
+    filled += size
+  return batches + [slice(start, len(variables))]
 
 
 def _call_restore_function(file_prefix, variables, names, slices,
                            handle_nodes):
-  """One call of a function restoring `variables`, all of one dtype.
+  """One call of a function restoring `variables`.
 
   The call names the function as its op, so the function runs on the
   device of its variables like any op, without the placement and
@@ -648,8 +658,9 @@ def _call_restore_function(file_prefix, variables, names, slices,
     for defined_function in function.from_library(library):
       defined_function.add_to_graph(graph)
   with ops.colocate_with(variables[0].handle.op):
-    return variable_batches.create_op(function_name, "RestoreVariables",
-                                      [file_prefix], [])
+    return variable_batches.create_op(
+        function_name, "RestoreVariables", [file_prefix], [],
+        _disable_call_shape_inference=attr_value_pb2.AttrValue(b=True))
 
 
 def _restore_function(handle_attrs, names, slices):
@@ -692,8 +703,7 @@ def _restore_function(handle_attrs, names, slices):
     assign.attr["dtype"].type = dtype_enums[index]
   digest = hashlib.sha256(
       definition.SerializeToString(deterministic=True)).hexdigest()[:16]
-  signature.name = (f"tf_objckpt_restore_variables_"
-                    f"{dtypes.as_dtype(dtype_enums[0]).name}_{count}_{digest}")
+  signature.name = f"tf_objckpt_restore_variables_{count}_{digest}"
   return definition
 
 

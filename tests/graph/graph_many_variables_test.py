@@ -13,8 +13,6 @@ SavedModel and imported (into a fresh graph, or into a graph whose library
 already holds functions), and when several checkpoints are restored in turn.
 """
 
-import collections
-import math
 import contextlib
 import os
 import re
@@ -93,28 +91,29 @@ def test_restore_ops_read_the_fed_checkpoint(tmp_path):
       tl.assert_variables_equal(expected, reader.values())
 
 
-def test_restore_in_several_batches(tmp_path, monkeypatch):
-  """Full and partial restore batches each restore their own variables.
+@pytest.mark.parametrize("batch_bytes", [64, 1 << 20])
+def test_restore_in_batches_of_bytes(tmp_path, monkeypatch, batch_bytes):
+  """Each restore batch restores its own variables, of any dtypes.
 
-  Batches hold variables of one dtype; each is one call of a function of
-  its own, which finds its variables by name.
+  Batches hold consecutive variables up to a number of bytes (at least one
+  variable each); each is one call of a function of its own, which finds
+  its variables by name. 64 bytes make several batches, 1 MiB one.
   """
-  batch_size = 4
-  monkeypatch.setattr(functional_saver, "GRAPH_RESTORE_BATCH_SIZE",
-                      batch_size)
+  monkeypatch.setattr(functional_saver, "GRAPH_RESTORE_BATCH_BYTES",
+                      batch_bytes)
   expected, path = _save_mixed("tf", str(tmp_path / "ckpt"))
   with tl.GraphProgram("ours") as reader:
     reader.track(_mixed(3))
     reader.checkpoint.restore(path).assert_consumed().run_restore_ops(
         reader.session)
     tl.assert_variables_equal(expected, reader.values())
-    counts = collections.Counter(
-        v.dtype.base_dtype for v in reader.variables
-        if resource_variable_ops.is_resource_variable(v))
+    resource_variables = [v for v in reader.variables
+                          if resource_variable_ops.is_resource_variable(v)]
     functions = tl.function_library_names(reader.graph)
-  assert any(count % batch_size for count in counts.values())
-  assert len(functions) == sum(math.ceil(count / batch_size)
-                               for count in counts.values())
+  if batch_bytes > 1000:
+    assert len(functions) == 1
+  else:
+    assert 1 < len(functions) < len(resource_variables)
 
 
 def test_restore_of_corrupt_data_fails_like_tensorflow(tmp_path):
