@@ -12,10 +12,11 @@ options' sharding callback makes (see `sharding`), under a temporary prefix
 (eagerly from parallel threads), then `MergeV2Checkpoints` commits the
 shards, and any files registered savers wrote, as one checkpoint; a single
 shard is written in place (`SaveV2` writes each file under a temporary name
-and renames it when complete). A restore reads a
-host's values with `RestoreV2` on that host's CPU and hands each saveable its
-tensors; when graph building, plain variables are read and assigned in
-batches through one function call each (`restore_variables`).
+and renames it when complete). A restore reads a host's values with
+`RestoreV2` on that host's CPU and hands each saveable its tensors: eagerly,
+a large restore a piece at a time (`CheckpointValues.restore_in_pieces`);
+when graph building, plain variables are read and assigned in batches
+through one function call each (`restore_variables`).
 """
 
 import collections
@@ -408,10 +409,11 @@ class KeyToRead:
 class CheckpointValues:
   """What one restore reads from a checkpoint: its dtypes, shapes, values.
 
-  Eager reads of values for objects not created yet are read ahead: a key
-  announced with `await_key` is read together with the next read (up to a
-  byte budget) and kept until asked for, so creating N variables after a
-  restore costs one `RestoreV2`, not N.
+  Eager restores of existing objects read and assign their values in
+  pieces (`restore_in_pieces`). Eager reads of values for objects not
+  created yet are read ahead: a key announced with `await_key` is read
+  together with the next read (up to a byte budget) and kept until asked
+  for, so creating N variables after a restore costs one `RestoreV2`, not N.
   """
 
   def __init__(self, save_path, reader, path_tensor, options=None):

@@ -17,6 +17,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
+from tensorflow.python.trackable import python_state
 
 from tf_objckpt import base
 from tf_objckpt import object_identity
@@ -208,8 +209,7 @@ class ObjectGraphView:
           gathered, node_saveables, attributes,
           _object_graph_proto(gathered, attributes, registered),
           keep_all=not freeze, registered=registered)
-    saveables = [saveable for per_node in node_saveables
-                 for saveable in per_node]
+    saveables = _in_write_order(node_saveables, last.python_state_nodes)
     saveables.extend(_registered_saves(gathered, last.registered))
     feed_additions = {}
     if not freeze:
@@ -430,6 +430,9 @@ class _Serialized:
       registered: `{node id: registered saver name}` (`_registered_nodes`).
     """
     self.registered = registered
+    self.python_state_nodes = frozenset(
+        node_id for node_id, obj in enumerate(gathered.objects)
+        if isinstance(obj, python_state.PythonState))
     self._object_refs = [weakref.ref(obj) for obj in gathered.objects]
     self.names = gathered.names
     self.children = gathered.children
@@ -448,6 +451,20 @@ class _Serialized:
             self.names == gathered.names and
             self.children == gathered.children and
             self.slots == gathered.slots)
+
+
+def _in_write_order(node_saveables, python_state_nodes):
+  """All nodes' saveables in the order TensorFlow writes their values.
+
+  TensorFlow's object-based saves write the values of `PythonState`
+  objects after all others (each group in graph order), and the data file
+  holds values in the order they are written.
+  """
+  ordered = [saveable for node_id, per_node in enumerate(node_saveables)
+             if node_id not in python_state_nodes for saveable in per_node]
+  ordered.extend(saveable for node_id in sorted(python_state_nodes)
+                 for saveable in node_saveables[node_id])
+  return ordered
 
 
 def _only_variable_saveables(saveables):

@@ -255,12 +255,12 @@ class CheckpointRestoreCoordinator:
                         variables=()):
     """Restores saveables now (eagerly) or builds their restore ops.
 
-    Every value is checked before any is assigned, so a mismatch leaves the
-    objects untouched.
+    Every value is checked before any is assigned, so a mismatch or a
+    damaged value leaves the objects untouched.
 
     Args:
       tensor_saveables: `{checkpoint key: SaveableObject}`.
-      python_saveables: `PythonStateSaveable`s, restored immediately.
+      python_saveables: `PythonStateSaveable`s, restored now (last).
       variables: `(checkpoint key, variable)` pairs of stock resource
         variables, restored by assigning their values; graph building, each
         by the restore op an earlier restore built for its key, if any.
@@ -270,9 +270,18 @@ class CheckpointRestoreCoordinator:
     """
     saveables = saveable_object_util.validate_and_slice_inputs(tensor_saveables)
     self._check_saveables(saveables, variables, python_saveables)
-    for saveable in python_saveables:
-      saveable.python_restore(
-          [self.values.python_value(spec.name) for spec in saveable.specs])
+    # Python state is read now and handed over last, once every tensor is
+    # read: a damaged value leaves it as it was too.
+    python_values = [[self.values.python_value(spec.name)
+                      for spec in saveable.specs]
+                     for saveable in python_saveables]
+    restore_ops = self._restore_tensors(saveables, variables)
+    for saveable, values in zip(python_saveables, python_values):
+      saveable.python_restore(values)
+    return restore_ops
+
+  def _restore_tensors(self, saveables, variables):
+    """Restores the tensors of `saveables` and `variables` (see above)."""
     if context.executing_eagerly():
       units = [(saveable.specs, functools.partial(_restore_eagerly, saveable))
                for saveable in saveables]

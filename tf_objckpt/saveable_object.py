@@ -162,7 +162,7 @@ class PythonStringStateSaveable(PythonStateSaveable):
       return constant_op.constant(state(), dtype=dtypes.string)
 
     return NoRestoreSaveable(tensor=current_value, name=self.name,
-                             dtype=dtypes.string, device="cpu:0")
+                             dtype=dtypes.string, device=_host_cpu())
 
   def python_restore(self, restored_strings):
     """Hands the restored string, as bytes, to the restore callback.
@@ -181,3 +181,15 @@ class PythonStringStateSaveable(PythonStateSaveable):
     if context.executing_eagerly():
       return None
     return gen_control_flow_ops.no_op()
+
+
+def _host_cpu():
+  """The device of a tensor made now under `ops.device("/cpu:0")`.
+
+  Saves write one file per task, so a value's device must name its task as
+  the variables beside it do: eagerly, the full name of this host's CPU.
+  """
+  if context.executing_eagerly():
+    with ops.device("/cpu:0"):
+      return context.context().device_name
+  return "/device:CPU:0"

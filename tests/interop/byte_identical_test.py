@@ -41,13 +41,26 @@ def _many_module():
   return module
 
 
+def _state_module():
+  """Variables beside Python state and a table's own tensors."""
+  module = tf.Module()
+  module.weights = tf.Variable([1.0, 2.0])
+  module.counter = tl.Counter(3)
+  module.table = tf.lookup.experimental.MutableHashTable(
+      tf.string, tf.int64, default_value=-1)
+  module.table.insert(["a"], [1])
+  return module
+
+
+_MODULES = {"dtypes": _dtypes_module, "many": _many_module,
+            "state": _state_module}
 _ASYNC = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
 
 
 @pytest.mark.parametrize("how", ["write", "save_twice", "async_save"])
-@pytest.mark.parametrize("objects", ["dtypes", "many"])
+@pytest.mark.parametrize("objects", sorted(_MODULES))
 def test_eager_checkpoint(tmp_path, objects, how):
-  module = {"dtypes": _dtypes_module, "many": _many_module}[objects]()
+  module = _MODULES[objects]()
   for impl, lib in tl.IMPLS.items():
     checkpoint = lib.Checkpoint(module=module)
     prefix = os.fspath(tmp_path / impl / "ckpt")
@@ -94,6 +107,18 @@ def test_graph_many_variables_on_two_cpus(tmp_path):
               f"v{i}", initializer=tl.mixed_value(i, 1),
               use_resource=bool(i % 11)))
       program.track(variables)
+      program.save(os.fspath(tmp_path / impl / "ckpt"))
+  tl.assert_same_files(tmp_path)
+
+
+def test_graph_python_state(tmp_path):
+  """Python state beside variables, saved by `CheckpointV1` in a graph."""
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as program:
+      program.track([program.variable("w", [1.0, 2.0])])
+      program.root.counter = tl.Counter(3)
+      program.save(os.fspath(tmp_path / impl / "ckpt"))
+      program.root.counter.count = 4
       program.save(os.fspath(tmp_path / impl / "ckpt"))
   tl.assert_same_files(tmp_path)
 

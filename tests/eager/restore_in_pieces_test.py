@@ -1,0 +1,159 @@
+"""Large eager restores read and assign a piece of the values at a time.
+
+A restore of more than twice `functional_saver._RESTORE_PIECE_BYTES` holds
+one piece of values at a time rather than a copy of the whole model, and
+reuses the memory each piece frees. Every piece but the last is read once
+beforehand, so a damaged value still fails the restore before anything is
+assigned. These tests shrink the piece size to split small models, compare
+with `tf.train.Checkpoint`, damage values in each piece, and measure the
+peak memory of a real 512 MiB restore in fresh processes.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import testlib as tl
+from tf_objckpt import functional_saver
+
+_PIECE_BYTES = 16 << 10
+_SHAPE = [32, 32]  # 4 KiB of float32.
+
+
+@pytest.fixture(name="small_pieces")
+def _small_pieces(monkeypatch):
+  """Shrinks pieces to 16 KiB; yields the piece counts of each restore."""
+  monkeypatch.setattr(functional_saver, "_RESTORE_PIECE_BYTES", _PIECE_BYTES)
+  counts = []
+  split = functional_saver.CheckpointValues._pieces  # pylint: disable=protected-access
+
+  def counting(values, units):
+    pieces = split(values, units)
+    counts.append(len(pieces))
+    return pieces
+
+  monkeypatch.setattr(functional_saver.CheckpointValues, "_pieces", counting)
+  return counts
+
+
+def _state(scale):
+  """40 variables of 4 KiB, Python state and a table's own tensors."""
+  module = tf.Module()
+  module.weights = [tf.Variable(np.full(_SHAPE, scale * i, np.float32))
+                    for i in range(40)]
+  module.step = tf.Variable(int(scale), dtype=tf.int64)
+  module.counter = tl.Counter(int(scale))
+  module.table = tf.lookup.experimental.MutableHashTable(
+      tf.string, tf.int64, default_value=-1)
+  module.table.insert(["a", "b"], [int(scale), 2 * int(scale)])
+  return module
+
+
+def _values(module):
+  return ([w.numpy() for w in module.weights], module.step.numpy(),
+          module.counter.count,
+          module.table.lookup(tf.constant(["a", "b"])).numpy().tolist())
+
+
+def test_pieces_restore_what_tensorflow_restores(tmp_path, small_pieces):
+  expected = _values(_state(3.))
+  path = tl.IMPLS["tf"].Checkpoint(module=_state(3.)).write(
+      str(tmp_path / "ckpt"))
+  restored = {}
+  for impl in tl.IMPLS:
+    module = _state(0.)
+    tl.IMPLS[impl].Checkpoint(module=module).read(path).assert_consumed()
+    restored[impl] = _values(module)
+  for impl in tl.IMPLS:
+    np.testing.assert_array_equal(restored[impl][0], expected[0])
+    assert restored[impl][1:] == expected[1:]
+  assert max(small_pieces) > 4  # The restore was split.
+
+
+def _damage_value(path, value):
+  """Overwrites the bytes of `value` in the data file with other bytes."""
+  data_file = path + ".data-00000-of-00001"
+  with open(data_file, "rb") as f:
+    data = f.read()
+  start = data.index(value.tobytes())
+  with open(data_file, "r+b") as f:
+    f.seek(start + 4)
+    f.write(b"\x7f" * 8)
+
+
+@pytest.mark.parametrize("damaged_index", [1, 20, 39])
+def test_damage_in_any_piece_restores_nothing(tmp_path, small_pieces,
+                                              damaged_index):
+  """A value failing its checksum, in the first, a middle or the last piece.
+
+  Both libraries raise `DataLossError`; ours names the damaged key and
+  leaves every object as it was, although pieces are assigned in turn.
+  """
+  path = tl.IMPLS["ours"].Checkpoint(module=_state(3.)).write(
+      str(tmp_path / "ckpt"))
+  _damage_value(path, np.full(_SHAPE, 3. * damaged_index, np.float32))
+  errors = {}
+  for impl in tl.IMPLS:
+    module = _state(1.)
+    before = _values(module)
+    errors[impl] = tl.outcome(tl.IMPLS[impl].Checkpoint(module=module).read,
+                              path).error
+    if impl == "ours":
+      after = _values(module)
+      np.testing.assert_array_equal(after[0], before[0])
+      assert after[1:] == before[1:]
+  tl.assert_same_error_type(errors, tf.errors.DataLossError)
+  assert f"module/weights/{damaged_index}/" in str(errors["ours"])
+  assert max(small_pieces) > 4
+
+
+_PEAK_MEMORY_SCRIPT = """
+import json
+import sys
+import numpy as np
+import tensorflow as tf
+import testlib as tl
+
+impl, prefix, mode = sys.argv[1:]
+
+
+def peak_mib():
+  with open("/proc/self/status") as status:
+    for line in status:
+      if line.startswith("VmHWM:"):
+        return int(line.split()[1]) / 1024
+
+
+module = tf.Module()
+module.weights = [tf.Variable(np.full([4 << 20], float(mode == "write"),
+                                      np.float32)) for _ in range(32)]
+checkpoint = tl.IMPLS[impl].Checkpoint(module=module)
+if mode == "write":
+  checkpoint.write(prefix)
+else:
+  before = peak_mib()
+  checkpoint.read(prefix).assert_consumed()
+  assert all(float(w[0]) == 1. for w in module.weights)
+  print(json.dumps({"added": peak_mib() - before}))
+"""
+
+
+def test_a_large_restore_holds_one_piece_of_values(tmp_path):
+  """Restoring 512 MiB adds at most about two pieces to the peak memory.
+
+  TensorFlow reads every value before assigning any, so its peak grows by
+  the size of the model.
+  """
+  prefix = str(tmp_path / "ckpt")
+  written = tl.run_python(_PEAK_MEMORY_SCRIPT, "ours", prefix, "write")
+  assert written.returncode == 0, written.stderr[-2000:]
+  added = {}
+  for impl in tl.IMPLS:
+    completed = tl.run_python(_PEAK_MEMORY_SCRIPT, impl, prefix, "read")
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    added[impl] = json.loads(completed.stdout.splitlines()[-1])["added"]
+  piece_mib = functional_saver._RESTORE_PIECE_BYTES >> 20  # pylint: disable=protected-access
+  assert added["ours"] < 3 * piece_mib, added
+  assert added["tf"] > 400, added
