@@ -39,7 +39,6 @@ from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import function
 from tensorflow.python.framework import ops
-from tensorflow.python.framework import tensor_util
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 from tensorflow.python.ops import gen_io_ops
@@ -47,6 +46,7 @@ from tensorflow.python.ops import io_ops
 from tensorflow.python.ops import string_ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training import py_checkpoint_reader
+from tensorflow.python.util import compat
 
 from tf_objckpt import bundle_index
 from tf_objckpt import commit
@@ -686,8 +686,10 @@ def _restore_function(handle_attrs, names, slices):
   for name, strings in (("names", names), ("slices", slices)):
     constant = definition.node_def.add(name=name, op="Const")
     constant.attr["dtype"].type = dtypes.string.as_datatype_enum
-    constant.attr["value"].tensor.CopyFrom(
-        tensor_util.make_tensor_proto(strings, dtype=dtypes.string))
+    value = constant.attr["value"].tensor
+    value.dtype = dtypes.string.as_datatype_enum
+    value.tensor_shape.dim.add(size=len(strings))
+    value.string_val.extend(compat.as_bytes(string) for string in strings)
   dtype_enums = handle_attrs["dtypes"].list.type
   count = len(dtype_enums)
   handles = definition.node_def.add(name="handles", op="_VarHandlesOp")

@@ -46,6 +46,7 @@ _GRAPH_BATCH_MIN = 16
 _DIRECT_KERNELS_MIN = 32
 
 _UNKNOWN_SHAPE = tensor_shape_pb2.TensorShapeProto(unknown_rank=True)
+_FIRST_CPU = "/device:CPU:0"
 
 _direct_kernels_lock = threading.Lock()
 _direct_kernels_users = 0
@@ -108,13 +109,13 @@ def batch_key(variable, handle_node=None):
   if _colocated_elsewhere(handle_node):
     return None
   device = handle_node.device
-  if "CPU" in device.upper() or (not device and not _has_accelerators()):
-    return device
-  return None
+  if not device and not _has_accelerators():
+    return _FIRST_CPU  # Where the placer puts it: batched with those there.
+  return device if "CPU" in device.upper() else None
 
 
 def _colocated_elsewhere(node):
-  """Whether the op of `node` has colocation constraints but with itself."""
+  """Whether the op of `node` is colocated with ops other than itself."""
   groups = [group for group in node.attr["_class"].list.s
             if group.startswith(b"loc:@")]
   return bool(groups) and groups != [b"loc:@" + node.name.encode()]

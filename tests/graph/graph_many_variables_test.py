@@ -116,6 +116,34 @@ def test_restore_in_batches_of_bytes(tmp_path, monkeypatch, batch_bytes):
     assert 1 < len(functions) < len(resource_variables)
 
 
+def test_save_counter_is_restored_with_the_variables(tmp_path):
+  """The save counter (on "/cpu:0") joins the variables placed by default.
+
+  On a machine with only CPUs, both end up on the first CPU, so one call
+  restores them all and the graph gains no other read.
+  """
+  paths, counters = {}, {}
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as writer:
+      writer.track(_floats(1.))
+      paths[impl] = writer.save(str(tmp_path / impl / "ckpt"))
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as reader:
+      reader.track(_floats(0.))
+      ops_before = set(reader.graph.get_operations())
+      reader.checkpoint.restore(paths[impl]).assert_consumed().run_restore_ops(
+          reader.session)
+      tl.assert_variables_equal(
+          [float(i) for i in range(_COUNT)], reader.values())
+      counters[impl] = reader.run(reader.checkpoint.save_counter)
+      new_types = [op.type for op in reader.graph.get_operations()
+                   if op not in ops_before]
+      if impl == "ours":
+        assert "RestoreV2" not in new_types
+        assert len(tl.function_library_names(reader.graph)) == 1
+  assert counters == {"tf": 1, "ours": 1}
+
+
 def test_restore_of_corrupt_data_fails_like_tensorflow(tmp_path):
   """A value failing its checksum fails the restore as in TensorFlow.
 
