@@ -116,6 +116,8 @@ def batch_key(variable, handle_node=None):
 
 def _colocated_elsewhere(node):
   """Whether the op of `node` is colocated with ops other than itself."""
+  if "_class" not in node.attr:  # Looking up a missing key would add it.
+    return False
   groups = [group for group in node.attr["_class"].list.s
             if group.startswith(b"loc:@")]
   return bool(groups) and groups != [b"loc:@" + node.name.encode()]
