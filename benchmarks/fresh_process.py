@@ -47,20 +47,27 @@ def emit(result):
   print(_RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def run_child(script, **request):
+def run_child(script, extra_args=(), **request):
   """Runs `script --child=<request>` in a new process; returns its result.
 
   The disk is flushed first, so that no earlier child's writes are still
-  being written out while this one is timed.
+  being written out while this one is timed. Other lines the child prints
+  (a profile, say) are printed here.
   """
   os.sync()
   completed = subprocess.run(
-      [sys.executable, script, "--child=" + json.dumps(request)],
+      [sys.executable, script, *extra_args, "--child=" + json.dumps(request)],
       capture_output=True, text=True, check=False)
+  result = None
   for line in completed.stdout.splitlines():
     if line.startswith(_RESULT_PREFIX):
-      return json.loads(line[len(_RESULT_PREFIX):])
-  raise RuntimeError(f"{script} {request} failed:\n{completed.stderr[-3000:]}")
+      result = json.loads(line[len(_RESULT_PREFIX):])
+    else:
+      print(line)
+  if result is None:
+    raise RuntimeError(
+        f"{script} {request} failed:\n{completed.stderr[-3000:]}")
+  return result
 
 
 def repeated(repeats, measure):

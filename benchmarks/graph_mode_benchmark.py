@@ -28,8 +28,6 @@ import json
 import os
 import pstats
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -39,15 +37,15 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.trackable import autotrackable as tf_autotrackable
 
+import fresh_process
 import tf_objckpt
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["b1024", "b", "c"],
                                 "Which workloads.")
 _REPEATS = flags.DEFINE_integer("repeats", 7, "Timed later saves.")
 _CHILD = flags.DEFINE_string(
-    "child", None, "Internal: 'operation,library,workload,checkpoint path' "
-    "to time the first save or the restores of, in this process.")
-_RESULT_PREFIX = "fresh process times: "
+    "child", None, "Internal: the first save or the restores to time in "
+    "this process.")
 _FIRST_REPEATS = flags.DEFINE_integer(
     "first_repeats", 3, "Fresh processes timing each library's first save "
     "and restores.")
@@ -178,31 +176,22 @@ def _bench_first_calls(workload, directory, paths, results, repeats):
   nothing the other library left; the libraries alternate, and the medians
   of `repeats` processes are kept.
   """
-  times = {library: [] for library in _LIBRARIES}
-  for round_index in range(repeats):
-    order = list(_LIBRARIES)[::1 if round_index % 2 == 0 else -1]
-    for library in order:
-      save_prefix = os.path.join(directory, workload, library, "first")
-      measured = {}
-      for operation, path in (("save", save_prefix),
-                              ("restore", paths[library])):
-        os.sync()  # Earlier writes' writeback would land in this one's time.
-        child = subprocess.run(
-            [sys.executable, __file__, f"--profile={_PROFILE.value or ''}",
-             f"--child={operation},{library},{workload},{path}"],
-            check=True, capture_output=True, text=True)
-        for line in child.stdout.splitlines():
-          if line.startswith(_RESULT_PREFIX):
-            measured.update(json.loads(line[len(_RESULT_PREFIX):]))
-          else:
-            print(line)
-      times[library].append(measured)
-      for filename in glob.glob(save_prefix + "*"):
-        os.remove(filename)
-  for library, measured in times.items():
-    for key in measured[0]:
-      results[library][key] = statistics.median(
-          one[key] for one in measured)
+
+  def measure(library):
+    save_prefix = os.path.join(directory, workload, library, "first")
+    measured = {}
+    for operation, path in (("save", save_prefix),
+                            ("restore", paths[library])):
+      measured.update(fresh_process.run_child(
+          __file__, extra_args=[f"--profile={_PROFILE.value or ''}"],
+          operation=operation, library=library, workload=workload,
+          path=path))
+    fresh_process.clear(save_prefix)
+    return measured
+
+  for library, measured in fresh_process.repeated(repeats, measure).items():
+    for name, values in measured.items():
+      results[library][name] = statistics.median(values)
 
 
 def _first_save_time(library, workload, prefix):
@@ -237,7 +226,6 @@ def _restore_times(library, workload, path):
   return times
 
 
-
 def _report(workload, results, v1_times):
   ours, theirs = results["tf_objckpt"], results["tensorflow"]
   print(f"workload {workload}: {_SHAPES[workload][1]} variables of shape "
@@ -259,9 +247,11 @@ def main(argv):
   del argv
   tf.get_logger().setLevel("ERROR")
   if _CHILD.value:
-    operation, library, workload, path = _CHILD.value.split(",", 3)
-    measure = _first_save_time if operation == "save" else _restore_times
-    print(_RESULT_PREFIX + json.dumps(measure(library, workload, path)))
+    request = json.loads(_CHILD.value)
+    measure = (_first_save_time if request["operation"] == "save"
+               else _restore_times)
+    fresh_process.emit(measure(request["library"], request["workload"],
+                               request["path"]))
     return
   with tempfile.TemporaryDirectory() as directory:
     for workload in _WORKLOADS.value:

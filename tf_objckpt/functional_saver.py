@@ -526,14 +526,7 @@ class CheckpointValues:
     if total <= 2 * _RESTORE_PIECE_BYTES:
       return [units]
     target = total / math.ceil(total / _RESTORE_PIECE_BYTES)
-    pieces, piece, filled = [], [], 0
-    for unit, size in zip(units, sizes):
-      if piece and filled + size > target:
-        pieces.append(piece)
-        piece, filled = [], 0
-      piece.append(unit)
-      filled += size
-    return pieces + [piece]
+    return [units[run] for run in _runs_of_bytes(sizes, target)]
 
   def _read_ahead_specs(self, excluded):
     budget = _READ_AHEAD_BUDGET_BYTES
@@ -627,18 +620,26 @@ def restore_variables(file_prefix, variables, names, slices, handle_nodes):
 
 def _byte_batches(variables):
   """Slices of `variables` holding about `GRAPH_RESTORE_BATCH_BYTES` each."""
-  if not variables:
+  sizes = [byte_size(variable.shape.as_list()
+                     if variable.shape.is_fully_defined() else [],
+                     variable.dtype.base_dtype) for variable in variables]
+  return _runs_of_bytes(sizes, GRAPH_RESTORE_BATCH_BYTES)
+
+
+def _runs_of_bytes(sizes, limit):
+  """Consecutive slices of `sizes` adding up to at most `limit` bytes each.
+
+  A run exceeds `limit` only when its first item alone does.
+  """
+  if not sizes:
     return []
-  batches, start, filled = [], 0, 0
-  for index, variable in enumerate(variables):
-    shape = variable.shape
-    size = byte_size(shape.as_list() if shape.is_fully_defined() else [],
-                     variable.dtype.base_dtype)
-    if index > start and filled + size > GRAPH_RESTORE_BATCH_BYTES:
-      batches.append(slice(start, index))
+  runs, start, filled = [], 0, 0
+  for index, size in enumerate(sizes):
+    if index > start and filled + size > limit:
+      runs.append(slice(start, index))
       start, filled = index, 0
     filled += size
-  return batches + [slice(start, len(variables))]
+  return runs + [slice(start, len(sizes))]
 
 
 def _call_restore_function(file_prefix, variables, names, slices,

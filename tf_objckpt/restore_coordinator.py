@@ -293,7 +293,7 @@ class CheckpointRestoreCoordinator:
       return []
     cached_ops = []
     for key, variable in variables:
-      name = key[:len(key) - len(trackable_utils.VARIABLE_VALUE_KEY)]
+      name = key.removesuffix(trackable_utils.VARIABLE_VALUE_KEY)
       cached_op = self._op_cache.by_name.get(name)
       if cached_op is None:
         saveables.append(
