@@ -431,6 +431,16 @@ _DEPRECATED_RESTORE_INSTRUCTIONS = (
     "object-based saver's save() and use the new checkpoint from now on.")
 
 
+def _reached(obj, restore_uid):
+  """Whether a restore reached `obj`, or every object a container holds."""
+  # pylint: disable=protected-access
+  if obj._update_uid >= restore_uid:
+    return True
+  return (isinstance(obj, tf_data_structures.TrackableDataStructure) and
+          all(child._update_uid >= restore_uid
+              for child in obj._trackable_children().values()))
+
+
 class NameBasedSaverStatus(_LoadStatus):
   """The status of restoring a name-based checkpoint by variable names."""
 
@@ -503,14 +513,10 @@ class NameBasedSaverStatus(_LoadStatus):
     after `restore()` (an optimizer's `_trainable_variables`): the new list
     holds no values, and its variables were restored.
     """
-    restore_uid = self._checkpoint.restore_uid
     not_restored = []
     for obj in self._graph_view.list_objects():
       obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-      if obj._update_uid < restore_uid and not (  # pylint: disable=protected-access
-          isinstance(obj, tf_data_structures.TrackableDataStructure) and
-          all(child._update_uid >= restore_uid  # pylint: disable=protected-access
-              for child in obj._trackable_children().values())):  # pylint: disable=protected-access
+      if not _reached(obj, self._checkpoint.restore_uid):
         not_restored.append(obj)
     return not_restored
 

@@ -72,10 +72,12 @@ class NameBasedRestoreCoordinator:
     self.optimizers.note(trackable)
     keras_variable = _keras3_variable_value(trackable)
     if keras_variable is not None:
-      key = self._keras3_key(trackable)
-      if key:
-        yield from saveable_object_util.saveable_objects_for_op(
-            keras_variable, key)
+      source = self._keras3_source(trackable)
+      if source:
+        for saveable in saveable_object_util.saveable_objects_for_op(
+            keras_variable, source.key):
+          yield (saveable if source.scale is None else
+                 v1_optimizer_state.ScaledSaveable(saveable, source))
         return
       count = self.optimizers.step_count(trackable)
       if count is not None:
@@ -105,10 +107,15 @@ class NameBasedRestoreCoordinator:
     key = self._match(name, strip_model_name) or name
     yield from saveable_object_util.saveable_objects_for_op(op, key)
 
-  def _keras3_key(self, variable):
-    """The checkpoint key of a Keras 3 variable: by path, or a v1 slot's."""
-    return (self._match(variable.path, strip_model_name=True) or
-            self.optimizers.slot_key(variable))
+  def _keras3_source(self, variable):
+    """A Keras 3 variable's `v1_optimizer_state.Source`: by path or v1 slot.
+
+    None if it has none.
+    """
+    key = self._match(variable.path, strip_model_name=True)
+    if key:
+      return v1_optimizer_state.Source(key)
+    return self.optimizers.slot_source(variable)
 
   def _match(self, name, strip_model_name):
     """The checkpoint key of `name`, or None."""
@@ -193,10 +200,11 @@ class NameBasedRestoreCoordinator:
     initializes the variable once its trace ends, and builds again eagerly
     (restoring again, by name) if the trace fails.
     """
-    key = self._keras3_key(variable)
-    if key is None:
+    source = self._keras3_source(variable)
+    if source is None:
       self._record_unused(variable, variable.path)
       return
+    key = source.key
     self._check_entries(
         [restore_plan.entry(key, "", variable.dtype, variable.shape)],
         dtype_error=ValueError)
@@ -204,8 +212,9 @@ class NameBasedRestoreCoordinator:
     def read_value(shape=None, dtype=None):
       del shape, dtype  # Checked above.
       with ops.device("/cpu:0"):
-        return functional_saver.restore_v2(self.save_path, [key], [""],
-                                           [self._values.dtypes[key]])[0]
+        value = functional_saver.restore_v2(self.save_path, [key], [""],
+                                            [self._values.dtypes[key]])[0]
+      return value if source.scale is None else value * source.scale
 
     variable._initializer = read_value  # pylint: disable=protected-access
 

@@ -11,7 +11,9 @@ counts steps in `iterations`. TensorFlow restores none of these into Keras 3;
 
 - a slot takes the value of the v1 slot of the same meaning, keyed by the
   checkpoint key its variable matched (so `assignment_map` applies to
-  slots too); `v1_slot_suffixes` says which, per Keras 3 optimizer;
+  slots too); `v1_slot_suffixes` says which, per Keras 3 optimizer. Keras
+  3 `SGD`'s momentum is v1 `Momentum`'s accumulator times -learning_rate,
+  converted when the learning rate is a constant;
 - `iterations` takes the step count from `beta1_power` (checked against
   `beta2_power`), else from a `global_step` value, unless its own name
   matched a key (`assignment_map={"global_step": "adam/iteration"}`);
@@ -43,10 +45,9 @@ GLOBAL_STEP = "global_step"
 # Keras 3 optimizer class -> (v1 optimizer name, Keras 3 slot names in the
 # order the v1 optimizer creates its slots). The v1 slots are named
 # `<variable>/<name>`, `<variable>/<name>_1`, ... in creation order.
-# Keras 3 `SGD` is missing on purpose: its momentum is v1 `Momentum`'s
-# accumulator times -learning_rate, not the same value.
 _V1_SLOTS = {
     "Adam": ("Adam", ("momentum", "velocity")),
+    "SGD": ("Momentum", ("momentum",)),  # Scaled, see `_slot_scale`.
     "Adagrad": ("Adagrad", ("accumulator",)),
     "Ftrl": ("Ftrl", ("accumulator", "linear")),
     "Adadelta": ("Adadelta", ("accumulated_grad", "accumulated_delta_var")),
@@ -84,6 +85,56 @@ def v1_slot_suffixes(optimizer):
 def _numbered(v1_name, slots):
   return {slot: v1_name if index == 0 else f"{v1_name}_{index}"
           for index, slot in enumerate(slots)}
+
+
+class Source(NamedTuple):
+  """Where a Keras 3 variable's value is in a name-based checkpoint.
+
+  Attributes:
+    key: The checkpoint key.
+    scale: None to restore the value as is, else a factor to apply.
+    note: How the value was converted, for reports.
+  """
+  key: str
+  scale: Optional[float] = None
+  note: Optional[str] = None
+
+
+def _slot_scale(optimizer):
+  """The factor from a v1 slot to `optimizer`'s, or None if they are equal.
+
+  v1 `Momentum` accumulates gradients (`a = momentum * a + g; w -= lr * a`)
+  where Keras 3 `SGD` accumulates steps (`m = momentum * m - lr * g;
+  w += m`): with a constant learning rate, `m == -lr * a`.
+
+  Raises:
+    ValueError: If the learning rate changes by step (a schedule).
+  """
+  if v1_slot_suffixes(optimizer).get("momentum") != "Momentum":
+    return None
+  learning_rate = optimizer._learning_rate  # pylint: disable=protected-access
+  if callable(learning_rate):
+    raise ValueError(
+        "Keras 3 SGD's momentum is v1 Momentum's accumulator times "
+        "-learning_rate, which a learning-rate schedule does not fix")
+  return -float(learning_rate.numpy())
+
+
+class ScaledSaveable(saveable_object.SaveableObject):
+  """Restores another saveable's value multiplied by a factor."""
+
+  def __init__(self, saveable, source):
+    """Restores `saveable` with its value times `source.scale`."""
+    super().__init__(saveable.op, saveable.specs, saveable.name)
+    self._saveable = saveable
+    self._scale = source.scale
+    self._var_shape = getattr(saveable, "_var_shape", None)  # Checked.
+    self.notes = {spec.name: source.note for spec in saveable.specs}
+
+  def restore(self, restored_tensors, restored_shapes=None):
+    return self._saveable.restore(
+        [tensor * self._scale for tensor in restored_tensors],
+        restored_shapes)
 
 
 class StepCount(NamedTuple):
@@ -193,7 +244,7 @@ class Keras3Optimizers:
 
     optimizers = Keras3Optimizers(keys, match, values)
     optimizers.note(optimizer)
-    optimizers.slot_key(slot_variable)     # "dense/kernel/Adam"
+    optimizers.slot_source(slot_variable)  # Source("dense/kernel/Adam")
     optimizers.step_count(iterations)      # StepCount(3, {...}) or None
   """
 
@@ -209,7 +260,7 @@ class Keras3Optimizers:
     self._match = match
     self._values = values
     self._optimizers = object_identity.ObjectIdentityWeakSet()
-    # Optimizer -> (ids of its trained variables, {path with "_" for "/": variable}).
+    # Optimizer -> (ids of its trained variables, `_trained_variables`).
     self._trained = object_identity.ObjectIdentityWeakKeyDictionary()
     # Checkpoint key -> why it found no home, for reports.
     self.unplaced = {}
@@ -223,12 +274,13 @@ class Keras3Optimizers:
     if is_keras3_optimizer(trackable):
       self._optimizers.add(trackable)
 
-  def slot_key(self, variable):
-    """The v1 slot's checkpoint key for a Keras 3 optimizer slot, or None.
+  def slot_source(self, variable):
+    """The v1 slot's `Source` for a Keras 3 optimizer slot, or None.
 
     Slots are recognized by name (`<variable path with _>_<slot name>`)
     among the optimizers' trained variables, and must have been made under
-    the optimizer's name scope.
+    the optimizer's name scope. A slot that needs converting but cannot be
+    is None, with the reason in `unplaced`.
     """
     name = variable.name
     scopes = variable.path.split("/")[:-1]
@@ -242,8 +294,18 @@ class Keras3Optimizers:
             name[:-len(slot) - 1])
         key = reference is not None and self._match(reference.path)
         if key:
-          return f"{key}/{suffix}"
+          return self._converted(optimizer, f"{key}/{suffix}")
     return None
+
+  def _converted(self, optimizer, key):
+    try:
+      scale = _slot_scale(optimizer)
+    except ValueError as e:
+      self.unplaced[key] = str(e)
+      return None
+    if scale is None:
+      return Source(key)
+    return Source(key, scale, f"times -learning_rate = {scale:g}")
 
   def _trained_variables(self, optimizer):
     """`{variable path, "/" as "_": variable}` of what `optimizer` trains."""
@@ -274,15 +336,23 @@ class Keras3Optimizers:
     values = self._values()
     powers = {key: values.python_value(key) for key in BETA_POWERS
               if key in self._keys}
+    steps = None
+    if GLOBAL_STEP in self._keys and values.dtypes[GLOBAL_STEP].is_integer:
+      steps = int(values.python_value(GLOBAL_STEP))
     if powers and "Adam" in v1_slot_suffixes(optimizer).values():
       try:
-        return adam_step_count(powers, {"beta1_power": optimizer.beta_1,
-                                        "beta2_power": optimizer.beta_2})
+        count = adam_step_count(powers, {"beta1_power": optimizer.beta_1,
+                                         "beta2_power": optimizer.beta_2})
       except (ValueError, TypeError) as e:
         reason = f"gives no step count: {e}"
         self.unplaced.update((key, reason) for key in powers)
-    if GLOBAL_STEP in self._keys and values.dtypes[GLOBAL_STEP].is_integer:
-      steps = int(values.python_value(GLOBAL_STEP))
+      else:
+        if steps is not None:
+          self.unplaced[GLOBAL_STEP] = (
+              f"{steps}; iterations = {count.value} came from "
+              f"{next(iter(count.notes))}, Adam's own count")
+        return count
+    if steps is not None:
       return StepCount(steps, {GLOBAL_STEP: f"iterations = {steps}"})
     return None
 

@@ -44,6 +44,12 @@ OPTIMIZERS = {
              lambda: keras.optimizers.Ftrl(0.1)),
     "adadelta": (lambda: _V1.AdadeltaOptimizer(1.0, epsilon=1e-7),
                  lambda: keras.optimizers.Adadelta(1.0, epsilon=1e-7)),
+    # Keras 3 SGD's momentum is -learning_rate times v1's.
+    "momentum": (lambda: _V1.MomentumOptimizer(0.1, 0.9),
+                 lambda: keras.optimizers.SGD(0.1, momentum=0.9)),
+    "nesterov": (lambda: _V1.MomentumOptimizer(0.1, 0.9, use_nesterov=True),
+                 lambda: keras.optimizers.SGD(0.1, momentum=0.9,
+                                              nesterov=True)),
 }
 
 
@@ -130,6 +136,8 @@ def test_adam_steps_on_like_v1(tmp_path, built, global_step):
   assert "'beta1_power' (iterations = 3" in str(report)
   assert [value.key for value in report.unmatched] == (
       ["global_step"] if global_step else [])
+  if global_step:
+    assert "came from beta1_power" in report.unmatched[0].note
   assert not report.objects_without_values
 
 
@@ -205,18 +213,46 @@ def test_v1_slots_without_a_keras_home_fail_assert_consumed(tmp_path):
     status.assert_consumed()
 
 
-def test_v1_momentum_is_not_keras_sgd_momentum(tmp_path):
-  """Keras 3 SGD keeps -learning_rate times v1 Momentum's accumulator."""
+def test_sgd_momentum_under_a_schedule_is_named_not_guessed(tmp_path):
+  """With a learning-rate schedule, -learning_rate * v1's is no constant."""
   path, _ = _v1_train(tmp_path, _V1.MomentumOptimizer(0.1, 0.9))
-  model, optimizer = _model(), keras.optimizers.SGD(0.1, momentum=0.9)
+  schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)
+  model = _model()
+  optimizer = keras.optimizers.SGD(schedule, momentum=0.9)
   optimizer.build(model.trainable_variables)
   status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
       path)
   report = status.report()
-  assert "dense/kernel/Momentum" in {value.key for value in report.unmatched}
+  notes = {value.key: value.note for value in report.unmatched}
+  assert "schedule" in notes["dense/kernel/Momentum"]
   assert len(report.objects_without_values) == 4  # The Keras momentums.
   with pytest.raises(AssertionError, match="sequential_dense_kernel_momentum"):
     status.assert_consumed()
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
+@pytest.mark.parametrize("name", ["adam", "momentum"])
+def test_built_by_the_first_step_after_restore(tmp_path, name, traced):
+  """A custom training loop builds the model and optimizer in its step."""
+  path, v1_after = _v1_train(tmp_path, OPTIMIZERS[name][0]())
+  model, optimizer = _model(built=False), OPTIMIZERS[name][1]()
+  status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
+      path)
+  (tf.function(_keras_step) if traced else _keras_step)(model, optimizer)
+  _assert_same_step(model, v1_after)
+  status.assert_consumed()
+
+
+def test_sgd_momentum_is_scaled_and_says_so(tmp_path):
+  path, v1_after = _v1_train(tmp_path, OPTIMIZERS["momentum"][0]())
+  model, optimizer = _model(built=False), OPTIMIZERS["momentum"][1]()
+  status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
+      path)
+  _keras_step(model, optimizer)
+  _assert_same_step(model, v1_after)
+  status.assert_consumed()
+  notes = {value.key: value.note for value in status.report().restored}
+  assert notes["dense/kernel/Momentum"] == "times -learning_rate = -0.1"
 
 
 def test_inconsistent_beta_powers_leave_iterations_named(tmp_path):
