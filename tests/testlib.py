@@ -550,6 +550,15 @@ GRAPH_OPTIMIZERS = {
 VARIABLE_KINDS = ("resource", "reference", "partitioned")
 
 
+def v1_dense(inputs, units, scope):
+  """A dense layer the v1 way: `<scope>/kernel` and `<scope>/bias`."""
+  with tf.compat.v1.variable_scope(scope):
+    kernel = tf.compat.v1.get_variable("kernel", (inputs.shape[-1], units))
+    bias = tf.compat.v1.get_variable(
+        "bias", (units,), initializer=tf.compat.v1.random_normal_initializer())
+  return tf.matmul(inputs, kernel) + bias
+
+
 class GraphModel(GraphProgram):
   """A small model in a `GraphProgram`, with a v1 optimizer.
 
