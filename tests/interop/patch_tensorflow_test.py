@@ -308,3 +308,22 @@ def test_tensorflows_name_based_restore_runs_our_saver(tmp_path, patched):
       status.run_restore_ops(session)
     assert any(m.startswith(f"Restored checkpoint {prefix}") for m in messages)
     np.testing.assert_array_equal(session.run(variable), [3., 4.])
+
+
+def test_scaffold_turns_our_checkpoint_into_our_saver(tmp_path, patched):
+  del patched
+  with tf.Graph().as_default():
+    step = tf.compat.v1.train.get_or_create_global_step()
+    weight = tf.Variable(2., name="weight")
+    initialize = tf.compat.v1.global_variables_initializer()
+    # A Checkpoint given as the saver: Scaffold recognises ours and builds
+    # the patched Saver from its saveables.
+    scaffold = tf.compat.v1.train.Scaffold(
+        saver=tf.train.Checkpoint(step=step, weight=weight)).finalize()
+    assert type(scaffold.saver) is tl.saver.Saver
+    with tf.compat.v1.Session() as session:
+      session.run(initialize)
+      prefix = scaffold.saver.save(session, str(tmp_path / "ckpt"))
+  assert tf.train.load_checkpoint(prefix).get_tensor(
+      "weight/.ATTRIBUTES/VARIABLE_VALUE") == 2.
+  assert "step/.ATTRIBUTES/VARIABLE_VALUE" in tl.signature(prefix)
