@@ -130,7 +130,7 @@ def _holdings():
       missing.append(f"{target.module}.{target.attribute}")
   if missing:
     raise RuntimeError(
-        "tf_objckpt cannot patch this TensorFlow (or tf_keras): "
+        "tf_objckpt does not know this TensorFlow: "
         f"{', '.join(missing)} not found. Nothing was changed.")
   return holdings
 

@@ -71,11 +71,8 @@ def _assert_tensorflows():
 
 @pytest.fixture(name="patched")
 def _patched():
-  tf_objckpt.patch_tensorflow()
-  try:
+  with tl.tensorflow_patched():
     yield
-  finally:
-    tf_objckpt.unpatch_tensorflow()
 
 
 @contextlib.contextmanager

@@ -9,7 +9,6 @@ lines) and that TensorFlow, unpatched, reads what was written.
 """
 
 import os
-import signal
 
 import numpy as np
 import pytest
@@ -23,11 +22,8 @@ from tf_objckpt import load_status
 
 @pytest.fixture(name="patched")
 def _patched():
-  tf_objckpt.patch_tensorflow()
-  try:
+  with tl.tensorflow_patched():
     yield
-  finally:
-    tf_objckpt.unpatch_tensorflow()
 
 
 def _saved_paths(messages):
@@ -119,12 +115,8 @@ def test_tf_keras_save_weights_and_load_weights_go_through_ours(
 def test_tf_keras_models_built_before_the_patch_keep_tensorflows_checkpoint(
     tmp_path):
   model = tl.make_model("tf_keras", "functional")
-  tf_objckpt.patch_tensorflow()
-  try:
-    with tl.captured_logs(level="INFO") as messages:
-      model.save_weights(str(tmp_path / "weights"))
-  finally:
-    tf_objckpt.unpatch_tensorflow()
+  with tl.tensorflow_patched(), tl.captured_logs(level="INFO") as messages:
+    model.save_weights(str(tmp_path / "weights"))
   assert type(model._checkpoint) is tl.IMPLS["tf"].Checkpoint  # pylint: disable=protected-access
   assert not _saved_paths(messages)
 
@@ -283,11 +275,7 @@ def test_preemption_handler_saves_through_ours_and_the_rerun_resumes(tmp_path):
   try:
     assert process.stdout.readline().split() == [
         "tf_objckpt.checkpoint_management", "0"]
-    for line in process.stdout:
-      if line.strip() == "step 3":
-        process.send_signal(signal.SIGTERM)
-        break
-    code, _, stderr = tl.finish(process, timeout=60)
+    code, stderr = tl.terminate_after_line(process, "step 3")
   finally:
     tl.kill_group(process)
   assert code == _RESTART_CODE, stderr[-5000:]
