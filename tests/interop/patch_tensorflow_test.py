@@ -24,24 +24,19 @@ import testlib as tl
 import tf_objckpt
 from tf_objckpt import patching
 
-# Public names and what they are after the patch.
+_TF = tl.IMPLS["tf"]
+# Public names: (TensorFlow's object, ours).
 _PUBLIC = {
-    "train.Checkpoint": tf_objckpt.Checkpoint,
-    "train.CheckpointManager": tf_objckpt.CheckpointManager,
-    "compat.v1.train.Checkpoint": tf_objckpt.CheckpointV1,
-    "compat.v1.train.CheckpointManager": tf_objckpt.CheckpointManager,
-    "compat.v1.train.Saver": tl.saver.Saver,
-    "compat.v2.train.Checkpoint": tf_objckpt.Checkpoint,
-    "compat.v2.train.CheckpointManager": tf_objckpt.CheckpointManager,
-}
-_TENSORFLOWS = {
-    "train.Checkpoint": tl.IMPLS["tf"].Checkpoint,
-    "train.CheckpointManager": tl.IMPLS["tf"].CheckpointManager,
-    "compat.v1.train.Checkpoint": tl.IMPLS["tf"].CheckpointV1,
-    "compat.v1.train.CheckpointManager": tl.IMPLS["tf"].CheckpointManager,
-    "compat.v1.train.Saver": tl.IMPLS["tf"].Saver,
-    "compat.v2.train.Checkpoint": tl.IMPLS["tf"].Checkpoint,
-    "compat.v2.train.CheckpointManager": tl.IMPLS["tf"].CheckpointManager,
+    "train.Checkpoint": (_TF.Checkpoint, tf_objckpt.Checkpoint),
+    "train.CheckpointManager": (_TF.CheckpointManager,
+                                tf_objckpt.CheckpointManager),
+    "compat.v1.train.Checkpoint": (_TF.CheckpointV1, tf_objckpt.CheckpointV1),
+    "compat.v1.train.CheckpointManager": (_TF.CheckpointManager,
+                                          tf_objckpt.CheckpointManager),
+    "compat.v1.train.Saver": (_TF.Saver, tl.saver.Saver),
+    "compat.v2.train.Checkpoint": (_TF.Checkpoint, tf_objckpt.Checkpoint),
+    "compat.v2.train.CheckpointManager": (_TF.CheckpointManager,
+                                          tf_objckpt.CheckpointManager),
 }
 
 
@@ -65,8 +60,8 @@ def _ours():
 def _assert_tensorflows():
   """No target holds ours, and the public names are TensorFlow's."""
   assert not set(map(id, _target_values())) & set(map(id, _ours()))
-  for name, value in _TENSORFLOWS.items():
-    assert _public(name) is value, name
+  for name, (tensorflows, _) in _PUBLIC.items():
+    assert _public(name) is tensorflows, name
 
 
 @pytest.fixture(name="patched")
@@ -112,7 +107,7 @@ def test_public_names_are_ours_while_patched_and_tensorflows_after():
   tf_objckpt.patch_tensorflow()
   try:
     assert patching.is_patched()
-    for name, ours in _PUBLIC.items():
+    for name, (_, ours) in _PUBLIC.items():
       assert _public(name) is ours, name
     during = tf.train.Checkpoint(v=tf.Variable(1.))
     assert type(during) is tf_objckpt.Checkpoint
@@ -124,7 +119,7 @@ def test_public_names_are_ours_while_patched_and_tensorflows_after():
     tf_objckpt.unpatch_tensorflow()
   assert not patching.is_patched()
   _assert_tensorflows()
-  assert type(tf.train.Checkpoint()) is tl.IMPLS["tf"].Checkpoint
+  assert type(tf.train.Checkpoint()) is _TF.Checkpoint
   assert type(during) is tf_objckpt.Checkpoint  # Made while patched: ours.
 
 
@@ -300,7 +295,7 @@ def test_tensorflows_name_based_restore_runs_our_saver(tmp_path, patched):
     variable = tf.compat.v1.get_variable("w", initializer=[0., 0.])
     # TensorFlow's checkpoint (made with TensorFlow's class): its
     # name-based status builds the patched module's Saver.
-    status = tl.IMPLS["tf"].Checkpoint(w=variable).read(prefix)
+    status = _TF.Checkpoint(w=variable).read(prefix)
     with tl.captured_logs(level="INFO") as messages:
       status.run_restore_ops(session)
     assert any(m.startswith(f"Restored checkpoint {prefix}") for m in messages)
