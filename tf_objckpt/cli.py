@@ -49,7 +49,8 @@ def _parser():
       prog="tf-objckpt",
       description="Inspect, verify, compare and convert TensorFlow "
       "checkpoints (object-based or name-based, written by TensorFlow or "
-      "tf_objckpt).",
+      "tf_objckpt); run a training script with TensorFlow patched to use "
+      "tf_objckpt.",
       epilog="exit codes: 0 ok; 1 problems or differences found (or a "
       "checkpoint too damaged to open); 2 usage error or no checkpoint at "
       "the path. Run 'tf-objckpt COMMAND --help' for each command.")
