@@ -355,6 +355,16 @@ def captured_logs(level=py_logging.DEBUG):
       logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def tensorflow_patched():
+  """`tf_objckpt.patch_tensorflow()` for the block, unpatched after it."""
+  tf_objckpt.patch_tensorflow()
+  try:
+    yield
+  finally:
+    tf_objckpt.unpatch_tensorflow()
+
+
 # ----------------------------------------------------------------------------
 # Python state.
 # ----------------------------------------------------------------------------
@@ -925,6 +935,20 @@ def finish(process, timeout):
   finally:
     if process.poll() is None:
       kill_group(process)
+
+
+def terminate_after_line(process, line, timeout=60):
+  """Sends SIGTERM to `process` once it prints `line`; waits for its end.
+
+  Returns:
+    (return code, stderr); the code is None after a timeout.
+  """
+  for printed in process.stdout:
+    if printed.strip() == line:
+      process.send_signal(signal.SIGTERM)
+      break
+  code, _, stderr = finish(process, timeout)
+  return code, stderr
 
 
 def run_cluster_program(scenario, directory, *args, timeout=90, env=None):
