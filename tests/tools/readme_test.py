@@ -14,8 +14,11 @@ How the README shows code, and how this test reads it:
   together (its exit status is not checked: `diff` exits 1 when it finds
   differences). `tf-objckpt` runs as `python -m tf_objckpt`. A block of
   commands runs from a new empty working directory and a clean `/tmp/tour`,
-  after the last snippet before it (with only prose and that snippet's
-  output between), which writes the checkpoints the commands read.
+  after the last snippet before it (with only prose, that snippet's output
+  and files between), which writes the checkpoints the commands read.
+- A ```python block whose first line is a comment naming a Python file
+  (`# train.py`) is that file, not a snippet: it is written into the
+  working directory of the next block of commands, which may run it.
 - Lines of an ```sh block without `$ ` are set-up instructions, not run:
   the two set-up scripts, benchmarks and `pip`. The tool's own commands
   are never shown that way.
@@ -41,6 +44,8 @@ _ROOT = pathlib.Path(__file__).absolute().parents[2]
 _TOUR = "/tmp/tour"
 _BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 _PROMPT = "$ "
+_SHELLS = ("sh", "shell", "console", "bash")
+_FILE_NAME = re.compile(r"# ([\w.-]+\.py)\n")
 # TensorFlow's C++ logging (absl/glog lines and their continuations).
 _NATIVE_LOG = re.compile(
     r"^(?:[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] .*"
@@ -57,6 +62,7 @@ class Snippet(typing.NamedTuple):
 
 class Commands(typing.NamedTuple):
   setup: typing.Optional[Snippet]
+  files: typing.Dict[str, str]  # Name: text, written before the commands.
   commands: typing.List[typing.Tuple[str, str]]  # (command, its output)
 
 
@@ -80,37 +86,41 @@ def _transcript(body):
   return [(command, "\n".join(output)) for command, output in commands]
 
 
-def _readme():
-  """The README's snippets and blocks of commands, in order."""
+def _readme(text):
+  """The snippets and blocks of commands of a README's `text`, in order."""
   snippets, command_blocks = [], []
-  last_snippet = None
-  blocks = _blocks((_ROOT / "README.md").read_text())
+  last_snippet, files = None, {}
+  blocks = _blocks(text)
   for i, (language, body, _) in enumerate(blocks):
-    if language == "python":
+    file_name = _FILE_NAME.match(body)
+    if language == "python" and file_name:
+      files[file_name.group(1)] = body
+    elif language == "python":
       follows = blocks[i + 1] if i + 1 < len(blocks) else None
       output = ""
       if follows and follows[0] == "text" and not follows[2].strip():
         output = follows[1]
       last_snippet = Snippet(body, output)
       snippets.append(last_snippet)
-    elif language in ("sh", "shell", "console", "bash"):
+    elif language in _SHELLS:
       commands = _transcript(body)
       if commands:
-        command_blocks.append(Commands(last_snippet, commands))
-      last_snippet = None
+        command_blocks.append(Commands(last_snippet, files, commands))
+      last_snippet, files = None, {}
   return snippets, command_blocks
 
 
-def _setup_lines():
+def _setup_lines(text):
   """Lines of shell blocks shown without `$ `: set-up, not run."""
   return [line.strip()
-          for language, body, _ in _blocks((_ROOT / "README.md").read_text())
-          if language in ("sh", "shell", "console", "bash")
+          for language, body, _ in _blocks(text)
+          if language in _SHELLS
           and not _transcript(body)
           for line in body.splitlines() if line.strip()]
 
 
-_SNIPPETS, _COMMAND_BLOCKS = _readme()
+_README = (_ROOT / "README.md").read_text()
+_SNIPPETS, _COMMAND_BLOCKS = _readme(_README)
 
 
 def _normalized(output, tour):
@@ -132,7 +142,7 @@ def _run_snippet(snippet, tmp_path):
   """Runs a snippet with a clean tour; returns its status and output."""
   tour = str(tmp_path / "tour")
   cwd = tmp_path / "cwd"
-  cwd.mkdir()
+  cwd.mkdir(exist_ok=True)
   return _run([sys.executable, "-c", snippet.code.replace(_TOUR, tour)],
               cwd, tour)
 
@@ -146,15 +156,77 @@ def _argv(command, tour):
   return argv
 
 
+def _check_commands(block, tmp_path):
+  """Runs a block of commands after its set-up; compares their output."""
+  tour, cwd = str(tmp_path / "tour"), tmp_path / "cwd"
+  cwd.mkdir()
+  if block.setup:
+    status, output = _run_snippet(block.setup, tmp_path)
+    assert status == 0, output[-3000:]
+  for name, text in block.files.items():
+    (cwd / name).write_text(text.replace(_TOUR, tour))
+  for command, shown in block.commands:
+    _, output = _run(_argv(command, tour), cwd, tour)
+    assert output == _normalized(shown, _TOUR), command
+
+
 def test_readme_has_snippets_and_commands():
   assert len(_SNIPPETS) >= 10
   assert sum(bool(snippet.output) for snippet in _SNIPPETS) >= 2
-  assert _COMMAND_BLOCKS and all(block.setup for block in _COMMAND_BLOCKS)
+  assert _COMMAND_BLOCKS and _COMMAND_BLOCKS[0].setup
 
 
 def test_the_tool_is_only_shown_in_commands_that_run():
-  assert not [line for line in _setup_lines()
+  assert not [line for line in _setup_lines(_README)
               if "tf-objckpt" in line or "-m tf_objckpt" in line]
+
+
+_CONVENTIONS = """
+Set up:
+
+```sh
+pip install .
+```
+
+```python
+print("saved")
+```
+
+```text
+saved
+```
+
+```python
+# train.py
+print("trained")
+```
+
+Then:
+
+```sh
+$ python train.py
+trained
+$ python -c "print('/tmp/tour/ckpt', 'took 0.5 s')"
+/tmp/tour/ckpt took 0.25 s
+```
+
+```python
+import tf_objckpt
+```
+"""
+
+
+def test_conventions_are_read_and_run_as_documented(tmp_path):
+  snippets, command_blocks = _readme(_CONVENTIONS)
+  assert snippets == [Snippet('print("saved")\n', "saved\n"),
+                      Snippet("import tf_objckpt\n", "")]
+  assert command_blocks == [Commands(
+      snippets[0], {"train.py": '# train.py\nprint("trained")\n'},
+      [("python train.py", "trained"),
+       ("""python -c "print('/tmp/tour/ckpt', 'took 0.5 s')\"""",
+        "/tmp/tour/ckpt took 0.25 s")])]
+  assert _setup_lines(_CONVENTIONS) == ["pip install ."]
+  _check_commands(command_blocks[0], tmp_path)
 
 
 @pytest.mark.parametrize("snippet", _SNIPPETS,
@@ -169,9 +241,4 @@ def test_snippet_prints_what_the_readme_shows(snippet, tmp_path):
     "block", _COMMAND_BLOCKS,
     ids=[f"commands{i}" for i in range(len(_COMMAND_BLOCKS))])
 def test_commands_print_what_the_readme_shows(block, tmp_path):
-  status, output = _run_snippet(block.setup, tmp_path)
-  assert status == 0, output[-3000:]
-  tour = str(tmp_path / "tour")
-  for command, shown in block.commands:
-    _, output = _run(_argv(command, tour), tmp_path / "cwd", tour)
-    assert output == _normalized(shown, _TOUR), command
+  _check_commands(block, tmp_path)
