@@ -22,6 +22,9 @@ _OPTIONS_ADDED_IN_2_16 = {
 }
 
 
+_TENSORFLOW_VERSION_WITH_KERAS_3 = (2, 16)
+
+
 def _tensorflow_version():
   return tuple(int(part) for part in tf.__version__.split(".")[:2])
 
@@ -65,6 +68,3 @@ def test_keras_is_keras_3_from_tensorflow_2_16():
   assert keras_3 == (_TENSORFLOW_VERSION_WITH_KERAS_3 <= _tensorflow_version())
   assert tl.KERAS_3 == keras_3
   assert ("keras3" in tl.FLAVORS) == keras_3
-
-
-_TENSORFLOW_VERSION_WITH_KERAS_3 = (2, 16)
