@@ -1,9 +1,9 @@
 """What differs between the TensorFlow versions we support (2.15 to 2.21).
 
 TensorFlow 2.16 added `Graph.as_graph_def(use_pybind11_proto=)`, which
-`graph_def_with_shapes` uses where it exists, and checkpoint sharding: the module
-`tensorflow.python.checkpoint.sharding` (`ShardableTensor` and the sharding
-policies) and two `CheckpointOptions` arguments,
+`graph_def_with_shapes` uses where it exists, and checkpoint sharding: the
+module `tensorflow.python.checkpoint.sharding` (`ShardableTensor` and the
+sharding policies) and two `CheckpointOptions` arguments,
 `experimental_sharding_callback` and `experimental_skip_slot_variables`.
 On 2.15 `sharding_util` is None, and `check_options_arguments` turns those
 arguments into TensorFlow's `TypeError` for an unexpected keyword, with the
