@@ -289,30 +289,39 @@ def test_first_training_step_builds_everything(tmp_path):
   del trained, trained_optimizer
 
 
-def test_slots_follow_their_variable_not_their_position(tmp_path):
-  """An optimizer built on the variables in another order."""
+def _tower_with_optimizer_built_on(tmp_path, variables_of):
+  """Restores the tower, builds it, then Adam on `variables_of(model)`.
+
+  Returns:
+    The written slots (`_slots_by_weight`), the model, Adam and the status.
+  """
   trained, trained_optimizer, path = _written_by_tensorflow(
       tmp_path, "residual_tower")
   model, optimizer = ResidualTower(), keras.optimizers.Adam(0.01)
   status = _load("ours", "read", path, model=model, optimizer=optimizer)
   model(_FEATURES)
-  optimizer.build(model.trainable_variables[::-1])
+  optimizer.build(variables_of(model))
+  return _slots_by_weight(trained, trained_optimizer), model, optimizer, status
+
+
+def test_slots_follow_their_variable_not_their_position(tmp_path):
+  """An optimizer built on the variables in another order."""
+  expected, model, optimizer, status = _tower_with_optimizer_built_on(
+      tmp_path, lambda model: model.trainable_variables[::-1])
   status.assert_consumed()
-  _assert_same(_slots_by_weight(trained, trained_optimizer),
-               _slots_by_weight(model, optimizer))
+  _assert_same(expected, _slots_by_weight(model, optimizer))
   assert int(optimizer.iterations.numpy()) == 2
+
+
+def _freeze_tower(model):
+  model.tower.trainable = False
+  return model.trainable_variables
 
 
 def test_slots_of_frozen_variables_are_named(tmp_path):
   """Fine-tuning: slots of variables left out of the optimizer."""
-  trained, trained_optimizer, path = _written_by_tensorflow(
-      tmp_path, "residual_tower")
-  model, optimizer = ResidualTower(), keras.optimizers.Adam(0.01)
-  status = _load("ours", "read", path, model=model, optimizer=optimizer)
-  model(_FEATURES)
-  model.tower.trainable = False
-  optimizer.build(model.trainable_variables)
-  expected = _slots_by_weight(trained, trained_optimizer)
+  expected, model, optimizer, status = _tower_with_optimizer_built_on(
+      tmp_path, _freeze_tower)
   restored = _slots_by_weight(model, optimizer)
   _assert_same({key: expected[key] for key in restored}, restored)
   frozen = len(model.tower.weights)
