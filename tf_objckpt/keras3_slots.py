@@ -45,6 +45,8 @@ class SlotLists:
     nodes = object_graph_proto.nodes
     self._lists = {}  # Slot list node id -> SlotList.
     self.slot_ids = set()  # The nodes of all slots in those lists.
+    # Optimizer node id -> positions of slot lists matched by position.
+    self._waiting = {}
     for node_id in range(len(nodes)):
       self._add_optimizer(nodes, node_id)
 
@@ -72,6 +74,14 @@ class SlotLists:
   def get(self, list_id):
     """The `SlotList` at node `list_id`, or None if it is not one."""
     return self._lists.get(list_id)
+
+  def wait(self, slot_list, position):
+    """Keeps a slot list matched by position, to match it again later."""
+    self._waiting.setdefault(slot_list.optimizer_id, []).append(position)
+
+  def take_waiting(self, slot_list):
+    """The positions kept by `wait` for `slot_list`'s optimizer."""
+    return self._waiting.pop(slot_list.optimizer_id, ())
 
 
 def trainable_variables(slot_list, objects_by_node_id, slots):

@@ -120,8 +120,8 @@ class CheckpointPosition:
     self.skip_restore = False
     # (weak reference to the parent, local name) once deferred.
     self._deferred_in = None
-    # A Keras 3 slot reached by its place in the optimizer's `_variables`:
-    # restored there only into an object of its shape (`keras3_slots`).
+    # A Keras 3 slot reached by position: restored only into an object of
+    # its shape (`keras3_slots`).
     self.only_if_it_fits = False
 
   def defer_in(self, parent, local_name):
@@ -513,8 +513,8 @@ def _restore_one(position, visit_queue, batch):
   Children not yet present on the Python object are deferred: queued in
   the object's `_deferred_dependencies` until it tracks them. Plain
   variable children are bound and gathered here directly instead of being
-  queued. The slots of a Keras 3 optimizer are reached through their slot
-  list only, which matches them to their variables (`keras3_slots`).
+  queued. A Keras 3 optimizer's slot list matches its slots to their
+  variables (`keras3_slots`).
   """
   parent = position.trackable
   parent._maybe_initialize_trackable()  # pylint: disable=protected-access
@@ -526,26 +526,31 @@ def _restore_one(position, visit_queue, batch):
   if not children:
     return
   slot_list = checkpoint.slot_lists.get(position.proto_id)
-  if slot_list is not None and _restore_slots_by_variable(
-      position, slot_list, visit_queue, batch):
-    return
+  if slot_list is not None:
+    if _restore_slots_by_variable(position, slot_list, visit_queue, batch):
+      _restore_waiting_slot_lists(checkpoint, slot_list, visit_queue, batch)
+      return
+    checkpoint.slot_lists.wait(slot_list, position)
   objects_by_node_id = checkpoint.objects_by_node_id
   current_children = parent._trackable_children()  # pylint: disable=protected-access
   for child in children:
     node_id = child.node_id
     if node_id in objects_by_node_id:
       continue  # Already bound through another path.
-    child_position = CheckpointPosition(checkpoint, node_id)
-    child_position.only_if_it_fits = (
-        slot_list is None and node_id in checkpoint.slot_lists.slot_ids)
+    # A Keras 3 slot reached by position (through `_variables`, or a slot
+    # list assigned too early) may be another variable's: matched by its
+    # list later, it is restored here only into a slot of its shape.
+    only_if_it_fits = node_id in checkpoint.slot_lists.slot_ids
     local_object = parent._lookup_dependency(  # pylint: disable=protected-access
         child.local_name, current_children)
     if local_object is None:
       if checkpoint.node_has_values(node_id):
-        child_position.defer_in(parent, child.local_name)
+        deferred = CheckpointPosition(checkpoint, node_id)
+        deferred.only_if_it_fits = only_if_it_fits
+        deferred.defer_in(parent, child.local_name)
       continue
-    if child_position.only_if_it_fits and not child_position.fits(
-        local_object):
+    if only_if_it_fits and not CheckpointPosition(
+        checkpoint, node_id).fits(local_object):
       continue
     _bind_child(checkpoint, node_id, local_object, visit_queue, batch,
                 parent, child.local_name)
@@ -570,8 +575,16 @@ def _restore_slots_by_variable(position, slot_list, visit_queue, batch):
                                                slots)
   if variables is None:
     return False
-  for node_id, variable in keras3_slots.unbound_variables(
-      slot_list, objects_by_node_id, variables):
+  late = keras3_slots.unbound_variables(slot_list, objects_by_node_id,
+                                       variables)
+  if late:
+    logging.warning(
+        "%d Keras 3 model variable(s) restored only now that the optimizer "
+        "is built: the checkpoint reaches them only as "
+        "'optimizer/_trainable_variables/<i>' (Keras 3 does not save a "
+        "model's plain lists of layers). Calls of the model before this "
+        "used their initial values.", len(late))
+  for node_id, variable in late:
     _bind_child(checkpoint, node_id, variable, visit_queue, batch)
   for child in position.object_proto.children:
     slot = keras3_slots.slot_of(slot_list, int(child.local_name),
@@ -588,6 +601,19 @@ def _restore_slots_by_variable(position, slot_list, visit_queue, batch):
       _bind_child(checkpoint, child.node_id, slot, visit_queue, batch, slots,
                   child.local_name)
   return True
+
+
+def _restore_waiting_slot_lists(checkpoint, slot_list, visit_queue, batch):
+  """Matches again the slot lists that the same optimizer assigned too early.
+
+  An optimizer may assign a slot list before its `_trainable_variables`
+  (Keras' EMA averages): matched by position then, its slots are matched
+  to their variables once a later slot list of the optimizer can be.
+  """
+  for waiting in checkpoint.slot_lists.take_waiting(slot_list):
+    if checkpoint.objects_by_node_id.get(waiting.proto_id) is not None:
+      _restore_slots_by_variable(waiting, checkpoint.slot_lists.get(
+          waiting.proto_id), visit_queue, batch)
 
 
 def _bind_child(checkpoint, node_id, local_object, visit_queue, batch,

@@ -174,12 +174,15 @@ def _values(model, optimizer):
   return values
 
 
+_SLOT_LISTS = ("_momentums", "_velocities", "_model_variables_moving_average")
+
+
 def _slots_by_weight(model, optimizer):
   """Each slot's value, under its model weight's place and the slot kind."""
   slots = {}
-  for kind in ("_momentums", "_velocities"):
+  for kind in _SLOT_LISTS:
     for index, weight in enumerate(model.weights):
-      if weight.trainable:
+      if weight.trainable and hasattr(optimizer, kind):
         slot = optimizer._get_variable_index(weight)  # pylint: disable=protected-access
         slots[(index, kind)] = getattr(optimizer, kind)[slot].numpy()
   return slots
@@ -194,13 +197,17 @@ def _assert_same(expected, actual):
     np.testing.assert_array_equal(value, actual[place], err_msg=str(key))
 
 
-def _written_by_tensorflow(tmp_path, model_name, how="read"):
+def _adam(use_ema=False):
+  return keras.optimizers.Adam(0.01, use_ema=use_ema)
+
+
+def _written_by_tensorflow(tmp_path, model_name, how="read", use_ema=False):
   """Trains a model and Adam; returns them and TensorFlow's checkpoint.
 
   Saved for `restore()` (with its save counter), written for `read()`.
   """
   make_model, inputs = MODELS[model_name]
-  model, optimizer = make_model(), keras.optimizers.Adam(0.01)
+  model, optimizer = make_model(), _adam(use_ema)
   _train(model, optimizer, inputs)
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
   path = getattr(checkpoint, "save" if how == "restore" else "write")(
@@ -269,45 +276,65 @@ def test_tensorflow_leaves_nested_values_fresh(tmp_path, model_name):
                _values(*_loses_values("ours", path, model_name)))
 
 
-def test_first_training_step_builds_everything(tmp_path):
-  """Restored, then trained: as if the model and Adam were built first."""
-  trained, trained_optimizer, path = _written_by_tensorflow(
-      tmp_path, "encoder", "restore")
-  model, optimizer = Encoder(), keras.optimizers.Adam(0.01)
+def _trained_once(path, make_model, inputs, built_first, how):
+  """Restores Adam and a model, then trains one step `how`."""
+  model, optimizer = make_model(), _adam()
+  if built_first:
+    model(inputs)
+    optimizer.build(model.trainable_variables)
   status = _load("ours", "restore", path, model=model, optimizer=optimizer)
-  _train(model, optimizer, _TOKENS, steps=1)
+  if how == "fit":
+    model.compile(optimizer, "mse")
+    model.fit(inputs, _TARGETS, batch_size=4, epochs=1, shuffle=False,
+              verbose=0)
+  else:
+    _train(model, optimizer, inputs, steps=1)
   status.assert_consumed()
-  built, built_optimizer = Encoder(), keras.optimizers.Adam(0.01)
-  built(_TOKENS)
-  built_optimizer.build(built.trainable_variables)
-  _load("ours", "restore", path, model=built,
-        optimizer=built_optimizer).assert_consumed()
-  _train(built, built_optimizer, _TOKENS, steps=1)
-  _assert_same(_values(built, built_optimizer),
-               _values(model, optimizer))
   assert int(optimizer.iterations.numpy()) == 3
-  del trained, trained_optimizer
+  return _values(model, optimizer)
 
 
-def _tower_with_optimizer_built_on(tmp_path, variables_of):
+@pytest.mark.parametrize("how", ["apply_gradients", "fit"])
+def test_first_training_step_builds_everything(tmp_path, how):
+  """Restored, then trained: as if the model and Adam were built first."""
+  _, _, path = _written_by_tensorflow(tmp_path, "encoder", "restore")
+  _assert_same(_trained_once(path, Encoder, _TOKENS, True, how),
+               _trained_once(path, Encoder, _TOKENS, False, how))
+
+
+def test_weights_saved_only_under_the_optimizer_come_with_it(tmp_path):
+  """A list of blocks: `fit()` builds Adam first; a custom loop does not."""
+  _, _, path = _written_by_tensorflow(tmp_path, "encoder_of_block_list",
+                                      "restore")
+  built_first = _trained_once(path, EncoderOfBlockList, _TOKENS, True, "fit")
+  with tl.captured_logs(None) as logs:
+    restored_first = _trained_once(path, EncoderOfBlockList, _TOKENS, False,
+                                   "fit")
+  _assert_same(built_first, restored_first)
+  assert any("Keras 3 does not save a model's plain lists" in message
+             for message in logs)
+
+
+def _tower_with_optimizer_built_on(tmp_path, variables_of, use_ema=False):
   """Restores the tower, builds it, then Adam on `variables_of(model)`.
 
   Returns:
     The written slots (`_slots_by_weight`), the model, Adam and the status.
   """
   trained, trained_optimizer, path = _written_by_tensorflow(
-      tmp_path, "residual_tower")
-  model, optimizer = ResidualTower(), keras.optimizers.Adam(0.01)
+      tmp_path, "residual_tower", use_ema=use_ema)
+  model, optimizer = ResidualTower(), _adam(use_ema)
   status = _load("ours", "read", path, model=model, optimizer=optimizer)
   model(_FEATURES)
   optimizer.build(variables_of(model))
   return _slots_by_weight(trained, trained_optimizer), model, optimizer, status
 
 
-def test_slots_follow_their_variable_not_their_position(tmp_path):
+@pytest.mark.parametrize("use_ema", [False, True])
+def test_slots_follow_their_variable_not_their_position(tmp_path, use_ema):
   """An optimizer built on the variables in another order."""
   expected, model, optimizer, status = _tower_with_optimizer_built_on(
-      tmp_path, lambda model: model.trainable_variables[::-1])
+      tmp_path, lambda model: model.trainable_variables[::-1], use_ema)
   status.assert_consumed()
   _assert_same(expected, _slots_by_weight(model, optimizer))
   assert int(optimizer.iterations.numpy()) == 2
