@@ -47,8 +47,13 @@ class SlotLists:
     self.slot_ids = set()  # The nodes of all slots in those lists.
     # Optimizer node id -> positions of slot lists matched by position.
     self._waiting = {}
+    self._trainable_list_ids = set()
+    # Trainable variables that a path outside the optimizers reaches too.
+    self._reached_elsewhere = set()
     for node_id in range(len(nodes)):
       self._add_optimizer(nodes, node_id)
+    if self._trainable_list_ids:
+      self._find_other_paths(nodes)
 
   def _add_optimizer(self, nodes, node_id):
     """Records the slot lists of node `node_id`, if a Keras 3 optimizer."""
@@ -62,6 +67,7 @@ class SlotLists:
     owned = _list_elements(nodes, children[_OWNED_VARIABLES])
     if not variable_ids or owned is None:
       return
+    self._trainable_list_ids.add(trainable_list_id)
     owned = set(owned) - set(variable_ids)
     for name, list_id in children.items():
       elements = _list_elements(nodes, list_id)
@@ -70,6 +76,45 @@ class SlotLists:
         self._lists[list_id] = SlotList(node_id, trainable_list_id,
                                         variable_ids)
         self.slot_ids.update(elements)
+
+  def _find_other_paths(self, nodes):
+    """Finds the trainable variables reached other than as optimizer's."""
+    variable_ids = set()
+    for list_id in self._trainable_list_ids:
+      variable_ids.update(child.node_id for child in nodes[list_id].children)
+    for node_id, node in enumerate(nodes):
+      if node_id not in self._trainable_list_ids:
+        self._reached_elsewhere.update(
+            child.node_id for child in node.children
+            if child.node_id in variable_ids)
+
+  def is_trainable_list(self, list_id):
+    """Whether node `list_id` is an optimizer's `_trainable_variables`."""
+    return list_id in self._trainable_list_ids
+
+  def reached_elsewhere(self, variable_id):
+    """Whether a path outside the optimizers reaches `variable_id` too.
+
+    That path (the model's) then binds it: the optimizer's list, whose
+    order is the order the program's optimizer was built on, does not.
+    """
+    return variable_id in self._reached_elsewhere
+
+  def unbound_variables(self, slot_list, objects_by_node_id, variables):
+    """`(node id, variable)` of trainable variables bound to no node yet.
+
+    The optimizer's `_trainable_variables/i` may be the only path to a
+    model variable (Keras 3 does not save a model's plain lists of layers).
+    The program's optimizer replaces that list when it is built, so its
+    elements are paired here, by the path TensorFlow writes, with the nodes
+    that no other path reaches (`reached_elsewhere`).
+    """
+    bound = {id(obj) for obj in objects_by_node_id.values()}
+    return [(node_id, variable)
+            for node_id, variable in zip(slot_list.variable_ids, variables)
+            if node_id not in objects_by_node_id and
+            id(variable) not in bound and
+            node_id not in self._reached_elsewhere]
 
   def get(self, list_id):
     """The `SlotList` at node `list_id`, or None if it is not one."""
@@ -96,21 +141,6 @@ def trainable_variables(slot_list, objects_by_node_id, slots):
   if variables is None or len(variables) != len(slots):
     return None
   return variables
-
-
-def unbound_variables(slot_list, objects_by_node_id, variables):
-  """`(node id, variable)` of trainable variables bound to no node yet.
-
-  The optimizer's `_trainable_variables/i` may be the only path to a model
-  variable (Keras 3 does not save a model's plain lists of layers). The
-  program's optimizer replaces that list when it is built, so its elements
-  are paired here, by the path TensorFlow writes, with the nodes that no
-  other path reached.
-  """
-  bound = {id(obj) for obj in objects_by_node_id.values()}
-  return [(node_id, variable)
-          for node_id, variable in zip(slot_list.variable_ids, variables)
-          if node_id not in objects_by_node_id and id(variable) not in bound]
 
 
 def slot_of(slot_list, index, objects_by_node_id, variables, slots):

@@ -431,7 +431,7 @@ class _RestoreBatch:
   """What one walk of a checkpoint found to restore; restored together."""
 
   __slots__ = ("restore_ops", "tensor_saveables", "python_saveables",
-               "variables", "registered", "errors")
+               "variables", "registered", "errors", "walking", "slot_lists")
 
   def __init__(self):
     self.restore_ops = []  # Cached restore ops (graph mode).
@@ -440,6 +440,8 @@ class _RestoreBatch:
     self.variables = []  # (checkpoint key, stock resource variable).
     self.registered = {}  # Saver name -> {object name: trackable}.
     self.errors = []  # Values that do not fit, for the assertions to raise.
+    self.walking = True  # False once the walk matches Keras 3 slot lists.
+    self.slot_lists = []  # Positions of Keras 3 slot lists, matched last.
 
   def add_node(self, position):
     """Adds the saveables of `position`'s own attributes.
@@ -527,16 +529,23 @@ def _restore_one(position, visit_queue, batch):
     return
   slot_list = checkpoint.slot_lists.get(position.proto_id)
   if slot_list is not None:
+    if batch.walking:
+      # Matched once the walk has bound the model's variables.
+      batch.slot_lists.append(position)
+      return
     if _restore_slots_by_variable(position, slot_list, visit_queue, batch):
       _restore_waiting_slot_lists(checkpoint, slot_list, visit_queue, batch)
       return
     checkpoint.slot_lists.wait(slot_list, position)
   objects_by_node_id = checkpoint.objects_by_node_id
   current_children = parent._trackable_children()  # pylint: disable=protected-access
+  trainable_list = checkpoint.slot_lists.is_trainable_list(position.proto_id)
   for child in children:
     node_id = child.node_id
     if node_id in objects_by_node_id:
       continue  # Already bound through another path.
+    if trainable_list and checkpoint.slot_lists.reached_elsewhere(node_id):
+      continue  # A Keras 3 optimizer's variable, bound through the model.
     # A Keras 3 slot reached by position (through `_variables`, or a slot
     # list assigned too early) may be another variable's: matched by its
     # list later, it is restored here only into a slot of its shape.
@@ -575,8 +584,8 @@ def _restore_slots_by_variable(position, slot_list, visit_queue, batch):
                                                slots)
   if variables is None:
     return False
-  late = keras3_slots.unbound_variables(slot_list, objects_by_node_id,
-                                       variables)
+  late = checkpoint.slot_lists.unbound_variables(slot_list,
+                                                objects_by_node_id, variables)
   if late:
     logging.warning(
         "%d Keras 3 model variable(s) restored only now that the optimizer "
@@ -653,6 +662,11 @@ def restore_breadth_first(position):
   batch = _RestoreBatch()
   while visit_queue:
     _restore_one(visit_queue.popleft(), visit_queue, batch)
+  batch.walking = False
+  for slot_list in batch.slot_lists:
+    visit_queue.append(slot_list)
+    while visit_queue:
+      _restore_one(visit_queue.popleft(), visit_queue, batch)
   for error in batch.errors:
     position.checkpoint.keep_mismatch(error)
   return batch.restore(position.checkpoint)

@@ -315,8 +315,11 @@ def test_weights_saved_only_under_the_optimizer_come_with_it(tmp_path):
              for message in logs)
 
 
-def _tower_with_optimizer_built_on(tmp_path, variables_of, use_ema=False):
-  """Restores the tower, builds it, then Adam on `variables_of(model)`.
+def _tower_with_optimizer_built_on(tmp_path, variables_of, use_ema=False,
+                                   built_first=False):
+  """Restores the tower and Adam, built on `variables_of(model)`.
+
+  Built after the restore, or before it if `built_first`.
 
   Returns:
     The written slots (`_slots_by_weight`), the model, Adam and the status.
@@ -324,17 +327,27 @@ def _tower_with_optimizer_built_on(tmp_path, variables_of, use_ema=False):
   trained, trained_optimizer, path = _written_by_tensorflow(
       tmp_path, "residual_tower", use_ema=use_ema)
   model, optimizer = ResidualTower(), _adam(use_ema)
-  status = _load("ours", "read", path, model=model, optimizer=optimizer)
+  if not built_first:
+    status = _load("ours", "read", path, model=model, optimizer=optimizer)
   model(_FEATURES)
   optimizer.build(variables_of(model))
+  if built_first:
+    status = _load("ours", "read", path, model=model, optimizer=optimizer)
   return _slots_by_weight(trained, trained_optimizer), model, optimizer, status
 
 
+@pytest.mark.parametrize("built_first", [False, True])
 @pytest.mark.parametrize("use_ema", [False, True])
-def test_slots_follow_their_variable_not_their_position(tmp_path, use_ema):
-  """An optimizer built on the variables in another order."""
+def test_slots_follow_their_variable_not_their_position(tmp_path, use_ema,
+                                                        built_first):
+  """An optimizer built on the variables in another order.
+
+  TensorFlow matches the optimizer's lists by position: built first, its
+  restore puts the checkpoint's first variable in the program's first.
+  """
   expected, model, optimizer, status = _tower_with_optimizer_built_on(
-      tmp_path, lambda model: model.trainable_variables[::-1], use_ema)
+      tmp_path, lambda model: model.trainable_variables[::-1], use_ema,
+      built_first)
   status.assert_consumed()
   _assert_same(expected, _slots_by_weight(model, optimizer))
   assert int(optimizer.iterations.numpy()) == 2
@@ -401,3 +414,13 @@ def test_nested_value_that_does_not_fit_is_named(tmp_path):
     assert "(3, 4)" in str(raised.value) and "(5, 4)" in str(raised.value)
   np.testing.assert_array_equal(written.ffn.layers[1].kernel.numpy(),
                                 model.ffn.layers[1].kernel.numpy())
+
+
+def test_tensorflow_pairs_variables_by_their_optimizer_position(tmp_path):
+  """Why ours binds model variables by the model's path (see API.md)."""
+  _, _, path = _written_by_tensorflow(tmp_path, "residual_tower")
+  model, optimizer = ResidualTower(), _adam()
+  model(_FEATURES)
+  optimizer.build(model.trainable_variables[::-1])
+  with pytest.raises(ValueError, match="incompatible tensor with shape"):
+    _load("tf", "read", path, model=model, optimizer=optimizer)
