@@ -50,6 +50,11 @@ class SlotLists:
     self._trainable_list_ids = set()
     # Trainable variables that a path outside the optimizers reaches too.
     self._reached_elsewhere = set()
+    # Searching the serialized graph is far faster than visiting every
+    # node in Python, and most checkpoints hold no Keras 3 optimizer.
+    if _TRAINABLE_VARIABLES.encode() not in (
+        object_graph_proto.SerializeToString()):
+      return
     for node_id in range(len(nodes)):
       self._add_optimizer(nodes, node_id)
     if self._trainable_list_ids:
