@@ -19,9 +19,8 @@ _OWNED_VARIABLES = "_variables"
 
 
 class SlotList(typing.NamedTuple):
-  """A checkpointed slot list: its optimizer and trainable variable list."""
+  """A checkpointed slot list: its optimizer and its slots' variables."""
   optimizer_id: int
-  trainable_list_id: int
   variable_ids: typing.List[int]  # The node of each element's variable.
 
 
@@ -78,8 +77,7 @@ class SlotLists:
       elements = _list_elements(nodes, list_id)
       if (name != _OWNED_VARIABLES and elements and
           len(elements) == len(variable_ids) and owned.issuperset(elements)):
-        self._lists[list_id] = SlotList(node_id, trainable_list_id,
-                                        variable_ids)
+        self._lists[list_id] = SlotList(node_id, variable_ids)
         self.slot_ids.update(elements)
 
   def _find_other_paths(self, nodes):
