@@ -229,7 +229,9 @@ def _graph_restore(impl, kind, path, method, options=None):
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     target = _make_target(kind)
     checkpoint = tl.IMPLS[impl].CheckpointV1(model=target.obj)
-    status = checkpoint.restore(path, options=options)
+    # TensorFlow's CheckpointV1.restore takes no options.
+    status = (checkpoint.restore(path) if options is None else
+              checkpoint.restore(path, options=options))
     observed = [type(status).__name__, _outcomes(status)]
     if method == "run_restore_ops":
       session.run(tf.compat.v1.global_variables_initializer())
