@@ -457,6 +457,8 @@ class CheckpointValues:
 
   def read(self, specs):
     """Reads the values of `specs` eagerly, reading ahead awaited values."""
+    if not specs:  # An object that saves nothing (RestoreV2 needs a key).
+      return []
     if not self._read_ahead and not self._awaited:
       return self._restore_v2(specs)
     wanted = [(spec.name, spec.slice_spec) for spec in specs]

@@ -123,9 +123,10 @@ def object_metadata(save_path):
       functional_saver.open_reader(save_path), save_path)
   if proto is None:
     raise ValueError(
-        f"The checkpoint {save_path!r} is not object-based: it has no "
-        f"{base.OBJECT_GRAPH_PROTO_KEY!r} entry. It was probably written by a "
-        "name-based Saver.")
+        f"The specified checkpoint \"{save_path}\" does not appear to be "
+        f"object-based (saved with TF2) since it is missing the key "
+        f"\"{base.OBJECT_GRAPH_PROTO_KEY}\": it has no object graph, so it "
+        "was probably written by a name-based (TF1) Saver.")
   return proto
 
 
@@ -493,11 +494,15 @@ def _check_trackable(name, value, accept_weak_references):
   if accept_weak_references and isinstance(value, weakref.ref):
     value = value()
   if not isinstance(value, (tf_base.Trackable, def_function.Function)):
+    # TensorFlow's phrases: `CheckpointV1` (no weak references) does not
+    # name the argument.
+    expecting = (f"{name} to be a trackable object" if accept_weak_references
+                 else "a trackable object")
     raise ValueError(
-        f"`Checkpoint` was expecting {name} to be a trackable object (an "
-        f"object derived from `Trackable`), got {value!r} of type "
-        f"{type(value).__name__}. Only trackable objects (variables, "
-        "modules, layers, optimizers, ...) can be checkpointed.")
+        f"`Checkpoint` was expecting {expecting} (an object derived from "
+        f"`Trackable`), got {value!r} of type {type(value).__name__}, for "
+        f"{name!r}. Only trackable objects (variables, modules, layers, "
+        "optimizers, ...) can be checkpointed.")
   return value
 
 
