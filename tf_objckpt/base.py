@@ -38,6 +38,11 @@ VARIABLE_VALUE_KEY = trackable_utils.VARIABLE_VALUE_KEY
 OBJECT_CONFIG_JSON_KEY = "OBJECT_CONFIG_JSON"
 
 
+# TensorFlow's: a weak named edge, and a checkpointed slice's description.
+WeakTrackableReference = tf_base.WeakTrackableReference
+ShardInfo = tf_base.ShardInfo
+
+
 class TrackableReference(NamedTuple):
   """A named edge from a trackable to one of its dependencies."""
   name: str

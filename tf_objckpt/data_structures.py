@@ -525,11 +525,11 @@ class ListWrapper(List, collections.abc.MutableSequence, list):
   def reverse(self):
     self._mutate("reverse", lambda storage: storage.reverse())
 
-  def insert(self, index, value):
+  def insert(self, index, obj):
     def insert(storage):
-      storage.insert(index, value)
+      storage.insert(index, obj)
     unsafe = (self._holds_trackable_or_mutated() or
-              isinstance(value, _TrackableBase))
+              isinstance(obj, _TrackableBase))
     self._mutate("insert", insert, mutates=unsafe)
 
   def sort(self, *, key=None, reverse=False):
@@ -933,3 +933,20 @@ class _TupleWrapper(TrackableDataStructure, wrapt.ObjectProxy):
 
   def __repr__(self):
     return f"_TupleWrapper({self.__wrapped__!r})"
+
+
+def set_list_item(list_object, index_string, value):
+  """Puts `value` at index `int(index_string)`, growing the list with None."""
+  index = int(index_string)
+  missing = index + 1 - len(list_object)
+  if missing > 0:
+    list_object.extend([None] * missing)
+  list_object[index] = value
+
+
+def set_tuple_item(list_object, index_string, value):
+  """`set_list_item`, skipping a namedtuple's children named by field."""
+  try:
+    set_list_item(list_object, index_string, value)
+  except ValueError:  # Not an index.
+    pass

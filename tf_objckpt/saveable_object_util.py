@@ -27,6 +27,7 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import base_delegate
 from tensorflow.python.trackable import python_state
 from tensorflow.python.training.saving import saveable_object as tf_saveable_object
+from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 from tensorflow.python.types import core as core_types
 from tensorflow.python.util import nest
 
@@ -42,6 +43,24 @@ _VARIABLE_OPS = _REF_VARIABLE_OPS | {"VarHandleOp", "ReadVariableOp"}
 # inputs costs far more to build, in time and memory (16,384 variables read
 # by one op add about 160 MiB to a save's peak, 256 at a time about 15 MiB).
 _READ_BATCH_LIMIT = 256
+
+
+# TensorFlow's SavedModel helpers: they work on any saveables and trackables.
+create_saveable_object = tf_saveable_object_util.create_saveable_object
+is_factory_for_restored_saveable_object = (
+    tf_saveable_object_util.is_factory_for_restored_saveable_object)
+recreate_saveable_objects = tf_saveable_object_util.recreate_saveable_objects
+RestoredSaveableObject = tf_saveable_object_util.RestoredSaveableObject
+saveable_object_to_restore_fn = (
+    tf_saveable_object_util.saveable_object_to_restore_fn)
+saveable_object_to_tensor_dict = (
+    tf_saveable_object_util.saveable_object_to_tensor_dict)
+SaveableCompatibilityConverter = (
+    tf_saveable_object_util.SaveableCompatibilityConverter)
+serialized_tensors_to_saveable_cache = (
+    tf_saveable_object_util.serialized_tensors_to_saveable_cache)
+validate_saveables_for_saved_model = (
+    tf_saveable_object_util.validate_saveables_for_saved_model)
 
 
 def set_cpu0(device_string: str) -> str:

@@ -15,6 +15,7 @@ import inspect
 import os
 import weakref
 
+from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 from tensorflow.python.checkpoint import checkpoint_options
 from tensorflow.python.client import session as session_lib
 from tensorflow.python.eager import context
@@ -97,6 +98,34 @@ def _new_resource_variable(name, shape, dtype, initializer=None,
     return variable_v1.VariableV1(initial_value=initial_value, name=name,
                                 dtype=dtype.base_dtype, use_resource=True,
                                 **kwargs)
+
+
+# TensorFlow's session lookup, shared: tf_keras registers its provider there.
+get_session = tf_checkpoint_lib.get_session
+register_session_provider = tf_checkpoint_lib.register_session_provider
+
+
+class ObjectGraphProtoPrettyPrinter:
+  """Names the nodes of a `TrackableObjectGraph` as messages name objects.
+
+  `node_names[node_id]` is "(root).model.kernel", or for a slot variable
+  "(root).optimizer's state 'm' for (root).model.kernel". Built on first
+  use.
+  """
+
+  def __init__(self, object_graph_proto):
+    self._object_graph_proto = object_graph_proto
+    self._node_names = None
+
+  @property
+  def node_names(self):
+    """`{node id: name}` of the nodes reachable from the root."""
+    if self._node_names is None:
+      paths = object_graph_check.NodePaths(self._object_graph_proto)
+      names = (paths[node_id] for node_id in range(len(paths)))
+      self._node_names = {node_id: name for node_id, name in enumerate(names)
+                          if not name.startswith("<unreachable")}
+    return self._node_names
 
 
 def add_variable(trackable, name, shape=None, dtype=dtypes.float32,
