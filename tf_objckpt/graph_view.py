@@ -306,7 +306,7 @@ class ObjectGraphView:
                                             dtype=dtypes.string)
       return [saveable for per_node in node_saveables
               for saveable in per_node] + _registered_saves(
-                  gathered, registered) + [
+                  gathered, registered, saving.object_map) + [
                       base.NoRestoreSaveable(
                           tensor=proto_tensor,
                           name=base.OBJECT_GRAPH_PROTO_KEY)]
@@ -612,12 +612,16 @@ def _registered_nodes(gathered):
   return registered
 
 
-def _registered_saves(gathered, registered):
-  """A `RegisteredSave` per saver of `registered`, in order of first node."""
+def _registered_saves(gathered, registered, object_map=None):
+  """A `RegisteredSave` per saver of `registered`, in order of first node.
+
+  An object with a copy in `object_map` is saved by its copy.
+  """
   by_saver = {}
   for node_id, name in registered.items():
+    obj = gathered.objects[node_id]
     by_saver.setdefault(name, {})[gathered.names[node_id]] = (
-        gathered.objects[node_id])
+        obj if object_map is None else object_map.get(obj, obj))
   return [registered_savers.RegisteredSave(name, trackables)
           for name, trackables in by_saver.items()]
 

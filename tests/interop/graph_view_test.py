@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.checkpoint import graph_view as tf_graph_view
 from tensorflow.python.checkpoint import save_util_v1
+from tensorflow.python.saved_model import registration
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import object_identity
 
@@ -132,6 +133,36 @@ def test_frozen_saveable_objects_in_another_graph(views):
   graph = tf.Graph()
   saveables = views["ours"].frozen_saveable_objects(to_graph=graph)
   assert saveables[-1].specs[0].tensor.graph is graph
+
+
+class _SavedByARegisteredSaver(tl.IMPLS["ours"].AutoTrackable):
+  """Written by the saver registered below, which writes nothing."""
+
+
+registration.register_checkpoint_saver(
+    package="tf_objckpt_test", name="GraphViewTest",
+    predicate=lambda obj: isinstance(obj, _SavedByARegisteredSaver),
+    save_fn=lambda trackables, file_prefix: [],
+    restore_fn=lambda trackables, merged_prefix: None)
+
+
+def test_frozen_saveables_of_mapped_copies():
+  """With an object map, copies save in place of their originals."""
+  root = tl.IMPLS["ours"].AutoTrackable()
+  root.v = tf.Variable(1.)
+  root.registered = _SavedByARegisteredSaver()
+  copies = object_identity.ObjectIdentityDictionary()
+  copies[root.v] = tf.Variable(1.)
+  copies[root.registered] = _SavedByARegisteredSaver()
+  results = {impl: view(root).frozen_saveable_objects(object_map=copies)
+             for impl, view in _VIEWS.items()}
+  assert (_saveable_names(results["ours"][:1]) ==
+          _saveable_names(results["tf"][:1]))
+  assert results["ours"][0].op is copies[root.v]
+  assert results["tf"][0].op is copies[root.v]
+  registered, = [saveable for saveable in results["ours"]
+                 if hasattr(saveable, "registered_saver_name")]
+  assert registered.trackables == {"registered": copies[root.registered]}
 
 
 def test_tensorflows_save_util_reads_our_view(views):
