@@ -367,8 +367,10 @@ def _delete_matching(pattern):
     try:
       file_io.delete_file(path)
     except errors.NotFoundError:
-      logging.warning("'%s' vanished before it could be deleted; another "
-                      "process may be deleting it too.", path)
+      logging.warning("Hit NotFoundError when deleting '%s', possibly because "
+                      "another process/thread is also deleting/moving the "
+                      "same file: it vanished before it could be deleted.",
+                      path)
 
 
 @deprecation.deprecated(

@@ -650,8 +650,9 @@ class _CheckpointBase(tracking.AutoTrackable):
       return False
     if context.executing_eagerly():
       return True
-    logging.warning("Asynchronous checkpoint saves are for eager execution; "
-                    "saving synchronously while building a graph.")
+    logging.warning("Saving async checkpoint in graph mode is currently not "
+                    "supported; switching to regular sync checkpoint instead "
+                    "(asynchronous saves are for eager execution).")
     return False
 
   def _async_writer(self):

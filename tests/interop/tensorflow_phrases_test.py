@@ -359,3 +359,50 @@ def test_saver_dtype_errors_add_python_dtype_names(tmp_path):
   assert ("checkpoint key 'v': expected dtype int32 does not equal original "
           "dtype float; the checkpoint holds dtype float32 but int32 is "
           "expected") in str(error)
+
+
+# Warnings: (what to do, TensorFlow's phrase).
+
+
+def _eager_saver(s):
+  s.lib.Saver([tf.Variable(1.)])
+
+
+def _async_save_in_a_graph(s):
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    variable = tf.compat.v1.get_variable("v", initializer=1.)
+    session.run(variable.initializer)
+    s.lib.Checkpoint(v=variable).write(
+        s.path("async"), options=tf.train.CheckpointOptions(
+            experimental_enable_async_checkpoint=True))
+
+
+def _name_based_restore_of_object_based(s):
+  path = _tensorflow_checkpoint(s, "object_based",
+                                v=tf.Variable(1., name="v"))
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    variable = tf.compat.v1.get_variable("v", initializer=2.)
+    s.lib.Saver({"v": variable}).restore(session, path)
+
+
+WARNINGS = {
+    "eager_saver": (_eager_saver, "Saver is deprecated, please switch to "
+                    "tf.train.Checkpoint"),
+    "async_save_in_a_graph": (
+        _async_save_in_a_graph, "Saving async checkpoint in graph mode is "
+        "currently not supported; switching to regular sync checkpoint "
+        "instead"),
+    "name_based_restore_of_object_based": (
+        _name_based_restore_of_object_based, "Restoring an object-based "
+        "checkpoint using a name-based saver."),
+}
+
+
+@pytest.mark.parametrize("name", WARNINGS)
+def test_warnings_keep_tensorflows_phrase(tmp_path, name):
+  action, phrase = WARNINGS[name]
+  for impl in tl.IMPLS:
+    os.makedirs(tmp_path / impl)
+    with tl.captured_logs() as messages:
+      action(Scenario(impl, str(tmp_path)))
+    assert any(phrase in message for message in messages), (impl, messages)
