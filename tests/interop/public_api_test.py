@@ -186,7 +186,10 @@ def test_accepted_differences_are_still_differences():
   for label, name in ACCEPTED:
     ours, theirs = mirrored[label]
     our_value = inspect.getattr_static(ours, name, None)
-    their_value = inspect.getattr_static(theirs, name)
+    # Older TensorFlows lack some of these names (resharding came in 2.16).
+    their_value = inspect.getattr_static(theirs, name, None)
+    if their_value is None:
+      continue
     our_signature, their_signature = (_signature(our_value),
                                       _signature(their_value))
     assert our_value is None or not (
