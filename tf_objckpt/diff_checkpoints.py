@@ -37,6 +37,7 @@ class Differences(NamedTuple):
   bookkeeping: "Differences" = None
 
   def __bool__(self):
+    """Whether anything but bookkeeping differs."""
     return any(self[:-1])
 
   def decisive(self, include_bookkeeping=False):
@@ -210,9 +211,8 @@ def report_lines(differences, atol, include_bookkeeping=False):
   lines = [line for title, section in _sections(differences, atol)
            for line in _section(title, section)]
   if not differences:
-    lines.append("No differences" +
-                 (" apart from bookkeeping." if differences.bookkeeping and
-                  not include_bookkeeping else "."))
+    lines.append("No differences apart from bookkeeping."
+                 if differences.bookkeeping else "No differences.")
   if differences.bookkeeping:
     counted = "counted" if include_bookkeeping else (
         "not counted without --include-bookkeeping")

@@ -71,12 +71,16 @@ class Result(NamedTuple):
 
   def problem_count(self):
     """One per value that cannot be read, and one for the object graph."""
-    return len({subject for problem in self.errors
-                for subject in problem.subjects()})
+    return len(_subjects(self.errors))
 
   @property
   def warnings(self):
     return [problem for problem in self.problems if problem.warning]
+
+
+def _subjects(problems):
+  """What `problems` count as (see `Problem.covers`), once each."""
+  return {subject for problem in problems for subject in problem.subjects()}
 
 
 class _Progress:
@@ -133,10 +137,8 @@ def verify(listing, progress_stream=None):
     bytes_read += sum(value.bytes for value in batch)
     progress.update(values_read, bytes_read)
   progress.done()
-  unreadable = {subject for problem in problems
-                for subject in problem.subjects()}
   problems.extend(_object_graph_problems(
-      listing, graph_unreadable=_OBJECT_GRAPH_KEY in unreadable))
+      listing, graph_unreadable=_OBJECT_GRAPH_KEY in _subjects(problems)))
   graph_read = any(value.key == _OBJECT_GRAPH_KEY for value in to_read)
   return Result(problems, values_read - graph_read, graph_read, bytes_read,
                 time.monotonic() - start)
