@@ -356,6 +356,16 @@ def captured_logs(level=py_logging.DEBUG):
       logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def tensorflow_patched():
+  """`tf_objckpt.patch_tensorflow()` for the block, unpatched after it."""
+  tf_objckpt.patch_tensorflow()
+  try:
+    yield
+  finally:
+    tf_objckpt.unpatch_tensorflow()
+
+
 # ----------------------------------------------------------------------------
 # Python state.
 # ----------------------------------------------------------------------------
@@ -549,6 +559,15 @@ GRAPH_OPTIMIZERS = {
     "adagrad": lambda: tf.compat.v1.train.AdagradOptimizer(0.1),
 }
 VARIABLE_KINDS = ("resource", "reference", "partitioned")
+
+
+def v1_dense(inputs, units, scope):
+  """A dense layer the v1 way: `<scope>/kernel` and `<scope>/bias`."""
+  with tf.compat.v1.variable_scope(scope):
+    kernel = tf.compat.v1.get_variable("kernel", (inputs.shape[-1], units))
+    bias = tf.compat.v1.get_variable(
+        "bias", (units,), initializer=tf.compat.v1.random_normal_initializer())
+  return tf.matmul(inputs, kernel) + bias
 
 
 class GraphModel(GraphProgram):
@@ -936,6 +955,20 @@ def finish(process, timeout):
   finally:
     if process.poll() is None:
       kill_group(process)
+
+
+def terminate_after_line(process, line, timeout=60):
+  """Sends SIGTERM to `process` once it prints `line`; waits for its end.
+
+  Returns:
+    (return code, stderr); the code is None after a timeout.
+  """
+  for printed in process.stdout:
+    if printed.strip() == line:
+      process.send_signal(signal.SIGTERM)
+      break
+  code, _, stderr = finish(process, timeout)
+  return code, stderr
 
 
 def run_cluster_program(scenario, directory, *args, timeout=90, env=None):

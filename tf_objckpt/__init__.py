@@ -6,7 +6,8 @@ graph), and TensorFlow's checkpoints restore here. See README.md.
 The names below are loaded on first use, so that `import tf_objckpt` (and
 the command line's `--help`) does not import TensorFlow; the first class or
 function used imports it. Submodules (`tf_objckpt.util`, ...) load the same
-way.
+way. `patch_tensorflow()` makes TensorFlow use tf_objckpt's classes
+(`patching`).
 """
 
 import importlib
@@ -27,6 +28,8 @@ _EXPORTS = {
     "remove_checkpoint": "checkpoint_management",
     "update_checkpoint_state": "checkpoint_management",
     "NoDependency": "data_structures",
+    "patch_tensorflow": "patching",
+    "unpatch_tensorflow": "patching",
     "Saver": "saver",
     "export_meta_graph": "saver",
     "import_meta_graph": "saver",

@@ -1,7 +1,9 @@
 """The `tf-objckpt` command line: inspect, verify, diff and convert checkpoints.
 
-Run as `python -m tf_objckpt COMMAND` or `tf-objckpt COMMAND`. A PATH is a
-checkpoint prefix, one of its files (`.index`, `.data-*`), or a directory
+Run as `python -m tf_objckpt COMMAND` or `tf-objckpt COMMAND`. `run SCRIPT
+[ARGS...]` runs a training script with TensorFlow patched to use tf_objckpt
+(`run_script`); its exit status is the script's. A PATH is a checkpoint
+prefix, one of its files (`.index`, `.data-*`), or a directory
 (its latest checkpoint is used, and the tool says which). Exit codes: 0
 when all is well; 1 when problems or differences are found, a checkpoint too
 damaged to open included; 2 for usage errors and paths that hold no
@@ -10,7 +12,8 @@ checkpoint.
 TensorFlow is imported only once a command runs, so `--help`, `--version`
 and usage errors answer at once; the commands' modules, which import it,
 are imported then too. Unless `--verbose` is given, TensorFlow's own log
-lines are left out, so that the tool prints only its own output.
+lines are left out of the checkpoint commands, so that the tool prints only
+its own output; `run` leaves the script's output as Python would.
 """
 
 import argparse
@@ -39,6 +42,8 @@ _EXAMPLES = {
     "convert": """example:
   tf-objckpt convert /tmp/legacy/model-7 /tmp/migrated/ckpt \\
       --objects my_project.models:build_objects --map dense/=encoder/dense/""",
+    "run": """example:
+  tf-objckpt run train.py --epochs 3      # as 'python train.py --epochs 3'""",
 }
 
 
@@ -48,7 +53,8 @@ def _parser():
       prog="tf-objckpt",
       description="Inspect, verify, compare and convert TensorFlow "
       "checkpoints (object-based or name-based, written by TensorFlow or "
-      "tf_objckpt).",
+      "tf_objckpt); run a training script with TensorFlow patched to use "
+      "tf_objckpt.",
       epilog="exit codes: 0 ok; 1 problems or differences found (or a "
       "checkpoint too damaged to open); 2 usage error or no checkpoint at "
       "the path. Run 'tf-objckpt COMMAND --help' for each command.")
@@ -60,10 +66,11 @@ def _parser():
   common.add_argument("--verbose", action="store_true",
                       help="also show TensorFlow's own log lines")
 
-  def command(name, summary):
+  def command(name, summary, parents=(common,)):
     return commands.add_parser(
         name, help=summary, description=summary, epilog=_EXAMPLES[name],
-        parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter)
+        parents=list(parents),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
 
   inspect = command("inspect", "Show what a checkpoint holds: the object "
                     "graph as a tree, with dtype, shape and size of each "
@@ -116,6 +123,14 @@ def _parser():
   convert.add_argument("--allow-partial", action="store_true",
                        help="write even if some variables or values found no "
                        "match")
+
+  run = command("run", "Run a Python script as 'python SCRIPT ARGS...' "
+                "would, with TensorFlow patched to save and restore "
+                "checkpoints through tf_objckpt (patch_tensorflow()). The "
+                "exit status is the script's.", parents=())
+  run.add_argument("script", metavar="SCRIPT", help="the script to run")
+  run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="its arguments (options included)")
   return parser
 
 
@@ -209,6 +224,13 @@ def _convert(args):
   return EXIT_OK if result.written else EXIT_PROBLEMS
 
 
+def _run(args):
+  # Imported when used: the switch imports the v1 Saver (see tf_objckpt).
+  from tf_objckpt import run_script  # pylint: disable=g-import-not-at-top
+  return run_script.run(args.script, args.args)
+
+
+# The commands on checkpoints (`run` is not one).
 _COMMANDS = {"inspect": _inspect, "verify": _verify, "diff": _diff,
              "convert": _convert}
 
@@ -216,6 +238,8 @@ _COMMANDS = {"inspect": _inspect, "verify": _verify, "diff": _diff,
 def main(argv=None):
   """Runs one command; returns its exit code."""
   args = _parser().parse_args(argv)
+  if args.command == "run":
+    return _run(args)  # The script's output and logs, as Python runs it.
   if not args.verbose:
     _load_tensorflow_quietly()
   # pylint: disable=g-import-not-at-top

@@ -14,7 +14,7 @@ from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
-from tensorflow.python.util import deprecation
+from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt import data_structures
 from tf_objckpt import functional_saver
@@ -423,18 +423,19 @@ class InitializationOnlyStatus(_LoadStatus):
     default_session(session, "initialize").run(initializers)
 
 
-_DEPRECATED_RESTORE_INSTRUCTIONS = (
-    "Restoring a name-based checkpoint with the object-based API matches "
-    "variables by their global names, which is fragile, and adds restore ops "
-    "on each call when graph building. Re-save the checkpoint with this "
-    "object-based saver's save() and use the new checkpoint from now on.")
+def _reached(obj, restore_uid):
+  """Whether a restore reached `obj`, or every object a container holds."""
+  # pylint: disable=protected-access
+  if obj._update_uid >= restore_uid:
+    return True
+  return (isinstance(obj, tf_data_structures.TrackableDataStructure) and
+          all(child._update_uid >= restore_uid
+              for child in obj._trackable_children().values()))
 
 
 class NameBasedSaverStatus(_LoadStatus):
   """The status of restoring a name-based checkpoint by variable names."""
 
-  @deprecation.deprecated(date=None,
-                          instructions=_DEPRECATED_RESTORE_INSTRUCTIONS)
   def __init__(self, checkpoint, graph_view):
     self._checkpoint = checkpoint
     self._graph_view = graph_view
@@ -446,6 +447,28 @@ class NameBasedSaverStatus(_LoadStatus):
     self._optionally_restored.add(var)
 
   def assert_consumed(self):
+    """Raises if an object, or a v1 optimizer value, found no home by name.
+
+    Checkpoint values with no object are not errors, as in TensorFlow; but
+    the v1 optimizer values (slots, beta powers) of variables a Keras 3
+    optimizer trains are, as that optimizer was meant to take them.
+    """
+    self.assert_existing_objects_matched()
+    optimizers = self._checkpoint.optimizers
+    if not optimizers.seen():
+      return self
+    report = self.report()
+    leftover = optimizers.leftover_keys(
+        {value.key for value in report.restored})
+    if leftover:
+      raise AssertionError(restore_report.listing(
+          f"{restore_report.count_text(len(leftover), 'v1 optimizer value')}"
+          f" in checkpoint {self._checkpoint.save_path!r} found no Keras 3 "
+          "optimizer variable:",
+          [value for value in report.unmatched if value.key in leftover]))
+    return self
+
+  def assert_existing_objects_matched(self):
     """Raises if an attribute or object found no value by name."""
     unused = self._unused_attributes()
     if unused:
@@ -474,10 +497,16 @@ class NameBasedSaverStatus(_LoadStatus):
             if obj not in self._optionally_restored]
 
   def _objects_not_restored(self):
+    """Objects no restore reached, but for containers of restored objects.
+
+    A Keras 3 object may replace a list of its variables when it is built
+    after `restore()` (an optimizer's `_trainable_variables`): the new list
+    holds no values, and its variables were restored.
+    """
     not_restored = []
     for obj in self._graph_view.list_objects():
       obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-      if obj._update_uid < self._checkpoint.restore_uid:  # pylint: disable=protected-access
+      if not _reached(obj, self._checkpoint.restore_uid):
         not_restored.append(obj)
     return not_restored
 
@@ -491,14 +520,17 @@ class NameBasedSaverStatus(_LoadStatus):
         continue
       for saveable in checkpoint.globally_named_object_attributes(
           obj, record_unused=False):
+        notes = getattr(saveable, "notes", {})
         restored.extend(restore_report.ReportedValue(
             path or "(root)", spec.name, values.shapes.get(spec.name),
-            values.dtypes[spec.name].name)
+            values.dtypes[spec.name].name, note=notes.get(spec.name))
                         for spec in saveable.specs
                         if spec.name in values.dtypes)
     restored_keys = {value.key for value in restored}
+    unplaced = checkpoint.optimizers.unplaced
     unmatched = [restore_report.ReportedValue(
-        key, key, values.shapes[key], values.dtypes[key].name)
+        key, key, values.shapes[key], values.dtypes[key].name,
+        note=unplaced.get(key))
                  for key in sorted(values.dtypes) if key not in restored_keys]
     without = [obj for obj, _ in self._unused_attributes()]
     listed = object_identity.ObjectIdentitySet(without)
@@ -509,11 +541,8 @@ class NameBasedSaverStatus(_LoadStatus):
         checkpoint.save_path, tuple(restored), tuple(unmatched),
         tuple(_describe_objects(self._graph_view, without)))
 
-  def assert_existing_objects_matched(self):
-    return self.assert_consumed()
-
   def assert_nontrivial_match(self):
-    return self.assert_consumed()
+    return self.assert_existing_objects_matched()
 
   def _gather_saveable_objects(self):
     """Globally named saveables of objects not yet restored by this call."""

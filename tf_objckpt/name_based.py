@@ -8,13 +8,20 @@ status's restore ops run.
 
 Names are matched by `name_matching`: a variable's own name first; a Keras 3
 variable, named by its `path`, also without the model's name; then the
-`assignment_map` of `CheckpointOptions`, if any. The coordinator records
-what matched for `NameBasedSaverStatus.name_matches()`.
+`assignment_map` of `CheckpointOptions`, if any. A Keras 3 optimizer's
+slots and `iterations` take the v1 optimizer's values (`v1_optimizer_state`).
+
+The first such restore of a process logs, at INFO, that `tf-objckpt
+convert` rewrites the checkpoint as an object-based one (where TensorFlow
+logs that this way of restoring is deprecated).
 """
+
+import threading
 
 from tensorflow.python.eager import context
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import variables
+from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
@@ -24,6 +31,28 @@ from tf_objckpt import object_identity
 from tf_objckpt import restore
 from tf_objckpt import restore_plan
 from tf_objckpt import saveable_object_util
+from tf_objckpt import v1_optimizer_state
+
+
+class _ConversionHint:
+  """Says once per process how to make a name-based checkpoint object-based."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self.logged = False
+
+  def log_once(self, save_path):
+    with self._lock:
+      if self.logged:
+        return
+      self.logged = True
+    logging.info(
+        "Restoring %r by variable names: it is a name-based checkpoint. "
+        "`tf-objckpt convert` rewrites it as an object-based checkpoint, "
+        "restored by object.", save_path)
+
+
+_conversion_hint = _ConversionHint()
 
 
 class NameBasedRestoreCoordinator:
@@ -49,6 +78,9 @@ class NameBasedRestoreCoordinator:
     self.restore_uid = ops.uid()
     # Trackable -> its saveables, checked by `check` before any restore.
     self._checked = object_identity.ObjectIdentityDictionary()
+    self.optimizers = v1_optimizer_state.Keras3Optimizers(
+        self._checkpoint_keys,
+        lambda path: self._match(path, strip_model_name=True), self.values)
 
   def values(self):
     """The checkpoint's dtypes and shapes (a `CheckpointValues`)."""
@@ -65,12 +97,21 @@ class NameBasedRestoreCoordinator:
     restore is optional, or `record_unused` is False), so assertions fail
     for them. Names are matched to checkpoint keys by `name_matching`.
     """
+    self.optimizers.note(trackable)
     keras_variable = _keras3_variable_value(trackable)
-    key = keras_variable is not None and self._match(trackable.path, True)
-    if key:
-      yield from saveable_object_util.saveable_objects_for_op(keras_variable,
-                                                              key)
-      return
+    if keras_variable is not None:
+      source = self._keras3_source(trackable)
+      if source:
+        for saveable in saveable_object_util.saveable_objects_for_op(
+            keras_variable, source.key):
+          yield (saveable if source.scale is None else
+                 v1_optimizer_state.ScaledSaveable(saveable, source))
+        return
+      count = self.optimizers.step_count(trackable)
+      if count is not None:
+        yield v1_optimizer_state.IterationsSaveable(
+            keras_variable, count, self.values().dtypes)
+        return
     factories = saveable_object_util.saveable_objects_from_trackable(
         trackable, tf1_saver=True)
     for attribute, factory in factories.items():
@@ -94,6 +135,16 @@ class NameBasedRestoreCoordinator:
     key = self._match(name, strip_model_name) or name
     yield from saveable_object_util.saveable_objects_for_op(op, key)
 
+  def _keras3_source(self, variable):
+    """A Keras 3 variable's `v1_optimizer_state.Source`: by path or v1 slot.
+
+    None if it has none.
+    """
+    key = self._match(variable.path, strip_model_name=True)
+    if key:
+      return v1_optimizer_state.Source(key)
+    return self.optimizers.slot_source(variable)
+
   def _match(self, name, strip_model_name):
     """The checkpoint key of `name`, or None."""
     found = self._matcher.match(name, strip_model_name)
@@ -106,6 +157,8 @@ class NameBasedRestoreCoordinator:
     unused, for the assertions. The saveables found are kept for the
     trackables' `eager_restore`, so that they are made once.
     """
+    for trackable in trackables:  # Before their slots are matched.
+      self.optimizers.note(trackable)
     gathered = [self._found_saveables(trackable) for trackable in trackables]
     self._check([saveable for found in gathered for saveable in found])
     for trackable, found in zip(trackables, gathered):
@@ -175,10 +228,11 @@ class NameBasedRestoreCoordinator:
     initializes the variable once its trace ends, and builds again eagerly
     (restoring again, by name) if the trace fails.
     """
-    key = self._match(variable.path, strip_model_name=True)
-    if key is None:
+    source = self._keras3_source(variable)
+    if source is None:
       self._record_unused(variable, variable.path)
       return
+    key = source.key
     self._check_entries(
         [restore_plan.entry(key, "", variable.dtype, variable.shape)],
         dtype_error=ValueError)
@@ -186,8 +240,9 @@ class NameBasedRestoreCoordinator:
     def read_value(shape=None, dtype=None):
       del shape, dtype  # Checked above.
       with ops.device("/cpu:0"):
-        return functional_saver.restore_v2(self.save_path, [key], [""],
-                                           [self._values.dtypes[key]])[0]
+        value = functional_saver.restore_v2(self.save_path, [key], [""],
+                                            [self._values.dtypes[key]])[0]
+      return value if source.scale is None else value * source.scale
 
     variable._initializer = read_value  # pylint: disable=protected-access
 
@@ -200,8 +255,13 @@ class NameBasedRestoreCoordinator:
     for saveable in self.globally_named_object_attributes(trackable):
       if self._found(saveable):
         found.append(saveable)
+      elif self.optimizers.is_learning_rate(trackable):
+        continue
       elif _keras3_variable_value(trackable) is not None:
-        self._record_unused(trackable, trackable.path)  # Its matched name.
+        reason = self.optimizers.missing_reason(trackable)
+        self._record_unused(  # By its matched name.
+            trackable, f"{trackable.path} ({reason})" if reason else
+            trackable.path)
       else:
         self._record_unused(trackable, saveable.name)
     return found
@@ -254,6 +314,7 @@ def restore_by_names(save_path, reader, graph_view, assignment_map=None):
     NotFoundError, InvalidArgumentError, ValueError: Executing eagerly, if a
       value does not fit its variable; nothing is assigned then.
   """
+  _conversion_hint.log_once(save_path)
   keys = reader.get_variable_to_shape_map().keys()
   if not context.executing_eagerly():
     return load_status.NameBasedSaverStatus(

@@ -20,6 +20,7 @@ class ReportedValue(NamedTuple):
   shape: Optional[tuple] = None
   dtype: Optional[str] = None
   attribute: Optional[str] = None  # Unless it is the object's value itself.
+  note: Optional[str] = None  # How it was used, or why it was not.
 
   def __str__(self):
     text = self.path
@@ -31,6 +32,8 @@ class ReportedValue(NamedTuple):
       text += f" {self.dtype}"
     if not self.key.startswith(self.path):  # Matched by name.
       text += f" <- {self.key!r}"
+    if self.note:
+      text += f" ({self.note})"
     return text
 
 

@@ -21,21 +21,13 @@ def _v1_checkpoint(tmp_path, hidden_units=8, names=("dense", "dense_1")):
   """Saves a v1 graph-mode two-layer network; returns (path, predictions)."""
   with tf.Graph().as_default():
     inputs = tf.compat.v1.placeholder(tf.float32, (None, 3))
-    hidden = tf.nn.relu(_v1_dense(inputs, hidden_units, names[0]))
-    outputs = _v1_dense(hidden, 2, names[1])
+    hidden = tf.nn.relu(tl.v1_dense(inputs, hidden_units, names[0]))
+    outputs = tl.v1_dense(hidden, 2, names[1])
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       predictions = sess.run(outputs, {inputs: _X})
       path = tf.compat.v1.train.Saver().save(sess, str(tmp_path / "v1"))
   return path, predictions
-
-
-def _v1_dense(inputs, units, scope):
-  with tf.compat.v1.variable_scope(scope):
-    kernel = tf.compat.v1.get_variable("kernel", (inputs.shape[-1], units))
-    bias = tf.compat.v1.get_variable(
-        "bias", (units,), initializer=tf.compat.v1.random_normal_initializer())
-  return tf.matmul(inputs, kernel) + bias
 
 
 def _sequential(names=("dense", "dense_1"), built=True):
