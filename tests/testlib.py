@@ -822,8 +822,8 @@ def run_cli(*args, timeout=300, cwd=None, console_script=False):
   """Runs the command line tool, `python -m tf_objckpt ARGS...`.
 
   Modules in `cwd` (the working directory) can be imported by the command.
-  With `console_script`, the `tf-objckpt` script that pip makes of
-  setup.py's entry point runs instead (its own folder first on `sys.path`).
+  With `console_script`, the `tf-objckpt` script that pip makes of the
+  package's entry point runs instead (its own folder first on `sys.path`).
   TF_CPP_MIN_LOG_LEVEL is not set: the tool keeps TensorFlow quiet itself.
 
   Returns:
@@ -840,14 +840,11 @@ def run_cli(*args, timeout=300, cwd=None, console_script=False):
 
 @functools.cache
 def _console_script():
-  """A `tf-objckpt` script, as pip writes it for setup.py's entry point."""
-  with open(os.path.join(REPO_ROOT, "setup.py")) as f:
-    module, function = re.search(r'"tf-objckpt = ([\w.]+):(\w+)"',
-                                 f.read()).groups()
+  """A `tf-objckpt` script as pip writes it for the entry point `cli:run`."""
   path = os.path.join(tempfile.mkdtemp(), "tf-objckpt")
   with open(path, "w") as f:
-    f.write(f"import sys\nfrom {module} import {function}\n"
-            f"if __name__ == '__main__':\n  sys.exit({function}())\n")
+    f.write("import sys\nfrom tf_objckpt.cli import run\n"
+            "if __name__ == '__main__':\n  sys.exit(run())\n")
   return path
 
 
