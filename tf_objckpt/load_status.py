@@ -181,8 +181,8 @@ class CheckpointLoadStatus(_LoadStatus):
       raise AssertionError(restore_report.listing(
           f"Unresolved object in checkpoint {first}: "
           f"{restore_report.count_text(len(values), 'value')} in checkpoint "
-          f"{self._save_path!r} were not restored (no object of the program "
-          "matched them):", values))
+          f"{self._save_path!r} {'was' if len(values) == 1 else 'were'} not "
+          "restored (no object of the program matched them):", values))
     if checkpoint.slots_by_variable:
       names = self._node_paths()
       slots = [f"{names[slot.slot_variable_id]}" for slot_list

@@ -83,6 +83,12 @@ def test_unrestored_values_are_listed_by_object_path(written):
       "  model/inner/bias (1,) float32")
   for status in statuses.values():
     status.assert_existing_objects_matched().expect_partial()
+  one = _restore_both(written, with_extra=False)["ours"]
+  assert str(tl.outcome(one.assert_consumed).error).startswith(
+      "Unresolved object in checkpoint (root).model.extra: 1 value in "
+      f"checkpoint {written!r} was not restored (no object of the program "
+      "matched them):")
+  one.expect_partial()
 
 
 def test_unmatched_objects_are_listed_by_object_path(written):
