@@ -1,0 +1,79 @@
+"""Restoring the newest intact checkpoint: damage is what `verify` finds.
+
+A job restarting from a checkpoint that a torn copy, a failing disk or bit
+rot damaged would fail on every restart. `restore_newest_intact` tries the
+candidates newest first, each with a restore that reads every value before
+it assigns anything, so a damaged one leaves the objects untouched. When a
+restore fails, `damage` runs `verify` on that checkpoint: if it finds
+damage (a missing or damaged `.index`, a missing, short or corrupt data
+file, a damaged object graph) the checkpoint is skipped with a warning in
+`verify`'s words; any other failure (a shape or dtype mismatch, which older
+checkpoints would repeat) is raised at once.
+"""
+
+from tensorflow.python.eager import context
+from tensorflow.python.framework import errors
+from tensorflow.python.lib.io import file_io
+from tensorflow.python.platform import tf_logging as logging
+
+from tf_objckpt import bundle_index
+from tf_objckpt import checkpoint_listing
+from tf_objckpt import verify_checkpoint
+
+
+def damage(prefix):
+  """What `verify` finds damaged in checkpoint `prefix`; empty if intact.
+
+  Returns:
+    One line per problem, as `tf-objckpt verify` prints them. A checkpoint
+    without its `.index` file (V2), or that cannot be opened, is damaged.
+  """
+  with context.eager_mode():  # `verify` reads eagerly, graph building too.
+    return _damage(prefix)
+
+
+def _damage(prefix):
+  index_file = bundle_index.index_file_name(prefix)
+  if not (file_io.file_exists(index_file) or file_io.file_exists(prefix)):
+    return [str(verify_checkpoint.Problem(index_file, "",
+                                          "index file is missing"))]
+  try:
+    listing = checkpoint_listing.open_listing(prefix, strict=False)
+  except errors.OpError as e:
+    return [str(verify_checkpoint.Problem(
+        index_file, "", f"cannot be read: {type(e).__name__}: "
+        f"{verify_checkpoint.op_error_text(e)}"))]
+  return [str(problem) for problem in verify_checkpoint.verify(listing).errors]
+
+
+def restore_newest_intact(restore, candidates):
+  """Restores the first intact checkpoint of `candidates`.
+
+  Args:
+    restore: Restores one path, assigning nothing if it raises.
+    candidates: Checkpoint prefixes, newest first (not empty).
+
+  Returns:
+    The restored prefix, and the damaged prefixes skipped before it.
+
+  Raises:
+    The newest candidate's error, if every candidate is damaged; at once,
+    the error of a restore that fails for another reason than damage.
+  """
+  skipped, first_error = [], None
+  for path in candidates:
+    try:
+      restore(path)
+    except Exception as e:  # pylint: disable=broad-except
+      # Damage is classified by what `verify` finds, not by the error's type:
+      # TensorFlow raises NotFoundError for an absent key too.
+      problems = damage(path)
+      if not problems:
+        raise
+      logging.warning("Skipped damaged checkpoint %s: %s", path,
+                      "; ".join(problems))
+      skipped.append(path)
+      first_error = first_error or e
+      continue
+    return path, skipped
+  raise first_error
