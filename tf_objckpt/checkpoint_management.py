@@ -840,16 +840,13 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
   def _restore_newest_intact(self, restore_newest_intact):
     """Restores the newest intact candidate; None if there is none."""
     listed = [self._latest_checkpoint] if self._latest_checkpoint else []
-    listed += reversed(self._maybe_delete)
-    candidates = list(dict.fromkeys(listed))
-    seen = {os.path.normpath(path) for path in candidates}
-    candidates += [
-        path for path in directory_checkpoints(
-            self._directory, os.path.basename(self._checkpoint_prefix))
-        if os.path.normpath(path) not in seen]
-    if not candidates:
-      return None
-    if not listed:
+    listed = list(dict.fromkeys(listed + list(reversed(self._maybe_delete))))
+    if listed:
+      candidates = self._candidates(listed)
+    else:
+      candidates = self._unlisted_checkpoints(listed)
+      if not candidates:
+        return None
       logging.warning(
           "The checkpoint state file in %r is missing or unreadable, but "
           "checkpoints are there: restoring the newest intact one.",
@@ -860,6 +857,18 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       self._damaged.add(os.path.basename(path))
     self._latest_checkpoint = restored
     return restored
+
+  def _candidates(self, listed):
+    """`listed`, then the directory's others (listed once all of those fail)."""
+    yield from listed
+    yield from self._unlisted_checkpoints(listed)
+
+  def _unlisted_checkpoints(self, listed):
+    """The directory's `<checkpoint_name>-<n>` not in `listed`, newest first."""
+    seen = {os.path.normpath(path) for path in listed}
+    return [path for path in directory_checkpoints(
+        self._directory, os.path.basename(self._checkpoint_prefix))
+            if os.path.normpath(path) not in seen]
 
   def sync(self):
     """Waits for the checkpoint object's outstanding saves and restores."""

@@ -11,6 +11,8 @@ file, a damaged object graph) the checkpoint is skipped with a warning in
 checkpoints would repeat) is raised at once.
 """
 
+import os
+
 from tensorflow.python.eager import context
 from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
@@ -18,7 +20,11 @@ from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt import bundle_index
 from tf_objckpt import checkpoint_listing
+from tf_objckpt import checkpoint_management
 from tf_objckpt import verify_checkpoint
+
+# Problems a warning or a line of `verify --all` names; the rest are counted.
+_PROBLEMS_SHOWN = 3
 
 
 def damage(prefix):
@@ -46,12 +52,37 @@ def _damage(prefix):
   return [str(problem) for problem in verify_checkpoint.verify(listing).errors]
 
 
+def all_checkpoints(directory):
+  """Every checkpoint of `directory`, listed in its state file or not.
+
+  Returns:
+    The prefixes the state file lists, newest first, then the others the
+    directory's files show (`checkpoint_management.directory_checkpoints`).
+  """
+  state = checkpoint_management.get_checkpoint_state(directory)
+  listed = []
+  if state is not None:
+    listed = [state.model_checkpoint_path, *reversed(
+        state.all_model_checkpoint_paths)]
+  listed = list(dict.fromkeys(os.path.normpath(path) for path in listed))
+  return listed + [
+      path for path in checkpoint_management.directory_checkpoints(directory)
+      if os.path.normpath(path) not in listed]
+
+
+def summary(problems):
+  """The first few `problems` (from `damage`), joined in one line."""
+  shown = "; ".join(problems[:_PROBLEMS_SHOWN])
+  more = len(problems) - _PROBLEMS_SHOWN
+  return shown + (f"; and {more} more" if more > 0 else "")
+
+
 def restore_newest_intact(restore, candidates):
   """Restores the first intact checkpoint of `candidates`.
 
   Args:
     restore: Restores one path, assigning nothing if it raises.
-    candidates: Checkpoint prefixes, newest first (not empty).
+    candidates: Checkpoint prefixes, newest first (an iterable, not empty).
 
   Returns:
     The restored prefix, and the damaged prefixes skipped before it.
@@ -71,7 +102,7 @@ def restore_newest_intact(restore, candidates):
       if not problems:
         raise
       logging.warning("Skipped damaged checkpoint %s: %s", path,
-                      "; ".join(problems))
+                      summary(problems))
       skipped.append(path)
       first_error = first_error or e
       continue

@@ -24,6 +24,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 import testlib as tl
 import tf_objckpt
 from tf_objckpt import bundle_index
+from tf_objckpt import cli
 
 _SIZE = 64
 _VALUE_KEY = "model/v/.ATTRIBUTES/VARIABLE_VALUE"
@@ -95,6 +96,15 @@ def _damaged_copy(saved, tmp_path, damage, count):
   for number in range(3, 3 - count, -1):
     words = _DAMAGE[damage](os.path.join(directory, f"ckpt-{number}"))
   return directory, words
+
+
+def _unlist(directory, name):
+  """Removes `name` from the directory's state file."""
+  state_file = os.path.join(directory, "checkpoint")
+  with open(state_file) as f:
+    lines = [line for line in f if f'"{name}"' not in line]
+  with open(state_file, "w") as f:
+    f.writelines(lines)
 
 
 def _skip_warnings(messages):
@@ -223,11 +233,7 @@ def test_missing_state_file_uses_the_directory(saved, tmp_path):
 def test_checkpoints_beyond_the_state_file_are_candidates(saved, tmp_path):
   # ckpt-1 is no longer listed, as if kept by keep_checkpoint_every_n_hours.
   directory, _ = _damaged_copy(saved, tmp_path, "no_index", 2)
-  state_file = os.path.join(directory, "checkpoint")
-  with open(state_file) as f:
-    lines = [line for line in f if '"ckpt-1"' not in line]
-  with open(state_file, "w") as f:
-    f.writelines(lines)
+  _unlist(directory, "ckpt-1")
   result, value, manager, _ = _restore_eagerly(directory, on_create=False)
   assert result == manager.latest_checkpoint == os.path.join(directory,
                                                              "ckpt-1")
@@ -313,3 +319,22 @@ def test_missing_shard_of_sharded_saver_save(tmp_path, count):
       directory, f"model-{3 - count}")
   np.testing.assert_array_equal(a.numpy(), 3 - count)
   np.testing.assert_array_equal(b.numpy(), 3 - count)
+
+
+def test_verify_all_reports_every_checkpoint_of_a_directory(saved, tmp_path,
+                                                            capsys):
+  assert cli.main(["verify", saved, "--all"]) == 0
+  assert capsys.readouterr().out.splitlines() == [
+      f"{os.path.join(saved, f'ckpt-{number}')}: intact"
+      for number in (3, 2, 1)]
+  directory, _ = _damaged_copy(saved, tmp_path, "flipped", 1)
+  _remove_index(os.path.join(directory, "ckpt-2"))
+  _unlist(directory, "ckpt-1")  # Found by its files.
+  assert cli.main(["verify", directory, "--all"]) == 1
+  ckpt_3, ckpt_2, ckpt_1 = capsys.readouterr().out.splitlines()
+  assert ckpt_3.startswith(f"{os.path.join(directory, 'ckpt-3')}: damaged: ")
+  assert f"{_VALUE_KEY}: cannot be read: DataLossError" in ckpt_3
+  assert ckpt_2 == (f"{os.path.join(directory, 'ckpt-2')}: damaged: error: "
+                    f"{os.path.join(directory, 'ckpt-2.index')}: index file "
+                    "is missing")
+  assert ckpt_1 == f"{os.path.join(directory, 'ckpt-1')}: intact"
