@@ -25,6 +25,7 @@ import testlib as tl
 import tf_objckpt
 from tf_objckpt import bundle_index
 from tf_objckpt import cli
+from tf_objckpt import functional_saver
 
 _SIZE = 64
 _VALUE_KEY = "model/v/.ATTRIBUTES/VARIABLE_VALUE"
@@ -184,12 +185,30 @@ def test_graph_mode_falls_back_before_building_restore_ops(saved, tmp_path,
     np.testing.assert_array_equal(session.run(model.v), 1.)
 
 
-def test_tensorflow_manager_stops_at_damaged_newest(saved, tmp_path):
+@pytest.mark.parametrize("on_create", [False, True],
+                         ids=["existing", "on_create"])
+def test_checkpoints_beyond_two_pieces_are_checked_a_piece_at_a_time(
+    saved, tmp_path, monkeypatch, on_create):
+  # Too large to keep: checked a piece at a time, then read again.
+  monkeypatch.setattr(functional_saver, "_RESTORE_PIECE_BYTES", _SIZE)
+  directory, words = _damaged_copy(saved, tmp_path, "flipped", 1)
+  with tl.captured_logs(logging.WARNING) as messages:
+    result, value, _, _ = _restore_eagerly(directory, on_create)
+  _check_warnings(_skip_warnings(messages), directory, 1, words)
+  assert result == os.path.join(directory, "ckpt-2")
+  np.testing.assert_array_equal(value, 2.)
+
+
+@pytest.mark.parametrize("manager_class", [tf.train.CheckpointManager,
+                                           tf_objckpt.CheckpointManager],
+                         ids=["tensorflow", "ours"])
+def test_manager_of_tensorflows_checkpoint_stops_at_damaged_newest(
+    saved, tmp_path, manager_class):
   directory, _ = _damaged_copy(saved, tmp_path, "flipped", 1)
   model = tf.Module()
   model.v = tf.Variable(np.zeros([_SIZE], np.float32))
-  manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
-                                       directory, max_to_keep=3)
+  manager = manager_class(tf.train.Checkpoint(model=model), directory,
+                          max_to_keep=3)
   with pytest.raises(tf.errors.DataLossError):
     manager.restore_or_initialize()
 
@@ -217,15 +236,21 @@ def test_named_path_never_falls_back(saved, tmp_path):
   np.testing.assert_array_equal(model.v.numpy(), 0.)
 
 
-def test_missing_state_file_uses_the_directory(saved, tmp_path):
+@pytest.mark.parametrize("state", ["missing", "garbage"])
+def test_missing_or_unreadable_state_file_uses_the_directory(saved, tmp_path,
+                                                              state):
   directory, _ = _damaged_copy(saved, tmp_path, "truncated", 1)
-  os.remove(os.path.join(directory, "checkpoint"))
+  state_file = os.path.join(directory, "checkpoint")
+  os.remove(state_file)
+  if state == "garbage":
+    with open(state_file, "wb") as f:
+      f.write(b"model_checkpoint_path: {not a state")
   with tl.captured_logs(logging.WARNING) as messages:
     result, value, manager, _ = _restore_eagerly(directory, on_create=False)
   assert result == manager.latest_checkpoint == os.path.join(directory,
                                                              "ckpt-2")
   np.testing.assert_array_equal(value, 2.)
-  assert any("state file" in message and "missing" in message
+  assert any("state file" in message and "missing or unreadable" in message
              for message in messages), messages
   assert len(_skip_warnings(messages)) == 1
 
