@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import json
 import functools
+import importlib.metadata
 import io
 import logging as py_logging
 import os
@@ -355,6 +356,16 @@ def captured_logs(level=py_logging.DEBUG):
       logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def tensorflow_patched():
+  """`tf_objckpt.patch_tensorflow()` for the block, unpatched after it."""
+  tf_objckpt.patch_tensorflow()
+  try:
+    yield
+  finally:
+    tf_objckpt.unpatch_tensorflow()
+
+
 # ----------------------------------------------------------------------------
 # Python state.
 # ----------------------------------------------------------------------------
@@ -644,7 +655,10 @@ def labelled(variables, optimizer):
 # whose legacy optimizers keep it in slot variables.
 # ----------------------------------------------------------------------------
 
-FLAVORS = ("keras3", "tf_keras", "tf_keras_legacy")
+# TensorFlow 2.16 and later install Keras 3 as `keras`; on 2.15 it is Keras 2,
+# which is `tf.keras` there, and the Keras 3 flavor does not apply.
+KERAS_3 = int(importlib.metadata.version("keras").split(".")[0]) >= 3
+FLAVORS = ("keras3",) * KERAS_3 + ("tf_keras", "tf_keras_legacy")
 MODEL_KINDS = ("sequential", "functional", "subclassed")
 
 
@@ -652,6 +666,9 @@ def keras_module(flavor):
   """`keras` for Keras 3, `tf_keras` for both Keras 2 flavors."""
   import keras  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
+  if flavor == "keras3" and not KERAS_3:
+    raise RuntimeError(f"keras is Keras {keras.__version__} on TensorFlow "
+                       f"{tf.__version__}: mark Keras 3 tests keras3")
   return keras if flavor == "keras3" else tf_keras
 
 
@@ -925,6 +942,20 @@ def finish(process, timeout):
   finally:
     if process.poll() is None:
       kill_group(process)
+
+
+def terminate_after_line(process, line, timeout=60):
+  """Sends SIGTERM to `process` once it prints `line`; waits for its end.
+
+  Returns:
+    (return code, stderr); the code is None after a timeout.
+  """
+  for printed in process.stdout:
+    if printed.strip() == line:
+      process.send_signal(signal.SIGTERM)
+      break
+  code, _, stderr = finish(process, timeout)
+  return code, stderr
 
 
 def run_cluster_program(scenario, directory, *args, timeout=90, env=None):

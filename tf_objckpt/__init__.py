@@ -32,8 +32,14 @@ from tf_objckpt.util import TrackableSaver
 
 
 def __getattr__(name):
-  """Imports the v1 Saver lazily: it pulls in meta graph machinery."""
+  """Imports the v1 Saver lazily: it pulls in meta graph machinery.
+
+  So does the switch that makes TensorFlow use our classes.
+  """
   if name in ("Saver", "export_meta_graph", "import_meta_graph"):
     from tf_objckpt import saver  # pylint: disable=g-import-not-at-top
     return getattr(saver, name)
+  if name in ("patch_tensorflow", "unpatch_tensorflow"):
+    from tf_objckpt import patching  # pylint: disable=g-import-not-at-top
+    return getattr(patching, name)
   raise AttributeError(f"module 'tf_objckpt' has no attribute {name!r}")

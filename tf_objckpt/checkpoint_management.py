@@ -782,7 +782,8 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       commit.check_durable(self._prefix)
     # A pending asynchronous save records (or raises) before we check.
     self.sync()
-    file_io.recursive_create_dir(self._directory)  # To lock it.
+    with commit.explaining_failures(self._prefix):
+      file_io.recursive_create_dir(self._directory)  # To lock it.
     with commit.exclusively(self._directory):
       self._check_state_unchanged()
       if self._checkpoint_interval is not None:

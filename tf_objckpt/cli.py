@@ -1,6 +1,8 @@
 """The `tf-objckpt` command line: inspect, verify, diff and convert checkpoints.
 
-Run as `python -m tf_objckpt COMMAND` or `tf-objckpt COMMAND`. A PATH is a
+Run as `python -m tf_objckpt COMMAND` or `tf-objckpt COMMAND`. `run SCRIPT
+[ARGS...]` runs a training script with TensorFlow patched to use tf_objckpt
+(`run_script`); its exit status is the script's. A PATH is a
 checkpoint prefix or a directory (its latest checkpoint is used, and the
 tool says which). Exit codes: 0 when all is well; 1 when problems or
 differences are found, a checkpoint too damaged to open included; 2 for
@@ -40,6 +42,8 @@ _EXAMPLES = {
     "convert": """example:
   tf-objckpt convert /tmp/legacy/model-7 /tmp/migrated/ckpt \\
       --objects my_project.models:build_objects --map dense/=encoder/dense/""",
+    "run": """example:
+  tf-objckpt run train.py --epochs 3      # as 'python train.py --epochs 3'""",
 }
 
 
@@ -48,7 +52,8 @@ def _parser():
       prog="tf-objckpt",
       description="Inspect, verify, compare and convert TensorFlow "
       "checkpoints (object-based or name-based, written by TensorFlow or "
-      "tf_objckpt).",
+      "tf_objckpt); run a training script with TensorFlow patched to use "
+      "tf_objckpt.",
       epilog="exit codes: 0 ok; 1 problems or differences found (or a "
       "checkpoint too damaged to open); 2 usage error or no checkpoint at "
       "the path. Run 'tf-objckpt COMMAND --help' for each command.")
@@ -109,6 +114,14 @@ def _parser():
   convert.add_argument("--allow-partial", action="store_true",
                        help="write even if some variables or values found no "
                        "match")
+
+  run = command("run", "Run a Python script as 'python SCRIPT ARGS...' "
+                "would, with TensorFlow patched to save and restore "
+                "checkpoints through tf_objckpt (patch_tensorflow()). The "
+                "exit status is the script's.")
+  run.add_argument("script", metavar="SCRIPT", help="the script to run")
+  run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="its arguments (options included)")
   return parser
 
 
@@ -185,8 +198,14 @@ def _convert(args):
   return EXIT_OK if result.written else EXIT_PROBLEMS
 
 
+def _run(args):
+  # Imported when used: the switch imports the v1 Saver (see tf_objckpt).
+  from tf_objckpt import run_script  # pylint: disable=g-import-not-at-top
+  return run_script.run(args.script, args.args)
+
+
 _COMMANDS = {"inspect": _inspect, "verify": _verify, "diff": _diff,
-             "convert": _convert}
+             "convert": _convert, "run": _run}
 
 
 def main(argv=None):

@@ -15,7 +15,6 @@ from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 from tensorflow.python.trackable import data_structures as tf_data_structures
-from tensorflow.python.util import deprecation
 
 from tf_objckpt import data_structures
 from tf_objckpt import functional_saver
@@ -424,13 +423,6 @@ class InitializationOnlyStatus(_LoadStatus):
     default_session(session, "initialize").run(initializers)
 
 
-_DEPRECATED_RESTORE_INSTRUCTIONS = (
-    "Restoring a name-based checkpoint with the object-based API matches "
-    "variables by their global names, which is fragile, and adds restore ops "
-    "on each call when graph building. Re-save the checkpoint with this "
-    "object-based saver's save() and use the new checkpoint from now on.")
-
-
 def _reached(obj, restore_uid):
   """Whether a restore reached `obj`, or every object a container holds."""
   # pylint: disable=protected-access
@@ -444,8 +436,6 @@ def _reached(obj, restore_uid):
 class NameBasedSaverStatus(_LoadStatus):
   """The status of restoring a name-based checkpoint by variable names."""
 
-  @deprecation.deprecated(date=None,
-                          instructions=_DEPRECATED_RESTORE_INSTRUCTIONS)
   def __init__(self, checkpoint, graph_view):
     self._checkpoint = checkpoint
     self._graph_view = graph_view

@@ -35,6 +35,7 @@ from tf_objckpt import commit
 from tf_objckpt import functional_saver
 from tf_objckpt import restore_plan
 from tf_objckpt import saver_builders
+from tf_objckpt import tf_compat
 from tf_objckpt import transfer_log
 # Re-exported: the builders are part of this module's API, as in TensorFlow.
 from tf_objckpt.saver_builders import BaseSaverBuilder  # pylint: disable=unused-import
@@ -527,8 +528,7 @@ class Saver(object):
       strip_default_attrs: drop default-valued attributes.
       save_debug_info: also write the GraphDebugInfo.
     """
-    graph_def = ops.get_default_graph().as_graph_def(
-        add_shapes=True, use_pybind11_proto=True)
+    graph_def = tf_compat.graph_def_with_shapes(ops.get_default_graph())
     return export_meta_graph(
         filename=filename,
         graph_def=graph_def,

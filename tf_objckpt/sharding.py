@@ -18,11 +18,11 @@ as the keys, slices and tensors of one write. It plans; the engine
 import functools
 import typing
 
-from tensorflow.python.checkpoint.sharding import sharding_util
 from tensorflow.python.framework import device as device_lib
 from tensorflow.python.framework import ops
 
 from tf_objckpt import saveable_object_util
+from tf_objckpt import tf_compat
 
 
 @functools.lru_cache(maxsize=None)
@@ -95,7 +95,7 @@ def _shardable_tensors(task, saveables):
   for spec, owner, tensor in zip(specs, owners, tensors):
     if tensor is None:  # An uninitialized variable: nothing to save.
       continue
-    shardable.append(sharding_util.ShardableTensor(
+    shardable.append(tf_compat.sharding_util.ShardableTensor(
         _tensor_save_spec=spec, tensor=tensor, dtype=spec.dtype,
         device=device_lib.DeviceSpec.from_string(spec.device or ""),
         name=spec.name, shape=tensor.shape, slice_spec=spec.slice_spec.strip(),

@@ -47,6 +47,7 @@ from tf_objckpt import object_graph_check
 from tf_objckpt import restore
 from tf_objckpt import restore_coordinator
 from tf_objckpt import sharding
+from tf_objckpt import tf_compat
 from tf_objckpt import tracking
 from tf_objckpt import transfer_log
 # Re-exported: the load statuses are part of this module's API, as in
@@ -219,6 +220,7 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
   __slots__ = ("durable", "assignment_map")
 
   def __init__(self, *args, durable=False, assignment_map=None, **kwargs):
+    tf_compat.check_options_arguments(kwargs)
     super().__init__(*args, **kwargs)
     self.durable = durable
     self.assignment_map = assignment_map

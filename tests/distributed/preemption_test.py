@@ -6,8 +6,6 @@ its restart code, and the restarted job resumes from that checkpoint. The
 same with TensorFlow's manager, for reference.
 """
 
-import signal
-
 import pytest
 import tensorflow as tf
 
@@ -24,11 +22,7 @@ def _train_until_preempted(directory, impl, kind, preempt_after):
                              impl, kind, 1000])
   try:
     assert process.stdout.readline().startswith('{"resumed_at": 0}')
-    for line in process.stdout:
-      if line.strip() == f"step {preempt_after}":
-        process.send_signal(signal.SIGTERM)
-        break
-    code, _, stderr = tl.finish(process, timeout=60)
+    code, stderr = tl.terminate_after_line(process, f"step {preempt_after}")
   finally:
     tl.kill_group(process)
   assert code == _RESTART_CODE, stderr[-5000:]

@@ -136,7 +136,14 @@ def test_save_and_manager_save_match_tensorflow(tmp_path, policy):
 
 @pytest.mark.parametrize("policy", ["max_size_1k", "one_key_per_shard"])
 def test_graph_mode_matches_tensorflow(tmp_path, policy):
-  """CheckpointV1 in a session; later saves reuse the save op."""
+  """CheckpointV1 in a session; later saves reuse the save op.
+
+  TensorFlow 2.16's `MaxShardSizePolicy` sizes string tensors in graph mode
+  by running the default session, and fails without one (later versions
+  read them otherwise); ours calls the same policy and fails alike.
+  """
+  tensorflow_fails = (policy == "max_size_1k"
+                      and tf.__version__.startswith("2.16."))
   paths = {}
   for impl in tl.IMPLS:
     with tl.GraphProgram(impl) as program:
@@ -146,13 +153,19 @@ def test_graph_mode_matches_tensorflow(tmp_path, policy):
       checkpoint = program.lib.CheckpointV1(**variables)
       options = _options(_POLICIES[policy]())
       prefix = str(tmp_path / impl / "ckpt")
-      paths[impl] = checkpoint.save(prefix, session=program.session,
-                                    options=options)
+      saved = tl.outcome(checkpoint.save, prefix, session=program.session,
+                         options=options)
+      assert saved.name == ("AttributeError" if tensorflow_fails else "ok")
+      if tensorflow_fails:
+        continue
+      paths[impl] = saved.result
       if impl == "ours":
         ops_before = len(program.graph.get_operations())
         checkpoint.save(prefix, session=program.session,
                         options=_options(_POLICIES[policy]()))
         assert len(program.graph.get_operations()) == ops_before
+  if tensorflow_fails:
+    return
   _assert_same_layout(paths)
   for path in paths.values():
     _check_restores(path)

@@ -9,7 +9,8 @@ restores the newest intact one, returns its path, makes it
 once per skipped checkpoint in `verify`'s words; with all three damaged it
 raises the newest one's error and assigns nothing. Eagerly into existing
 objects, eagerly into objects created after the restore, and graph
-building. TensorFlow's manager fails on a damaged newest checkpoint.
+building; TensorFlow's classes too while patched. TensorFlow's manager
+fails on a damaged newest checkpoint.
 """
 
 import logging
@@ -211,6 +212,19 @@ def test_manager_of_tensorflows_checkpoint_stops_at_damaged_newest(
                           max_to_keep=3)
   with pytest.raises(tf.errors.DataLossError):
     manager.restore_or_initialize()
+
+
+def test_tensorflow_classes_fall_back_while_patched(saved, tmp_path):
+  directory, words = _damaged_copy(saved, tmp_path, "truncated", 1)
+  model = tf.Module()
+  model.v = tf.Variable(np.zeros([_SIZE], np.float32))
+  with tl.tensorflow_patched(), tl.captured_logs(logging.WARNING) as messages:
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
+                                         directory, max_to_keep=3)
+    restored = manager.restore_or_initialize()
+  _check_warnings(_skip_warnings(messages), directory, 1, words)
+  assert restored == os.path.join(directory, "ckpt-2")
+  np.testing.assert_array_equal(model.v.numpy(), 2.)
 
 
 def test_mismatch_raises_without_fallback(saved, tmp_path):

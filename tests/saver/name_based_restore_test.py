@@ -8,6 +8,7 @@ and on creation) and by `CheckpointV1` in a graph (`initialize_or_restore`,
 once with ours; values and the outcomes of the status assertions must agree.
 """
 
+import logging as py_logging
 import os
 
 import keras
@@ -16,6 +17,8 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.util import deprecation
 import tf_keras
+
+from tf_objckpt import name_based
 
 import testlib as tl
 
@@ -273,20 +276,30 @@ def test_graph_restore_needs_the_save_counter(tmp_path, method):
     assert not np.any(observed[-1][0])
 
 
-def test_deprecation_warning_is_logged(tmp_path, monkeypatch):
+def test_one_line_points_to_convert_where_tensorflow_warns(tmp_path,
+                                                          monkeypatch):
+  """TensorFlow warns the feature is deprecated; we log how to convert."""
   path = _write("tf_eager", tmp_path / "ckpt",
                 _checkpointed_values("module", with_save_counter=False))
-  logged = {}
-  for impl in tl.IMPLS:
-    # Deprecation warnings are logged once per process; forget earlier ones.
+  hint = name_based._conversion_hint  # pylint: disable=protected-access
+
+  def restore_twice(impl, level):
+    # Both libraries log once per process; forget earlier restores.
     monkeypatch.setattr(deprecation, "_PRINTED_WARNING", {})
-    with tl.captured_logs() as messages:
-      tl.IMPLS[impl].Checkpoint(model=_make_target("module").obj).restore(
-          path)
-    logged[impl] = [m for m in messages if "deprecated" in m]
-  assert len(logged["ours"]) == len(logged["tf"]) == 1
-  assert ("NameBasedSaverStatus.__init__ (from tf_objckpt.load_status) is "
-          "deprecated") in logged["ours"][0]
+    monkeypatch.setattr(hint, "logged", False)
+    with tl.captured_logs(level=level) as messages:
+      for _ in range(2):
+        tl.IMPLS[impl].Checkpoint(
+            model=_make_target("module").obj).restore(path)
+    return messages
+
+  assert [m for m in restore_twice("tf", None) if "is deprecated" in m]
+  assert restore_twice("ours", None) == []  # Nothing at default levels.
+  assert [m for m in restore_twice("ours", py_logging.INFO)
+          if "convert" in m] == [
+              f"Restoring {path!r} by variable names: it is a name-based "
+              "checkpoint. `tf-objckpt convert` rewrites it as an "
+              "object-based checkpoint, restored by object."]
 
 
 @pytest.mark.parametrize("graph_mode", [False, True], ids=["eager", "graph"])
