@@ -210,3 +210,39 @@ def test_callbacks_that_change_tensors_fail_our_saves(tmp_path, change):
   assert "sharding callback" in str(error)
   assert f"A callback that {change}" in str(error)
   assert not os.listdir(tmp_path / "ours")
+
+
+def _strings():
+  return {
+      "text": np.array([b"d" * 90, b"e" * 80, b"f" * 10]),
+      "word": b"hello" * 30,
+      "short": b"hi",
+      "matrix": np.arange(60, dtype=np.float32).reshape(6, 10),
+  }
+
+
+def test_graph_mode_strings_in_a_default_session_match_tensorflow(tmp_path):
+  """In a default session TensorFlow's policy measures strings by running them.
+
+  Its shards then hold their values as bytes and arrays, not tensors; both
+  libraries save the same files from them. A later save of ours writes the
+  strings' new values (TensorFlow's, reusing its save op, the first ones).
+  """
+  policy = lambda: tf.train.experimental.MaxShardSizePolicy(100)  # pylint: disable=unnecessary-lambda-assignment
+  later = {}
+  for impl in tl.IMPLS:
+    with tl.GraphProgram(impl) as program, program.session.as_default():
+      variables = {name: program.variable(name, value)
+                   for name, value in _strings().items()}
+      program.initialize()
+      checkpoint = program.lib.CheckpointV1(**variables)
+      checkpoint.save(str(tmp_path / impl / "ckpt"), session=program.session,
+                      options=_options(policy()))
+      program.run(variables["word"].assign(b"changed"))
+      later[impl] = checkpoint.save(str(tmp_path / "later" / impl / "ckpt"),
+                                    session=program.session,
+                                    options=_options(policy()))
+  assert tl.file_layout(str(tmp_path / "ours" / "ckpt-1"))["num_shards"] >= 5
+  tl.assert_same_files(tmp_path)
+  reader = tf.train.load_checkpoint(later["ours"])  # Sliced strings: unread.
+  assert reader.get_tensor("word/.ATTRIBUTES/VARIABLE_VALUE") == b"changed"
