@@ -444,7 +444,7 @@ class CheckpointValues:
     # Eager reads take the path tensor; graph building, the path itself.
     self._eager_path = (path_tensor if context.executing_eagerly()
                         else save_path)
-    self._every_value_checked = False  # By `check_every_value`.
+    self.pieces_need_checking = True  # False once all values were read.
 
   def python_value(self, key):
     """The value of `key` as a numpy value (Python state)."""
@@ -491,33 +491,6 @@ class CheckpointValues:
       self._awaited.pop(name, None)
     return [self._read_ahead.pop(key) for key in wanted]
 
-  def check_every_value(self):
-    """Reads (so checks) every value now, so damage raises before any use.
-
-    Eagerly, up to two restore pieces are kept for the restore, which reads
-    nothing twice (`drop_unawaited` frees the rest); more are dropped, and
-    `restore_in_pieces` skips its own check.
-    """
-    specs = [KeyToRead(key, "", dtype) for key, dtype in self.dtypes.items()]
-    sizes = [byte_size(self.shapes[spec.name], spec.dtype) for spec in specs]
-    keep = (context.executing_eagerly() and
-            sum(sizes) <= 2 * _RESTORE_PIECE_BYTES)
-    with context.eager_mode():
-      for run in _runs_of_bytes(sizes, _RESTORE_PIECE_BYTES):
-        values = self._restore_v2(specs[run])
-        if keep:
-          self._read_ahead.update(
-              ((spec.name, ""), value) for spec, value in zip(specs[run],
-                                                              values))
-        del values
-    self._every_value_checked = True
-
-  def drop_unawaited(self):
-    """Frees the values read ahead that no object waits for."""
-    for key in [key for key in self._read_ahead
-                if key[0] not in self._awaited]:
-      del self._read_ahead[key]
-
   def restore_in_pieces(self, units):
     """Reads the values of `units` eagerly and hands each unit its own.
 
@@ -538,7 +511,7 @@ class CheckpointValues:
     if not units:
       return
     pieces = self._pieces(units)
-    for piece in [] if self._every_value_checked else pieces[:-1]:
+    for piece in pieces[:-1] if self.pieces_need_checking else ():
       unread = [spec for specs, _ in piece for spec in specs
                 if (spec.name, spec.slice_spec) not in self._read_ahead]
       if unread:

@@ -21,10 +21,46 @@ from tensorflow.python.platform import tf_logging as logging
 from tf_objckpt import bundle_index
 from tf_objckpt import checkpoint_listing
 from tf_objckpt import checkpoint_management
+from tf_objckpt import functional_saver
 from tf_objckpt import verify_checkpoint
 
 # Problems a warning or a line of `verify --all` names; the rest are counted.
 _PROBLEMS_SHOWN = 3
+
+
+class CheckedValues(functional_saver.CheckpointValues):
+  """A restore's `CheckpointValues` that reads every value before any use.
+
+  `check_every_value` reads (so checks the checksum of) every value of the
+  checkpoint before the restore assigns any or builds a restore op, values
+  restored later on creation included. Eagerly, a checkpoint of up to two
+  restore pieces is kept for the restore, which then reads nothing twice
+  (`drop_unawaited` frees what no object waits for); larger ones are read a
+  piece at a time and dropped, and the restore skips its own check.
+  """
+
+  def check_every_value(self):
+    """Reads every value now; a damaged one raises (see the class)."""
+    specs = [functional_saver.KeyToRead(key, "", dtype)
+             for key, dtype in self.dtypes.items()]
+    sizes = [functional_saver.byte_size(self.shapes[spec.name], spec.dtype)
+             for spec in specs]
+    piece_bytes = functional_saver._RESTORE_PIECE_BYTES  # pylint: disable=protected-access
+    keep = context.executing_eagerly() and sum(sizes) <= 2 * piece_bytes
+    with context.eager_mode():
+      for run in functional_saver._runs_of_bytes(sizes, piece_bytes):  # pylint: disable=protected-access
+        values = self._restore_v2(specs[run])
+        if keep:
+          self._read_ahead.update(
+              ((spec.name, ""), value)
+              for spec, value in zip(specs[run], values))
+        del values
+    self.pieces_need_checking = False
+
+  def drop_unawaited(self):
+    """Frees the values read ahead that no object waits for."""
+    self._read_ahead = {key: value for key, value in self._read_ahead.items()
+                        if key[0] in self._awaited}
 
 
 def damage(prefix):

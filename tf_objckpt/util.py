@@ -466,7 +466,7 @@ class TrackableSaver:
     object_graph_proto = functional_saver.read_object_graph(reader, save_path)
     if object_graph_proto is None:
       if check_values_first:
-        functional_saver.CheckpointValues(
+        intact_restore.CheckedValues(
             save_path, reader, save_path).check_every_value()
       return name_based.restore_by_names(
           save_path, reader, self._graph_view,
@@ -481,8 +481,9 @@ class TrackableSaver:
           self._restore_path_tensor = constant_op.constant(b"")
       path_tensor = self._restore_path_tensor
       feed_dict = {path_tensor: save_path}
-    values = functional_saver.CheckpointValues(save_path, reader,
-                                               path_tensor, options)
+    values_class = (intact_restore.CheckedValues if check_values_first
+                    else functional_saver.CheckpointValues)
+    values = values_class(save_path, reader, path_tensor, options)
     object_graph_check.check_object_graph(object_graph_proto, save_path,
                                           values.shapes)
     if check_values_first:
@@ -493,7 +494,8 @@ class TrackableSaver:
         graph_view=self._graph_view, options=options)
     restore.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
     self._restore_attached_dependencies(checkpoint)
-    values.drop_unawaited()
+    if check_values_first:
+      values.drop_unawaited()
     checkpoint.raise_mismatch()
     if not context.executing_eagerly():
       checkpoint.group_built_restore_ops()
