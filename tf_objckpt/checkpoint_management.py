@@ -28,6 +28,7 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 from tensorflow.python.util import deprecation
 
+from tf_objckpt import bundle_index
 from tf_objckpt import commit
 from tf_objckpt import functional_saver
 
@@ -362,6 +363,36 @@ def get_checkpoint_mtimes(checkpoint_prefixes):
   return mtimes
 
 
+def directory_checkpoints(directory, checkpoint_name=None):
+  """Prefixes of the checkpoints in `directory`, found by their files.
+
+  A prefix with an `.index` file or a data file counts, so that one whose
+  index is lost is found too; temporary files of saves do not.
+
+  Args:
+    directory: The directory to look in.
+    checkpoint_name: If given, only prefixes `<checkpoint_name>-<number>`.
+
+  Returns:
+    The prefixes, highest number first, then by name.
+  """
+  name = (r".+?" if checkpoint_name is None else
+          re.escape(checkpoint_name) + r"-\d+")
+  files = re.compile(rf"({name})(?:\.index|\.data-\d{{5}}-of-\d{{5}})")
+  try:
+    entries = file_io.list_directory(directory)
+  except errors.NotFoundError:
+    return []
+  names = {match.group(1) for match in map(files.fullmatch, entries) if match}
+
+  def newest_first(name):
+    number = re.search(r"-(\d+)$", name)
+    return (-int(number.group(1)) if number else 1, name)
+
+  return [os.path.join(directory, name) for name in sorted(names,
+                                                           key=newest_first)]
+
+
 def _delete_matching(pattern):
   for path in file_io.get_matching_files(pattern):
     try:
@@ -510,6 +541,9 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       self._step_counter = step_counter
       self._last_checkpoint_step = last_checkpoint_step
     self._maybe_delete = collections.OrderedDict()
+    # Names of checkpoints `restore_or_initialize` found damaged: kept on
+    # disk, unless a save replaces them.
+    self._damaged = set()
     self._recover_state()
     commit.remove_stale(self._checkpoint_prefix, keep=self._listed_names(),
                         state_file=STATE_FILENAME)
@@ -569,9 +603,10 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     return self._checkpoint_prefix
 
   def _listed_names(self):
-    """Names of the checkpoints the state file lists."""
+    """Names of the checkpoints the state file lists, or found damaged."""
     return {os.path.basename(path) for path in
-            list(self._maybe_delete) + [self._latest_checkpoint] if path}
+            list(self._maybe_delete) + [self._latest_checkpoint] if path
+            } | self._damaged
 
   def _check_state_unchanged(self):
     """Raises if another writer changed the state file since we saw it.
@@ -626,6 +661,7 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     """
     if durable:
       save.sync()
+    self._remove_rest_of_damaged(save_path)
     previous = (collections.OrderedDict(self._maybe_delete),
                 self._latest_checkpoint)
     self._maybe_delete.pop(save_path, None)  # A rewrite moves to the end.
@@ -641,6 +677,19 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     save.commit()
     self._sweep()
     self._record_state(durable)
+
+  def _remove_rest_of_damaged(self, save_path):
+    """Removes the data files a damaged checkpoint `save_path` had beyond
+    those of the save that replaced it (it may have had more shards)."""
+    name = os.path.basename(save_path)
+    if name not in self._damaged:
+      return
+    self._damaged.discard(name)
+    header, _ = bundle_index.read_header_and_keys(save_path)
+    written = "-of-%05d" % header.num_shards
+    for path in file_io.get_matching_files(save_path + _V2_DATA_GLOB):
+      if not path.endswith(written):
+        file_io.delete_file(path)
 
   def _increment_save_counter(self):
     """Adds one to the checkpoint's save counter and returns the counter."""
@@ -754,20 +803,76 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         return self._write(prefix, options, save)
 
   def restore_or_initialize(self):
-    """Restores the latest checkpoint, or calls `init_fn` if there is none.
+    """Restores the newest intact checkpoint, or calls `init_fn` if none.
+
+    With a tf_objckpt checkpoint, a damaged checkpoint (what `tf-objckpt
+    verify` finds: a missing or damaged index, a missing, short or corrupt
+    data file, a damaged object graph) is skipped with a warning, and the
+    next newest is tried: the managed checkpoints, then the directory's
+    other `<checkpoint_name>-<n>`, such as those kept by
+    `keep_checkpoint_every_n_hours`, also when the state file is missing or
+    unreadable. Nothing is assigned from a damaged checkpoint, and damaged
+    files stay on disk. `latest_checkpoint` becomes the restored path, and
+    `checkpoints` leaves out the damaged ones. With another checkpoint
+    object (TensorFlow's), the latest checkpoint is restored as TensorFlow
+    does.
 
     Returns:
       The restored prefix, or None if nothing was restored.
+
+    Raises:
+      The newest checkpoint's error if every checkpoint is damaged; at once,
+      the error of a restore failing for another reason (a shape mismatch).
     """
-    if self._latest_checkpoint is not None:
-      self._checkpoint.restore(self._latest_checkpoint)
+    restore_newest_intact = getattr(self._checkpoint,
+                                    "_restore_newest_intact", None)
+    if restore_newest_intact is None:
+      restored = self._latest_checkpoint
+      if restored is not None:
+        self._checkpoint.restore(restored)
+    else:
+      restored = self._restore_newest_intact(restore_newest_intact)
+    if restored is not None:
       if self._checkpoint_interval is not None:
         self._last_checkpoint_step = _evaluate(self._step_counter)
-      return self._latest_checkpoint
+      return restored
     if self._init_fn is not None:
       self._init_fn()
       logging.info("Initialized through `init_fn`.")
     return None
+
+  def _restore_newest_intact(self, restore_newest_intact):
+    """Restores the newest intact candidate; None if there is none."""
+    listed = [self._latest_checkpoint] if self._latest_checkpoint else []
+    listed = list(dict.fromkeys(listed + list(reversed(self._maybe_delete))))
+    if listed:
+      candidates = self._candidates(listed)
+    else:
+      candidates = self._unlisted_checkpoints(listed)
+      if not candidates:
+        return None
+      logging.warning(
+          "The checkpoint state file in %r is missing or unreadable, but "
+          "checkpoints are there: restoring the newest intact one.",
+          self._directory)
+    restored, damaged = restore_newest_intact(candidates)
+    for path in damaged:
+      self._maybe_delete.pop(path, None)
+      self._damaged.add(os.path.basename(path))
+    self._latest_checkpoint = restored
+    return restored
+
+  def _candidates(self, listed):
+    """`listed`, then the directory's others (listed once all of those fail)."""
+    yield from listed
+    yield from self._unlisted_checkpoints(listed)
+
+  def _unlisted_checkpoints(self, listed):
+    """The directory's `<checkpoint_name>-<n>` not in `listed`, newest first."""
+    seen = {os.path.normpath(path) for path in listed}
+    return [path for path in directory_checkpoints(
+        self._directory, os.path.basename(self._checkpoint_prefix))
+            if os.path.normpath(path) not in seen]
 
   def sync(self):
     """Waits for the checkpoint object's outstanding saves and restores."""

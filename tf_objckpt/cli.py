@@ -36,7 +36,8 @@ _EXAMPLES = {
   tf-objckpt inspect /tmp/train/ckpt-3 --keys
   tf-objckpt inspect /tmp/train/ckpt-3 --values model/layer_with_weights-0/kernel""",
     "verify": """example:
-  tf-objckpt verify /tmp/train/ckpt-3      # exit code 1 if anything is wrong""",
+  tf-objckpt verify /tmp/train/ckpt-3      # exit code 1 if anything is wrong
+  tf-objckpt verify /tmp/train --all       # every checkpoint, one line each""",
     "diff": """example:
   tf-objckpt diff /tmp/train/ckpt-3 /tmp/train/ckpt-4 --atol 1e-6""",
     "convert": """example:
@@ -89,6 +90,9 @@ def _parser():
   verify = command("verify", "Read every value of every shard, checking "
                    "checksums, and check the object graph's consistency.")
   verify.add_argument("path", metavar="PATH", help=_PATH_HELP)
+  verify.add_argument("--all", action="store_true",
+                      help="check every checkpoint of directory PATH (those "
+                      "its state file lists and the others), one line each")
 
   diff = command("diff", "List the differences between two checkpoints: "
                  "keys, dtypes and shapes, values, object graph.")
@@ -186,11 +190,37 @@ def _inspect(args):
 
 
 def _verify(args):
+  if args.all:
+    return _verify_all(args.path)
   from tf_objckpt import verify_checkpoint  # pylint: disable=g-import-not-at-top
   listing = _open(args.path, strict=False)
   result = verify_checkpoint.verify(listing)
   print("\n".join(verify_checkpoint.report_lines(listing, result)))
   return EXIT_PROBLEMS if result.errors else EXIT_OK
+
+
+def _verify_all(directory):
+  """One line per checkpoint of `directory`: intact, or what is damaged."""
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.lib.io import file_io
+  from tf_objckpt import checkpoint_listing
+  from tf_objckpt import intact_restore
+  # pylint: enable=g-import-not-at-top
+  if not file_io.is_directory(directory):
+    raise checkpoint_listing.NoCheckpointError(
+        f"{directory!r} is not a directory; --all checks the checkpoints of "
+        "a directory.")
+  prefixes = intact_restore.all_checkpoints(directory)
+  if not prefixes:
+    raise checkpoint_listing.NoCheckpointError(
+        f"{directory!r} holds no checkpoint.")
+  damaged = 0
+  for prefix in prefixes:
+    problems = intact_restore.damage(prefix)
+    damaged += bool(problems)
+    print(f"{prefix}: " + (f"damaged: {intact_restore.summary(problems)}"
+                           if problems else "intact"))
+  return EXIT_PROBLEMS if damaged else EXIT_OK
 
 
 def _diff(args):

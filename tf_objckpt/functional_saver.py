@@ -441,6 +441,10 @@ class CheckpointValues:
     self._device = io_device(options) or "/cpu:0"
     self._awaited = {}  # Keys of values waiting for their objects (ordered).
     self._read_ahead = {}  # (key, slice) -> value read ahead.
+    # Eager reads take the path tensor; graph building, the path itself.
+    self._eager_path = (path_tensor if context.executing_eagerly()
+                        else save_path)
+    self.pieces_need_checking = True  # False once all values were read.
 
   def python_value(self, key):
     """The value of `key` as a numpy value (Python state)."""
@@ -507,7 +511,7 @@ class CheckpointValues:
     if not units:
       return
     pieces = self._pieces(units)
-    for piece in pieces[:-1]:
+    for piece in pieces[:-1] if self.pieces_need_checking else ():
       unread = [spec for specs, _ in piece for spec in specs
                 if (spec.name, spec.slice_spec) not in self._read_ahead]
       if unread:
@@ -562,7 +566,7 @@ class CheckpointValues:
 
   def _read_unchecked(self, specs):
     return eager_restore_v2(
-        self.path_tensor, [spec.name for spec in specs],
+        self._eager_path, [spec.name for spec in specs],
         [spec.slice_spec for spec in specs],
         [spec.dtype.base_dtype for spec in specs],
         [byte_size(self.shapes.get(spec.name, ()), spec.dtype)

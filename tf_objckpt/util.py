@@ -41,6 +41,7 @@ from tf_objckpt import commit
 from tf_objckpt import data_structures
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt import intact_restore
 from tf_objckpt import load_status
 from tf_objckpt import name_based
 from tf_objckpt import object_graph_check
@@ -430,7 +431,7 @@ class TrackableSaver:
       saveables, _, _ = self._gather_saveables()
       return async_checkpoint.Snapshot(saveables)
 
-  def restore(self, save_path, options=None):
+  def restore(self, save_path, options=None, check_values_first=False):
     """Restores a checkpoint into the root and its dependencies.
 
     Existing objects are restored now (eagerly) or get restore ops (graph
@@ -440,6 +441,10 @@ class TrackableSaver:
     Args:
       save_path: A checkpoint path, or None to only initialize.
       options: Optional `tf.train.CheckpointOptions`.
+      check_values_first: Read every value of the checkpoint before
+        anything is assigned or any restore op is built, so that a damaged
+        value raises first even if it would be read later (restore ops,
+        restore-on-create). Eagerly this costs about nothing more.
 
     Returns:
       A `CheckpointLoadStatus`, `NameBasedSaverStatus`, or, for None, an
@@ -451,15 +456,18 @@ class TrackableSaver:
     save_path = compat.as_str(os.fspath(save_path))
     started = transfer_log.start()
     with _garbage_collection_paused():
-      status = self._restore(save_path, options)
+      status = self._restore(save_path, options, check_values_first)
     transfer_log.restored_status(save_path, started, status)
     return status
 
-  def _restore(self, save_path, options):
+  def _restore(self, save_path, options, check_values_first=False):
     with checkpoint_management.explaining_directories(save_path):
       reader = functional_saver.open_reader(save_path)
     object_graph_proto = functional_saver.read_object_graph(reader, save_path)
     if object_graph_proto is None:
+      if check_values_first:
+        intact_restore.CheckedValues(
+            save_path, reader, save_path).check_every_value()
       return name_based.restore_by_names(
           save_path, reader, self._graph_view,
           getattr(options, "assignment_map", None))
@@ -473,16 +481,21 @@ class TrackableSaver:
           self._restore_path_tensor = constant_op.constant(b"")
       path_tensor = self._restore_path_tensor
       feed_dict = {path_tensor: save_path}
-    values = functional_saver.CheckpointValues(save_path, reader,
-                                               path_tensor, options)
+    values_class = (intact_restore.CheckedValues if check_values_first
+                    else functional_saver.CheckpointValues)
+    values = values_class(save_path, reader, path_tensor, options)
     object_graph_check.check_object_graph(object_graph_proto, save_path,
                                           values.shapes)
+    if check_values_first:
+      values.check_every_value()
     checkpoint = restore_coordinator.CheckpointRestoreCoordinator(
         object_graph_proto=object_graph_proto, values=values,
         restore_op_cache=self._restore_op_cache,
         graph_view=self._graph_view, options=options)
     restore.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
     self._restore_attached_dependencies(checkpoint)
+    if check_values_first:
+      values.drop_unawaited()
     checkpoint.raise_mismatch()
     if not context.executing_eagerly():
       checkpoint.group_built_restore_ops()
@@ -718,7 +731,7 @@ class _CheckpointBase(tracking.AutoTrackable):
     with ops.colocate_with(self.save_counter):
       return self.save_counter.assign_add(1, read_value=True)
 
-  def _restore(self, save_path, options=None):
+  def _restore(self, save_path, options=None, check_values_first=False):
     """Restores the objects and the save counter.
 
     The save counter is created first, so that every restore, the first
@@ -727,10 +740,23 @@ class _CheckpointBase(tracking.AutoTrackable):
     """
     self._finish_pending_write()
     self._maybe_create_save_counter()
-    status = self._saver.restore(save_path=save_path, options=options)
+    status = self._saver.restore(save_path=save_path, options=options,
+                                 check_values_first=check_values_first)
     if isinstance(status, load_status.NameBasedSaverStatus):
       status.add_to_optionally_restored(self.save_counter)
     return status
+
+  def _restore_newest_intact(self, candidates):
+    """Restores the newest intact checkpoint of `candidates` (newest first).
+
+    What `CheckpointManager.restore_or_initialize` calls on checkpoints
+    whose restores are all-or-nothing; see `intact_restore`.
+
+    Returns:
+      The restored path, and the damaged paths skipped.
+    """
+    return intact_restore.restore_newest_intact(
+        lambda path: self._restore(path, check_values_first=True), candidates)
 
 
 def _as_path(file_prefix):

@@ -1,0 +1,146 @@
+"""Restoring the newest intact checkpoint: damage is what `verify` finds.
+
+A job restarting from a checkpoint that a torn copy, a failing disk or bit
+rot damaged would fail on every restart. `restore_newest_intact` tries the
+candidates newest first, each with a restore that reads every value before
+it assigns anything, so a damaged one leaves the objects untouched. When a
+restore fails, `damage` runs `verify` on that checkpoint: if it finds
+damage (a missing or damaged `.index`, a missing, short or corrupt data
+file, a damaged object graph) the checkpoint is skipped with a warning in
+`verify`'s words; any other failure (a shape or dtype mismatch, which older
+checkpoints would repeat) is raised at once.
+"""
+
+import os
+
+from tensorflow.python.eager import context
+from tensorflow.python.framework import errors
+from tensorflow.python.lib.io import file_io
+from tensorflow.python.platform import tf_logging as logging
+
+from tf_objckpt import bundle_index
+from tf_objckpt import checkpoint_listing
+from tf_objckpt import checkpoint_management
+from tf_objckpt import functional_saver
+from tf_objckpt import verify_checkpoint
+
+# Problems a warning or a line of `verify --all` names; the rest are counted.
+_PROBLEMS_SHOWN = 3
+
+
+class CheckedValues(functional_saver.CheckpointValues):
+  """A restore's `CheckpointValues` that reads every value before any use.
+
+  `check_every_value` reads (so checks the checksum of) every value of the
+  checkpoint before the restore assigns any or builds a restore op, values
+  restored later on creation included. Eagerly, a checkpoint of up to two
+  restore pieces is kept for the restore, which then reads nothing twice
+  (`drop_unawaited` frees what no object waits for); larger ones are read a
+  piece at a time and dropped, and the restore skips its own check.
+  """
+
+  def check_every_value(self):
+    """Reads every value now; a damaged one raises (see the class)."""
+    specs = [functional_saver.KeyToRead(key, "", dtype)
+             for key, dtype in self.dtypes.items()]
+    sizes = [functional_saver.byte_size(self.shapes[spec.name], spec.dtype)
+             for spec in specs]
+    piece_bytes = functional_saver._RESTORE_PIECE_BYTES  # pylint: disable=protected-access
+    keep = context.executing_eagerly() and sum(sizes) <= 2 * piece_bytes
+    with context.eager_mode():
+      for run in functional_saver._runs_of_bytes(sizes, piece_bytes):  # pylint: disable=protected-access
+        values = self._restore_v2(specs[run])
+        if keep:
+          self._read_ahead.update(
+              ((spec.name, ""), value)
+              for spec, value in zip(specs[run], values))
+        del values
+    self.pieces_need_checking = False
+
+  def drop_unawaited(self):
+    """Frees the values read ahead that no object waits for."""
+    self._read_ahead = {key: value for key, value in self._read_ahead.items()
+                        if key[0] in self._awaited}
+
+
+def damage(prefix):
+  """What `verify` finds damaged in checkpoint `prefix`; empty if intact.
+
+  Returns:
+    One line per problem, as `tf-objckpt verify` prints them. A checkpoint
+    without its `.index` file (V2), or that cannot be opened, is damaged.
+  """
+  with context.eager_mode():  # `verify` reads eagerly, graph building too.
+    return _damage(prefix)
+
+
+def _damage(prefix):
+  index_file = bundle_index.index_file_name(prefix)
+  if not (file_io.file_exists(index_file) or file_io.file_exists(prefix)):
+    return [str(verify_checkpoint.Problem(index_file, "",
+                                          "index file is missing"))]
+  try:
+    listing = checkpoint_listing.open_listing(prefix, strict=False)
+  except errors.OpError as e:
+    return [str(verify_checkpoint.Problem(
+        index_file, "", f"cannot be read: {type(e).__name__}: "
+        f"{verify_checkpoint.op_error_text(e)}"))]
+  return [str(problem) for problem in verify_checkpoint.verify(listing).errors]
+
+
+def all_checkpoints(directory):
+  """Every checkpoint of `directory`, listed in its state file or not.
+
+  Returns:
+    The prefixes the state file lists, newest first, then the others the
+    directory's files show (`checkpoint_management.directory_checkpoints`).
+  """
+  state = checkpoint_management.get_checkpoint_state(directory)
+  listed = []
+  if state is not None:
+    listed = [state.model_checkpoint_path, *reversed(
+        state.all_model_checkpoint_paths)]
+  listed = list(dict.fromkeys(os.path.normpath(path) for path in listed))
+  return listed + [
+      path for path in checkpoint_management.directory_checkpoints(directory)
+      if os.path.normpath(path) not in listed]
+
+
+def summary(problems):
+  """The first few `problems` (from `damage`), joined in one line."""
+  shown = "; ".join(problems[:_PROBLEMS_SHOWN])
+  more = len(problems) - _PROBLEMS_SHOWN
+  return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def restore_newest_intact(restore, candidates):
+  """Restores the first intact checkpoint of `candidates`.
+
+  Args:
+    restore: Restores one path, assigning nothing if it raises.
+    candidates: Checkpoint prefixes, newest first (an iterable, not empty).
+
+  Returns:
+    The restored prefix, and the damaged prefixes skipped before it.
+
+  Raises:
+    The newest candidate's error, if every candidate is damaged; at once,
+    the error of a restore that fails for another reason than damage.
+  """
+  skipped, first_error = [], None
+  for path in candidates:
+    try:
+      restore(path)
+    except Exception as e:  # pylint: disable=broad-except
+      # Damage is classified by what `verify` finds, not by the error's type:
+      # TensorFlow raises NotFoundError for an absent key too.
+      problems = damage(path)
+      if not problems:
+        raise
+      logging.warning("Skipped damaged checkpoint %s: %s", path,
+                      summary(problems))
+      skipped.append(path)
+      first_error = first_error or e
+      continue
+    return path, skipped
+  raise first_error
