@@ -20,9 +20,17 @@ counts steps in `iterations`. TensorFlow restores none of these into Keras 3;
 - the learning rate, which v1 optimizers do not save, keeps its value
   unless a key matches its name.
 
-Slots are recognized by the names Keras 3 gives them, so slots created
-when an optimizer is built after `restore()` are matched as they are made.
-`leftover_keys` names the v1 optimizer values that found no home.
+Keras 3 versions name optimizer variables differently (Keras 3.3 names
+Adagrad's accumulators just `accumulator`, and keeps `iterations` as a
+plain attribute rather than `_iterations`), so they are recognized by the
+optimizer's structure: `iterations` is the optimizer's own variable, and a
+slot is element i of a list the optimizer keeps parallel to its
+`_trainable_variables`, the slot of variable i. Only the slot's kind is
+read from its name, which ends with the name the optimizer gave it
+(`momentum`). A slot made while an optimizer is built after `restore()` is
+in no list yet: it is matched as it is made, by its name when that holds
+its variable's path, else by how many slots of its kind the build made
+before it. `leftover_keys` names the v1 optimizer values that found no home.
 """
 
 import math
@@ -41,6 +49,12 @@ from tf_objckpt import saveable_object
 _KERAS3_OPTIMIZER_MODULE = "keras.src.optimizers.base_optimizer"
 BETA_POWERS = ("beta1_power", "beta2_power")
 GLOBAL_STEP = "global_step"
+# A Keras 3 optimizer's lists of the variables it trains and of those it
+# owns (its slots among them), and where it keeps its step count (Keras
+# 3.3 sets `iterations`; later versions `_iterations`, read by a property).
+_TRAINED = "_trainable_variables"
+_OWNED = "_variables"
+_ITERATIONS_ATTRIBUTES = ("_iterations", "iterations")
 
 # Keras 3 optimizer class -> (v1 optimizer name, Keras 3 slot names in the
 # order the v1 optimizer creates its slots). The v1 slots are named
@@ -237,6 +251,86 @@ class IterationsSaveable(saveable_object.SaveableObject):
     return None if context.executing_eagerly() else assigned.op
 
 
+def _slot_kind(variable, kinds):
+  """The kind in `kinds` that `variable` is named after, or None.
+
+  Keras 3 names a slot by its kind (`accumulator`), after its variable's
+  path in most versions (`sequential_dense_kernel_accumulator`).
+  """
+  name = variable.name
+  named = [kind for kind in kinds
+           if name == kind or name.endswith("_" + kind)]
+  return max(named, key=len) if named else None
+
+
+class _OptimizerStructure:
+  """Which variable each slot of a Keras 3 optimizer belongs to.
+
+  Read from the optimizer's lists: element i of a list as long as
+  `_trainable_variables` that holds variables the optimizer owns is the
+  slot of trained variable i.
+  """
+
+  def __init__(self, optimizer, signature):
+    self.signature = signature
+    self._name = optimizer.name
+    self._trained = list(getattr(optimizer, _TRAINED, ()))
+    self._owned = list(getattr(optimizer, _OWNED, ()))
+    self._positions = {id(owned): position
+                       for position, owned in enumerate(self._owned)}
+    self._by_path = {variable.path.replace("/", "_"): variable
+                     for variable in self._trained}
+    self._slot_index = {}
+    for name, value in vars(optimizer).items():
+      if (name in (_TRAINED, _OWNED) or not isinstance(value, list) or
+          len(value) != len(self._trained)):
+        continue
+      for index, element in enumerate(value):
+        if id(element) in self._positions:
+          self._slot_index.setdefault(id(element), index)
+
+  @staticmethod
+  def signature(optimizer):
+    """What changes when the optimizer's lists do."""
+    return tuple((name, id(value), len(value))
+                 for name, value in vars(optimizer).items()
+                 if isinstance(value, list))
+
+  def slot_of(self, variable, kinds):
+    """`(trained variable, kind)` if `variable` is a slot of a kind in `kinds`.
+
+    None if it is not one of the optimizer's slots of those kinds.
+    """
+    kind = _slot_kind(variable, kinds)
+    if kind is None:
+      return None
+    index = self._slot_index.get(id(variable))
+    if index is not None:
+      return self._trained[index], kind
+    if self._name in variable.path.split("/")[:-1]:
+      return self._slot_being_built(variable, kind)
+    return None
+
+  def _slot_being_built(self, variable, kind):
+    """The variable of a slot made under the optimizer's name, in no list.
+
+    A build makes the slots of a kind in the order of
+    `_trainable_variables`, and tracks each as it is made, before it adds it
+    to `_variables` or to a slot list. The slot is named after its
+    variable's path, or follows as many of its kind as the variables before
+    its own.
+    """
+    reference = self._by_path.get(variable.name[:-len(kind) - 1])
+    if reference is not None:
+      return reference, kind
+    position = self._positions.get(id(variable), len(self._owned))
+    index = sum(_slot_kind(owned, (kind,)) is not None
+                for owned in self._owned[:position])
+    if index < len(self._trained):
+      return self._trained[index], kind
+    return None
+
+
 class Keras3Optimizers:
   """The Keras 3 optimizers a name-based restore has seen, and their state.
 
@@ -260,8 +354,8 @@ class Keras3Optimizers:
     self._match = match
     self._values = values
     self._optimizers = object_identity.ObjectIdentityWeakSet()
-    # Optimizer -> (ids of its trained variables, `_trained_variables`).
-    self._trained = object_identity.ObjectIdentityWeakKeyDictionary()
+    # Optimizer -> its `_OptimizerStructure`.
+    self._structures = object_identity.ObjectIdentityWeakKeyDictionary()
     # Checkpoint key -> why it found no home, for reports.
     self.unplaced = {}
 
@@ -277,24 +371,21 @@ class Keras3Optimizers:
   def slot_source(self, variable):
     """The v1 slot's `Source` for a Keras 3 optimizer slot, or None.
 
-    Slots are recognized by name (`<variable path with _>_<slot name>`)
-    among the optimizers' trained variables, and must have been made under
-    the optimizer's name scope. A slot that needs converting but cannot be
-    is None, with the reason in `unplaced`.
+    A slot is one of the variables a seen optimizer owns, of a kind
+    `v1_slot_suffixes` knows, for one of the variables it trains (see the
+    module docstring). A slot that needs converting but cannot be is None,
+    with the reason in `unplaced`.
     """
-    name = variable.name
-    scopes = variable.path.split("/")[:-1]
     for optimizer in self._optimizers:
-      if optimizer.name not in scopes:
+      suffixes = v1_slot_suffixes(optimizer)
+      found = self._structure(optimizer).slot_of(variable, suffixes)
+      if found is None:
         continue
-      for slot, suffix in v1_slot_suffixes(optimizer).items():
-        if not name.endswith("_" + slot):
-          continue
-        reference = self._trained_variables(optimizer).get(
-            name[:-len(slot) - 1])
-        key = reference is not None and self._match(reference.path)
-        if key:
-          return self._converted(optimizer, f"{key}/{suffix}")
+      reference, kind = found
+      key = self._match(reference.path)
+      if not key:
+        return None
+      return self._converted(optimizer, f"{key}/{suffixes[kind]}")
     return None
 
   def _converted(self, optimizer, key):
@@ -307,20 +398,19 @@ class Keras3Optimizers:
       return Source(key)
     return Source(key, scale, f"times -learning_rate = {scale:g}")
 
-  def _trained_variables(self, optimizer):
-    """`{variable path, "/" as "_": variable}` of what `optimizer` trains."""
-    trained = list(getattr(optimizer, "_trainable_variables", ()))
-    identities = tuple(id(variable) for variable in trained)
-    cached = self._trained.get(optimizer)
-    if cached is None or cached[0] != identities:
-      cached = (identities, {variable.path.replace("/", "_"): variable
-                             for variable in trained})
-      self._trained[optimizer] = cached
-    return cached[1]
+  def _structure(self, optimizer):
+    """`optimizer`'s `_OptimizerStructure`, made again when its lists change."""
+    signature = _OptimizerStructure.signature(optimizer)
+    cached = self._structures.get(optimizer)
+    if cached is None or cached.signature != signature:
+      cached = _OptimizerStructure(optimizer, signature)
+      self._structures[optimizer] = cached
+    return cached
 
   def _optimizer_counting(self, variable):
     for optimizer in self._optimizers:
-      if getattr(optimizer, "_iterations", None) is variable:
+      if any(vars(optimizer).get(name) is variable
+             for name in _ITERATIONS_ATTRIBUTES):
         return optimizer
     return None
 

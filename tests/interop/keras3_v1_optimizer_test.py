@@ -102,6 +102,17 @@ def _assert_same_step(model, v1_after, renamed=None):
                                atol=1e-6, err_msg=key)
 
 
+def _iterations_path(optimizer):
+  """The object path of `optimizer.iterations` under "optimizer".
+
+  Keras 3.3 tracks it as `iterations`, later versions as `_iterations`.
+  """
+  names = [name for name, child in optimizer._trackable_children().items()  # pylint: disable=protected-access
+           if child is optimizer.iterations]
+  assert len(names) == 1, names
+  return f"optimizer/{names[0]}"
+
+
 def _restore(path, built):
   model, optimizer = _model(built), OPTIMIZERS["adam"][1]()
   if built:
@@ -117,7 +128,7 @@ def _restore(path, built):
 def test_adam_steps_on_like_v1(tmp_path, built, global_step):
   path, v1_after = _v1_train(tmp_path, OPTIMIZERS["adam"][0](), global_step)
   model, optimizer, status = _restore(path, built)
-  assert int(optimizer.iterations) == _STEPS  # Set before the build.
+  assert int(optimizer.iterations.numpy()) == _STEPS  # Set before the build.
   _keras_step(model, optimizer)
   _assert_same_step(model, v1_after)
   status.assert_consumed()
@@ -130,7 +141,7 @@ def test_adam_steps_on_like_v1(tmp_path, built, global_step):
   assert by_key["dense/kernel/Adam"].path.startswith("optimizer/")
   # The count came from beta1_power, checked by beta2_power, even when a
   # global_step is there too: it stays unmatched.
-  assert by_key["beta1_power"].path == "optimizer/_iterations"
+  assert by_key["beta1_power"].path == _iterations_path(optimizer)
   assert f"iterations = {_STEPS}" in by_key["beta1_power"].note
   assert "agrees" in by_key["beta2_power"].note
   assert "'beta1_power' (iterations = 3" in str(report)
@@ -147,7 +158,7 @@ def test_optimizer_tracked_after_restore_steps_on_like_v1(tmp_path):
   checkpoint = tf_objckpt.Checkpoint(model=model)
   status = checkpoint.restore(path)
   checkpoint.optimizer = optimizer
-  assert int(optimizer.iterations) == _STEPS
+  assert int(optimizer.iterations.numpy()) == _STEPS
   _keras_step(model, optimizer)  # Builds the optimizer: slots land here.
   _assert_same_step(model, v1_after)
   status.assert_consumed()
@@ -184,7 +195,7 @@ def test_v1_optimizers_step_on_like_v1(tmp_path, name):
   status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
       path)
   status.assert_consumed()
-  assert int(optimizer.iterations) == _STEPS
+  assert int(optimizer.iterations.numpy()) == _STEPS
   _keras_step(model, optimizer)
   _assert_same_step(model, v1_after)
   report = status.report()
@@ -193,8 +204,58 @@ def test_v1_optimizers_step_on_like_v1(tmp_path, name):
     assert [value.key for value in report.unmatched] == ["global_step"]
   else:
     assert [value.path for value in report.restored
-            if value.key == "global_step"] == ["optimizer/_iterations"]
+            if value.key == "global_step"] == [_iterations_path(optimizer)]
     assert not report.unmatched, report
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_v1_optimizers_built_after_restore_step_on_like_v1(tmp_path, name):
+  """Each slot is recognized as the build makes it (in no list yet)."""
+  make_v1, make_keras = OPTIMIZERS[name]
+  path, v1_after = _v1_train(tmp_path, make_v1())
+  model, optimizer = _model(built=False), make_keras()
+  status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
+      path)
+  _keras_step(model, optimizer)
+  _assert_same_step(model, v1_after)
+  status.assert_consumed()
+
+
+def _named_by_kind(optimizer):
+  """A copy of `optimizer` naming each slot by its kind alone (`momentum`).
+
+  As Keras 3.3's Adagrad and Ftrl named their accumulators: the slot's name
+  does not say which variable it belongs to.
+  """
+
+  class NamedByKind(type(optimizer)):
+
+    def add_variable_from_reference(self, reference_variable, name=None,
+                                    initializer="zeros"):
+      return self.add_variable(shape=reference_variable.shape,
+                               initializer=initializer,
+                               dtype=reference_variable.dtype, name=name)
+
+  return NamedByKind.from_config(optimizer.get_config())
+
+
+@pytest.mark.parametrize("built", [True, False], ids=["built", "deferred"])
+@pytest.mark.parametrize("name", ["adagrad", "adam", "ftrl", "momentum"])
+def test_slots_named_by_kind_follow_the_optimizer_lists(tmp_path, name,
+                                                         built):
+  """Slots are matched by the optimizer's structure, not their full names."""
+  make_v1, make_keras = OPTIMIZERS[name]
+  path, v1_after = _v1_train(tmp_path, make_v1())
+  model, optimizer = _model(built), _named_by_kind(make_keras())
+  if built:
+    optimizer.build(model.trainable_variables)
+    assert {variable.name for variable in optimizer.variables[2:]} <= {
+        "momentum", "velocity", "accumulator", "linear"}
+  status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
+      path)
+  _keras_step(model, optimizer)
+  _assert_same_step(model, v1_after)
+  status.assert_consumed()
 
 
 def test_v1_slots_without_a_keras_home_fail_assert_consumed(tmp_path):
@@ -263,11 +324,12 @@ def test_inconsistent_beta_powers_leave_iterations_named(tmp_path):
   optimizer.build(model.trainable_variables)
   status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
       path)
-  assert int(optimizer.iterations) == 0
+  assert int(optimizer.iterations.numpy()) == 0
   report = status.report()
   notes = {value.key: value.note for value in report.unmatched}
   assert "no integer power" in notes["beta1_power"]
-  assert any("_iterations" in text for text in report.objects_without_values)
+  assert any(text.startswith(_iterations_path(optimizer))
+             for text in report.objects_without_values)
   with pytest.raises(AssertionError, match="iteration.*no integer power"):
     status.assert_consumed()
 
@@ -278,10 +340,10 @@ def test_global_step_counts_when_the_powers_cannot(tmp_path):
   optimizer.build(model.trainable_variables)
   status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
       path)
-  assert int(optimizer.iterations) == _STEPS
+  assert int(optimizer.iterations.numpy()) == _STEPS
   report = status.report()
   assert [value.path for value in report.restored
-          if value.key == "global_step"] == ["optimizer/_iterations"]
+          if value.key == "global_step"] == [_iterations_path(optimizer)]
   with pytest.raises(AssertionError, match="beta1_power"):
     status.assert_consumed()  # The powers found no home.
 
@@ -301,7 +363,7 @@ def test_assignment_map_names_the_count_and_moves_the_slots(tmp_path):
   status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
       path, options=options)
   by_key = {value.key: value for value in status.report().restored}
-  assert by_key["global_step"].path == "optimizer/_iterations"
+  assert by_key["global_step"].path == _iterations_path(optimizer)
   assert by_key["dense/kernel/Adam_1"].path.startswith("optimizer/")
   _keras_step(model, optimizer)
   _assert_same_step(model, v1_after, renamed={"hidden/": "dense/"})
