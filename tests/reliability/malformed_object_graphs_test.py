@@ -4,9 +4,14 @@ A checkpoint's object graph comes from disk. Whatever it holds, a restore
 must neither hang nor crash nor raise anything but a TensorFlow error type,
 a `ValueError` or (from the status assertions) an `AssertionError`; and a
 graph that refers to nodes or values that do not exist is a `DataLossError`
-naming the checkpoint, before anything is assigned. Hundreds of graphs are
-generated from one real checkpoint (with optimizer slots), each restored
-under a time limit; a 100,000-node chain restores in linear time.
+naming the checkpoint, before anything is assigned. So is a graph whose
+slots refer to the wrong kind of node (the root, or a node holding no
+variable), or whose slot objects turn out to be of the wrong kind (a
+variable's path leads to a layer, an optimizer's to a variable). Hundreds
+of graphs are generated from one real checkpoint (with optimizer slots),
+each restored under a time limit; a 100,000-node chain restores in linear
+time. Two attributes naming one key, and a child listed twice under one
+name, restore as in TensorFlow.
 """
 
 import random
@@ -60,8 +65,9 @@ def _write(prefix, values, proto):
   return prefix
 
 
-# Mutations: each changes the object graph in place; the first eight make
-# it structurally invalid (which must be a DataLossError).
+# Mutations: each changes the object graph in place; those of
+# `_INVALIDATING_MUTATIONS` make it structurally invalid (which must be a
+# DataLossError).
 def _child_out_of_range(proto, rng):
   node = rng.choice([n for n in proto.nodes if n.children])
   rng.choice(node.children).node_id = len(proto.nodes) + rng.randrange(5)
