@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import json
 import functools
+import importlib.metadata
 import io
 import logging as py_logging
 import os
@@ -654,7 +655,10 @@ def labelled(variables, optimizer):
 # whose legacy optimizers keep it in slot variables.
 # ----------------------------------------------------------------------------
 
-FLAVORS = ("keras3", "tf_keras", "tf_keras_legacy")
+# TensorFlow 2.16 and later install Keras 3 as `keras`; on 2.15 it is Keras 2,
+# which is `tf.keras` there, and the Keras 3 flavor does not apply.
+KERAS_3 = int(importlib.metadata.version("keras").split(".")[0]) >= 3
+FLAVORS = ("keras3",) * KERAS_3 + ("tf_keras", "tf_keras_legacy")
 MODEL_KINDS = ("sequential", "functional", "subclassed")
 
 
@@ -662,6 +666,9 @@ def keras_module(flavor):
   """`keras` for Keras 3, `tf_keras` for both Keras 2 flavors."""
   import keras  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
+  if flavor == "keras3" and not KERAS_3:
+    raise RuntimeError(f"keras is Keras {keras.__version__} on TensorFlow "
+                       f"{tf.__version__}: mark Keras 3 tests keras3")
   return keras if flavor == "keras3" else tf_keras
 
 

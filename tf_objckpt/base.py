@@ -38,6 +38,11 @@ VARIABLE_VALUE_KEY = trackable_utils.VARIABLE_VALUE_KEY
 OBJECT_CONFIG_JSON_KEY = "OBJECT_CONFIG_JSON"
 
 
+# TensorFlow's: a weak named edge, and a checkpointed slice's description.
+WeakTrackableReference = tf_base.WeakTrackableReference
+ShardInfo = tf_base.ShardInfo
+
+
 class TrackableReference(NamedTuple):
   """A named edge from a trackable to one of its dependencies."""
   name: str
@@ -178,8 +183,9 @@ class Trackable(tf_base.Trackable):
     self._maybe_initialize_trackable()
     if not isinstance(trackable, tf_base.Trackable):
       raise TypeError(
-          f"Only trackable objects can be tracked; got {trackable!r} of type "
-          f"{type(trackable).__name__} for dependency {name!r}.")
+          "Trackable._track_trackable() can only be used to track objects of "
+          f"type Trackable. Got type {type(trackable)}: {trackable!r}, for "
+          f"the dependency {name!r}.")
     if not getattr(self, "_manual_tracking", True):
       return trackable
     reference = TrackableReference(name=name, ref=trackable)
@@ -188,9 +194,11 @@ class Trackable(tf_base.Trackable):
     if current is not None and current is not trackable:
       if not overwrite:
         raise ValueError(
-            f"A different object is already tracked as {name!r} by "
-            f"{type(self).__name__}; dependency names must be unique "
-            "(pass overwrite=True to replace it).")
+            f"Called Trackable._track_trackable() with name={name!r}, but a "
+            "Trackable with this name is already declared as a dependency. "
+            f"{type(self).__name__} tracks {current!r} as {name!r}, not "
+            f"{trackable!r}; names must be unique (pass overwrite=True to "
+            "replace it).")
       dependencies[:] = [reference if old.name == name else old
                          for old in dependencies]
     by_name = self._self_unconditional_dependency_names

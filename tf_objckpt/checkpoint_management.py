@@ -117,10 +117,10 @@ def generate_checkpoint_state_proto(save_dir,
   if (all_model_checkpoint_timestamps and
       len(all_model_checkpoint_timestamps) != len(paths)):
     raise ValueError(
-        "Got %d checkpoint timestamps %s for %d checkpoint paths %s; the "
-        "numbers must match." % (len(all_model_checkpoint_timestamps),
-                                 list(all_model_checkpoint_timestamps),
-                                 len(paths), paths))
+        "Checkpoint timestamps, if provided, must match checkpoint paths "
+        "(got paths %s and timestamps %s): %d timestamps for %d paths." % (
+            paths, list(all_model_checkpoint_timestamps),
+            len(all_model_checkpoint_timestamps), len(paths)))
   if not os.path.isabs(save_dir):
     def rel(p):
       return p if os.path.isabs(p) else os.path.relpath(p, save_dir)
@@ -184,8 +184,9 @@ def _write_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
       last_preserved_timestamp=last_preserved_timestamp)
   if state.model_checkpoint_path == state_path:
     raise RuntimeError(
-        "Save path '%s' is the path of the checkpoint state file; choose "
-        "another save path." % model_checkpoint_path)
+        "Save path '%s' conflicts with path used for checkpoint state: it "
+        "is the checkpoint state file. Please use a different save path." %
+        model_checkpoint_path)
   text = text_format.MessageToString(state)
   _atomic_write(state_path, text, durable=durable)
   return text
@@ -366,8 +367,10 @@ def _delete_matching(pattern):
     try:
       file_io.delete_file(path)
     except errors.NotFoundError:
-      logging.warning("'%s' vanished before it could be deleted; another "
-                      "process may be deleting it too.", path)
+      logging.warning("Hit NotFoundError when deleting '%s', possibly because "
+                      "another process/thread is also deleting/moving the "
+                      "same file: it vanished before it could be deleted.",
+                      path)
 
 
 @deprecation.deprecated(
@@ -733,7 +736,8 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       commit.check_durable(self._prefix)
     # A pending asynchronous save records (or raises) before we check.
     self.sync()
-    file_io.recursive_create_dir(self._directory)  # To lock it.
+    with commit.explaining_failures(self._prefix):
+      file_io.recursive_create_dir(self._directory)  # To lock it.
     with commit.exclusively(self._directory):
       self._check_state_unchanged()
       if self._checkpoint_interval is not None:

@@ -37,12 +37,18 @@ A leftover is stale when no save of tf_objckpt is still writing it:
 Saves by TensorFlow's own classes take no lock: do not let them write the
 same prefixes while tf_objckpt saves there.
 
+A save that fails with TensorFlow's error keeps its type; its message
+starts with the checkpoint and, when the file system shows one, the reason
+(`Cannot save checkpoint '<prefix>': directory '<dir>' is not writable.`),
+then TensorFlow's own.
+
 Durable saves (`durable=True`) fsync the checkpoint's files and its
 directory before the save commits, through `os`: TensorFlow's file layer
 cannot fsync, so they work on local paths only.
 """
 
 import contextlib
+import copy
 import os
 import re
 import threading
@@ -93,8 +99,8 @@ class Save:
   def __init__(self, prefix=None, directory=None, name=None):
     self.prefix = prefix
     self.committed = False
-    self._directory = directory
-    self._name = name
+    self.directory = directory
+    self.name = name
 
   def commit(self):
     """Marks the save as done: a later failure no longer undoes it."""
@@ -107,8 +113,8 @@ class Save:
     local = _local_path(self.prefix)
     if local is None:
       raise _not_durable(self.prefix)
-    finished = re.compile(rf"{re.escape(self._name)}(?:{_FINAL})")
-    for entry in _entries(self._directory):
+    finished = re.compile(rf"{re.escape(self.name)}(?:{_FINAL})")
+    for entry in _entries(self.directory):
       if finished.fullmatch(entry):
         fsync(os.path.join(os.path.dirname(local), entry))
     fsync(os.path.dirname(local) or ".")
@@ -440,8 +446,18 @@ def saving(prefix, base=None, keep=(), extra_files=(), state_file=None,
     return
   directory, name = os.path.split(prefix)
   save = Save(prefix, directory, name)
-  if make_directory and directory:
-    file_io.recursive_create_dir(directory)
+  with explaining_failures(prefix, state_file):
+    if make_directory and directory:
+      file_io.recursive_create_dir(directory)
+    with _undoing_failures(save, base, keep, extra_files, state_file):
+      yield save
+
+
+@contextlib.contextmanager
+def _undoing_failures(save, base, keep, extra_files, state_file):
+  """Cleans up before `save`; removes what it wrote if it fails."""
+  directory, name = save.directory, save.name
+  key = (threading.get_ident(), save.prefix)
   with _holding(directory, exclusive=False, wait=False) as (lock, acquired):
     entries = _scan(directory)
     before = None  # Unknown: a failure removes temporary files only.
@@ -486,3 +502,90 @@ def _undo(directory, name, before, extra_files):
     for entry in _scan(extra_directory) or ():
       if temporary.fullmatch(entry):
         _remove(os.path.join(extra_directory, entry))
+
+
+# ----------------------------------------------------------------------------
+# Explaining failed saves.
+# ----------------------------------------------------------------------------
+
+# Reasons an error's message gives (the C library's texts), in user terms.
+_REASONS_BY_TEXT = (
+    ("No space left on device", "no space is left on the device holding {}"),
+    ("File too large", "a file in {} would outgrow this process's file size "
+     "limit"),
+)
+
+
+@contextlib.contextmanager
+def explaining_failures(prefix, state_file=None):
+  """Leads the message of a TensorFlow error raised inside by the reason.
+
+  The error keeps its type; its message becomes `Cannot save checkpoint
+  '<prefix>': <reason>.` (the reason when one is found) and TensorFlow's.
+
+  Args:
+    prefix: The checkpoint being written.
+    state_file: The name of the state file the save updates, if any.
+
+  Yields:
+    Nothing.
+  """
+  try:
+    yield
+  except errors.OpError as error:
+    explained = _explained(error, prefix, state_file)
+    if explained is error:
+      raise
+    raise explained.with_traceback(error.__traceback__) from None
+
+
+def _explained(error, prefix, state_file):
+  """A copy of `error` whose message names the checkpoint and the reason."""
+  lead = f"Cannot save checkpoint {prefix!r}"
+  if error.message.startswith(lead):
+    return error  # Explained by an enclosing save already.
+  reason = _reason(error, prefix, state_file)
+  explained = copy.copy(error)
+  explained._message = (  # pylint: disable=protected-access
+      f"{lead}: {reason}.\n{error.message}" if reason else
+      f"{lead}.\n{error.message}")
+  return explained
+
+
+def _reason(error, prefix, state_file):
+  """Why a save of `prefix` failed, as the file system shows it, or None."""
+  directory = os.path.dirname(prefix) or "."
+  local = _local_path(directory)
+  if local is not None:
+    existing = _deepest_existing(local)
+    if existing == os.path.abspath(local):
+      existing = directory  # As the caller wrote it.
+    if not os.path.isdir(existing):
+      return f"{existing!r} is a file, not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+      return f"directory {existing!r} is not writable"
+  if not _is_directory(directory):
+    return f"directory {directory!r} does not exist"
+  for text, reason in _REASONS_BY_TEXT:
+    if text in error.message:
+      return reason.format(f"directory {directory!r}")
+  for path in (prefix + ".index",
+               state_file and os.path.join(directory, state_file)):
+    if path and _is_directory(path):
+      return f"{path!r} is a directory, where the save writes a file"
+  return None
+
+
+def _deepest_existing(local):
+  """`local` as an absolute path, or its deepest parent that exists."""
+  path = os.path.abspath(local)
+  while not os.path.lexists(path):
+    path = os.path.dirname(path)
+  return path
+
+
+def _is_directory(path):
+  try:
+    return file_io.is_directory(path)
+  except errors.OpError:
+    return False

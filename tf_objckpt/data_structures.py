@@ -125,9 +125,10 @@ class _UntrackableError(ValueError):
     self._value = value
 
   def __str__(self):
-    return (f"List and Mapping only hold trackable objects (for example "
-            f"variables, layers or optimizers); {self._value!r} is not a "
-            f"Trackable.")
+    return (f"Only trackable objects (such as Layers or Optimizers) may be "
+            f"stored in a List object. Got {self._value!r}, which does not "
+            f"inherit from Trackable (List and Mapping hold only trackables: "
+            f"variables, layers, optimizers, ...).")
 
 
 class TrackableDataStructure(base.Trackable):
@@ -332,8 +333,9 @@ class List(TrackableDataStructure, collections.abc.Sequence):
   def __imul__(self, times):
     if times <= 0:
       raise ValueError(
-          f"List is append-only; multiplying it in place by {times} would "
-          f"remove its elements.")
+          f"List only supports append, multiplying in place by {times} "
+          f"removes elements: {self!r} would lose them. Multiply a copy, "
+          f"or use a positive number.")
     original = list(self._storage)
     for _ in range(times - 1):
       self.extend(original)
@@ -374,6 +376,11 @@ def _replaced(now, before):
     return True
 
 
+# The start of the errors of unsaveable list wrappers: TensorFlow's phrase.
+_UNABLE_TO_SAVE_LIST = ("Unable to save the object {!r} (a list wrapper "
+                        "constructed to track trackable TensorFlow objects).")
+
+
 class ListWrapper(List, collections.abc.MutableSequence, list):
   """A tracked view of a user's `list`, mutable like the list itself.
 
@@ -397,6 +404,8 @@ class ListWrapper(List, collections.abc.MutableSequence, list):
         rather than through the wrapper, make the wrapper unsaveable.
     """
     self._non_append_mutation = False
+    # The first operation that set `_non_append_mutation`, for its error.
+    self._non_append_operation = None
     self._external_modification = False
     super().__init__(wrapped_list)
     self._last_wrapped_list_snapshot = list(self._storage)
@@ -421,6 +430,7 @@ class ListWrapper(List, collections.abc.MutableSequence, list):
 
   def _copy_flags_to(self, other):
     other._non_append_mutation = self._non_append_mutation  # pylint: disable=protected-access
+    other._non_append_operation = self._non_append_operation  # pylint: disable=protected-access
     other._external_modification = self._external_modification  # pylint: disable=protected-access
 
   def __reduce_ex__(self, protocol):
@@ -453,17 +463,18 @@ class ListWrapper(List, collections.abc.MutableSequence, list):
     self._check_external_modification()
     if self._non_append_mutation:
       raise ValueError(
-          f"Cannot save {self!r}, a list wrapper that tracks trackable "
-          f"objects: an element was replaced, deleted, inserted or moved, "
-          f"so its position no longer names the same object, which "
-          f"restore-on-create requires. Only appending is compatible with "
-          f"checkpointing. To keep this list out of the checkpoint, wrap it "
-          f"in NoDependency or a non-trackable object.")
+          f"{_UNABLE_TO_SAVE_LIST.format(self)} A list element was replaced "
+          f"(__setitem__, __setslice__), deleted (__delitem__, __delslice__), "
+          f"or moved (sort): here by {self._non_append_operation}. Its "
+          f"indices no longer name the objects they named, which "
+          f"restore-on-create relies on; only appending keeps them. To keep "
+          f"this list out of the checkpoint, wrap it in NoDependency or a "
+          f"non-trackable object.")
     if self._external_modification:
       raise ValueError(
-          f"Cannot save {self!r}, a list wrapper that tracks trackable "
-          f"objects: the wrapped list was changed directly rather than "
-          f"through the wrapper (it now holds {self._storage!r}), so its "
+          f"{_UNABLE_TO_SAVE_LIST.format(self)} The wrapped list was "
+          f"modified outside the wrapper: it now holds {self._storage!r}, "
+          f"not what it held when last changed through the wrapper, so its "
           f"dependencies are out of date. To keep this list out of the "
           f"checkpoint, wrap it in NoDependency.")
     return super()._trackable_children(save_type, cache=cache, **kwargs)
@@ -480,13 +491,19 @@ class ListWrapper(List, collections.abc.MutableSequence, list):
     super().extend(values)
     self._update_snapshot()
 
-  def _mutate(self, operation, mutates=None):
+  def _flag_non_append(self, operation):
+    """Remembers that `operation` (its name) made the list unsaveable."""
+    if not self._non_append_mutation:
+      self._non_append_mutation = True
+      self._non_append_operation = operation
+
+  def _mutate(self, name, operation, mutates=None):
     """Runs a non-append `operation` on the storage, flagging if unsafe."""
     self._check_external_modification()
     if mutates is None:
       mutates = self._holds_trackable_or_mutated()
     if mutates:
-      self._non_append_mutation = True
+      self._flag_non_append(name)
     result = operation(self._storage)
     self._update_snapshot()
     return result
@@ -494,24 +511,36 @@ class ListWrapper(List, collections.abc.MutableSequence, list):
   def __delitem__(self, key):
     def delete(storage):
       del storage[key]
-    self._mutate(delete)
+    self._mutate("__delitem__", delete)
 
-  def insert(self, index, value):
+  def pop(self, index=-1):
+    return self._mutate("pop", lambda storage: storage.pop(index))
+
+  def remove(self, value):
+    self._mutate("remove", lambda storage: storage.remove(value))
+
+  def clear(self):
+    self._mutate("clear", lambda storage: storage.clear())
+
+  def reverse(self):
+    self._mutate("reverse", lambda storage: storage.reverse())
+
+  def insert(self, index, obj):
     def insert(storage):
-      storage.insert(index, value)
+      storage.insert(index, obj)
     unsafe = (self._holds_trackable_or_mutated() or
-              isinstance(value, _TrackableBase))
-    self._mutate(insert, mutates=unsafe)
+              isinstance(obj, _TrackableBase))
+    self._mutate("insert", insert, mutates=unsafe)
 
   def sort(self, *, key=None, reverse=False):
-    self._mutate(lambda storage: storage.sort(key=key, reverse=reverse))
+    self._mutate("sort", lambda storage: storage.sort(key=key, reverse=reverse))
 
   def __imul__(self, times):
     if times > 0:
       return super().__imul__(times)  # Appends, which updates the snapshot.
     def clear(storage):
       storage *= times
-    self._mutate(clear)
+    self._mutate(f"*= {times}", clear)
     return self
 
   def __setitem__(self, key, value):
@@ -520,7 +549,7 @@ class ListWrapper(List, collections.abc.MutableSequence, list):
       self._set_slice(key, value)
     else:
       if isinstance(self._storage[key], _TrackableBase):
-        self._non_append_mutation = True
+        self._flag_non_append(f"__setitem__ at index {key}")
       self._storage[key] = self._track_value(value, self._name_element(key))
     self._update_snapshot()
 
@@ -533,7 +562,7 @@ class ListWrapper(List, collections.abc.MutableSequence, list):
       old = before[index] if index < len(before) else None
       new = after[index] if index < len(after) else None
       if isinstance(old, _TrackableBase):
-        self._non_append_mutation = True
+        self._flag_non_append("__setitem__ of a slice")
       if new is not None and _replaced(new, old):
         after[index] = self._track_value(new, self._name_element(index))
 
@@ -593,7 +622,8 @@ class Mapping(TrackableDataStructure, collections.abc.Mapping):
 
   def _name_element(self, key):
     if not isinstance(key, str):
-      raise TypeError(f"Mapping keys must be strings; got the key {key!r}.")
+      raise TypeError(f"Mapping accepts only string keys, but got a key "
+                      f"{key!r}: its keys name checkpoint dependencies.")
     return key
 
   def __setitem__(self, key, value):
@@ -601,8 +631,9 @@ class Mapping(TrackableDataStructure, collections.abc.Mapping):
     current = self._storage.setdefault(key, value)
     if current is not value:
       raise ValueError(
-          f"Mapping is append-only: cannot bind the key '{key}' to {value!r}, "
-          f"it already holds {current!r}.")
+          f"Mappings are an append-only data structure. Tried to overwrite "
+          f"the key '{key}' with value {value!r}, but it already contains "
+          f"{current!r}.")
 
   def update(self, *args, **kwargs):
     for key, value in dict(*args, **kwargs).items():
@@ -634,6 +665,12 @@ def _bypass_proxy_for_properties(proxy, name):
 # Dependency name TensorFlow gives a trackable stored under a non-string key
 # when a dict is first wrapped (the wrapper is unsaveable anyway).
 _NON_STRING_KEY_NAME = "-non_string_key"
+
+
+# The start of the errors of unsaveable dict wrappers: TensorFlow's phrase.
+_UNABLE_TO_SAVE_DICT = ("Unable to save the object {!r} (a dictionary "
+                        "wrapper constructed automatically on attribute "
+                        "assignment).")
 
 
 class _DictWrapper(TrackableDataStructure, wrapt.ObjectProxy):
@@ -728,18 +765,17 @@ class _DictWrapper(TrackableDataStructure, wrapt.ObjectProxy):
     self._check_self_external_modification()
     if self._self_non_string_key:
       raise ValueError(
-          f"Cannot save {self!r}, a dict wrapper created on attribute "
-          f"assignment: a non-string key maps to a trackable object or a "
-          f"mutable container, and only string keys can name checkpoint "
+          f"{_UNABLE_TO_SAVE_DICT.format(self)} The wrapped dictionary "
+          f"contains a non-string key which maps to a trackable object or "
+          f"mutable data structure; only string keys can name checkpoint "
           f"dependencies. To keep this dict out of the checkpoint, wrap it "
           f"in NoDependency or a non-trackable object.")
     if self._self_external_modification:
       raise ValueError(
-          f"Cannot save {self!r}, a dict wrapper created on attribute "
-          f"assignment: the wrapped dict was changed directly rather than "
-          f"through the wrapper, so its dependencies are out of date. To "
-          f"keep this dict out of the checkpoint, wrap it in NoDependency "
-          f"or a non-trackable object.")
+          f"{_UNABLE_TO_SAVE_DICT.format(self)} The wrapped dictionary was "
+          f"modified outside the wrapper, so its dependencies are out of "
+          f"date. To keep this dict out of the checkpoint, wrap it in "
+          f"NoDependency or a non-trackable object.")
     return super()._trackable_children(save_type, cache=cache, **kwargs)
 
   def _track_value(self, value, name):
@@ -852,11 +888,11 @@ class _TupleWrapper(TrackableDataStructure, wrapt.ObjectProxy):
     """Returns the children, or raises ValueError if unsaveable."""
     if not self._self_tuple_is_constructable:
       raise ValueError(
-          f"Cannot save the namedtuple {self.__wrapped__!r}: its type "
-          f"cannot be built from its fields {self.__wrapped__._fields} as "
-          f"keyword arguments (its __new__ is overridden). To keep it out "
-          f"of the checkpoint, wrap it in NoDependency or a custom object "
-          f"that is not a tuple.")
+          f"Unable to save because the namedtuple {self.__wrapped__!r} is "
+          f"not constructable from its _fields {self.__wrapped__._fields} "
+          f"as keyword arguments (its __new__ is overridden). To keep it "
+          f"out of the checkpoint, wrap it in NoDependency or a custom "
+          f"object that is not a tuple.")
     return super()._trackable_children(save_type, cache=cache, **kwargs)
 
   def __getattribute__(self, name):
@@ -897,3 +933,20 @@ class _TupleWrapper(TrackableDataStructure, wrapt.ObjectProxy):
 
   def __repr__(self):
     return f"_TupleWrapper({self.__wrapped__!r})"
+
+
+def set_list_item(list_object, index_string, value):
+  """Puts `value` at index `int(index_string)`, growing the list with None."""
+  index = int(index_string)
+  missing = index + 1 - len(list_object)
+  if missing > 0:
+    list_object.extend([None] * missing)
+  list_object[index] = value
+
+
+def set_tuple_item(list_object, index_string, value):
+  """`set_list_item`, skipping a namedtuple's children named by field."""
+  try:
+    set_list_item(list_object, index_string, value)
+  except ValueError:  # Not an index.
+    pass

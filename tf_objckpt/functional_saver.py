@@ -31,6 +31,7 @@ import threading
 from google.protobuf import message
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework import function_pb2
+from tensorflow.core.protobuf import saver_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
@@ -50,6 +51,7 @@ from tensorflow.python.util import compat
 
 from tf_objckpt import bundle_index
 from tf_objckpt import commit
+from tf_objckpt import registered_savers as registered_savers_lib
 from tf_objckpt import saveable_object_util
 from tf_objckpt import sharding
 from tf_objckpt import variable_batches
@@ -212,9 +214,12 @@ def restore_v2(file_prefix, names, slices, dtypes_):
     return io_ops.restore_v2(file_prefix, names, slices, dtypes_)
 
 
-def sharded_filename(file_prefix, shard, num_shards):
-  """`file_prefix` with the `-SSSSS-of-NNNNN` suffix of one shard."""
-  return gen_io_ops.sharded_filename(file_prefix, shard, num_shards)
+registered_saver_filename = registered_savers_lib.registered_saver_filename
+
+
+def sharded_filename(filename_tensor, shard, num_shards):
+  """The prefix with the `-SSSSS-of-NNNNN` suffix of one shard."""
+  return gen_io_ops.sharded_filename(filename_tensor, shard, num_shards)
 
 
 def sharded_filespec(file_prefix, num_shards):
@@ -458,6 +463,8 @@ class CheckpointValues:
 
   def read(self, specs):
     """Reads the values of `specs` eagerly, reading ahead awaited values."""
+    if not specs:  # An object that saves nothing (RestoreV2 needs a key).
+      return []
     if not self._read_ahead and not self._awaited:
       return self._restore_v2(specs)
     wanted = [(spec.name, spec.slice_spec) for spec in specs]
@@ -914,9 +921,8 @@ class Saver:
     prefixes = []
     for registered in self._registered:
       with ops.device("/cpu:0"):
-        saver_prefix = string_ops.string_join(
-            [file_prefix,
-             constant_op.constant(f"-{registered.registered_saver_name}")])
+        saver_prefix = registered_saver_filename(
+            file_prefix, registered.registered_saver_name)
       prefixes.extend(registered.save(saver_prefix))
     return prefixes
 
@@ -952,6 +958,29 @@ class Saver:
           file_prefix, device_for_io or device,
           batch_variables=device_for_io is None))
     return restore_ops
+
+  @classmethod
+  def from_saveables(cls, saveables, registered_savers=None,
+                     call_with_mapped_captures=None):
+    """A saver of `saveables` and `{saver name: {path: trackable}}`."""
+    del call_with_mapped_captures  # The saveables are built already.
+    return cls(list(saveables) + [
+        registered_savers_lib.RegisteredSave(name, trackables)
+        for name, trackables in (registered_savers or {}).items()])
+
+  def to_proto(self):
+    """A `SaverDef` of save and restore ops added to the current graph."""
+    if context.executing_eagerly():
+      raise RuntimeError("to_proto() adds ops to a graph: call it when "
+                         "building a graph, not eagerly.")
+    filename = array_ops.placeholder(dtypes.string, [], "saver_filename")
+    with ops.control_dependencies([self.save(filename, in_place=False)]):
+      save_tensor = array_ops.identity(filename)
+    return saver_pb2.SaverDef(
+        filename_tensor_name=filename.name,
+        save_tensor_name=save_tensor.name,
+        restore_op_name=self.restore_op(filename).name,
+        version=saver_pb2.SaverDef.V2)
 
   def restore_op(self, file_prefix):
     """A single op (graph mode) that restores everything."""

@@ -7,7 +7,9 @@ format: they decide the proto TensorFlow writes for the same objects.
 """
 
 import collections
+import contextlib
 import copy
+import typing
 import weakref
 
 from tensorflow.core.protobuf import trackable_object_graph_pb2
@@ -121,12 +123,13 @@ class ObjectGraphView:
       self._saveables_cache = (
           object_identity.ObjectIdentityWeakKeyDictionary())
 
-  def _child_items(self, obj):
+  def _child_items(self, obj, save_type=tf_base.SaveType.CHECKPOINT,
+                   **kwargs):
     """The dependencies of `obj`, as (local name, object) pairs."""
     if _is_plain_leaf(obj):
       return ()
     obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-    items = list(obj._trackable_children().items())  # pylint: disable=protected-access
+    items = list(obj._trackable_children(save_type, **kwargs).items())  # pylint: disable=protected-access
     if self._attached_dependencies and obj is self.root:
       for reference in self._attached_dependencies:
         child = reference.ref
@@ -164,6 +167,46 @@ class ObjectGraphView:
       gathered.children.append(children)
     return gathered
 
+  def list_children(self, obj, save_type=tf_base.SaveType.CHECKPOINT,
+                    **kwargs):
+    """`TrackableReference`s to the children of `obj`, in their order.
+
+    The root's attached dependencies (`Checkpoint(root=...)`) come last.
+    `save_type` and `kwargs` are passed to `obj._trackable_children`.
+    """
+    return [tf_base.TrackableReference(name, child) for name, child
+            in self._child_items(obj, save_type, **kwargs)]
+
+  def children(self, obj, save_type=tf_base.SaveType.CHECKPOINT, **kwargs):
+    """`{local name: child}` of `obj` (see `list_children`)."""
+    return dict(self._child_items(obj, save_type, **kwargs))
+
+  def descendants(self):
+    """The objects reachable from the root, breadth first (no slots)."""
+    return self._breadth_first_traversal().objects
+
+  def breadth_first_traversal(self):
+    """The objects reachable from the root, and the path to each.
+
+    Returns:
+      A tuple (objects in node-id order, without slot variables; an
+      `ObjectIdentityDictionary` from each object to its path from the
+      root, a tuple of `TrackableReference`s, the root's being empty).
+    """
+    gathered = self._breadth_first_traversal()
+    objects = gathered.objects
+    paths = [None] * len(objects)
+    paths[0] = ()
+    for node_id, children in enumerate(gathered.children):
+      for child_id, local_name in children:
+        if paths[child_id] is None:  # Its parent on a shortest path.
+          paths[child_id] = paths[node_id] + (
+              tf_base.TrackableReference(local_name, objects[child_id]),)
+    node_paths = object_identity.ObjectIdentityDictionary()
+    for obj, path in zip(objects, paths):
+      node_paths[obj] = path
+    return objects, node_paths
+
   def list_objects(self, skip_slot_variables=False):
     """All objects reachable from the root, and optimizer slot variables."""
     if skip_slot_variables:
@@ -180,7 +223,7 @@ class ObjectGraphView:
     _gather_slot_variables(gathered)
     return gathered
 
-  def serialize_object_graph(self):
+  def serialize_object_graph(self, saveables_cache=None):
     """Describes the current object graph and what each object saves.
 
     An object graph unchanged since the last call keeps its proto, and its
@@ -188,10 +231,25 @@ class ObjectGraphView:
     saving); graph building, all saveables are kept (in the saveables
     cache), eagerly the state of other objects is gathered anew.
 
+    Args:
+      saveables_cache: Optional `{trackable: {attribute name: saveables}}`
+        to keep saveables in for this call (TensorFlow's argument), in
+        place of the view's own cache (`cache_saveables`).
+
     Returns:
       A tuple (saveables to write, the `TrackableObjectGraph` proto, a feed
       dict of Python state: empty unless caching saveables).
     """
+    if saveables_cache is None:
+      return self._serialize_object_graph()
+    own_cache, own_last = self._saveables_cache, self._last_serialized
+    self._saveables_cache, self._last_serialized = saveables_cache, None
+    try:
+      return self._serialize_object_graph()
+    finally:
+      self._saveables_cache, self._last_serialized = own_cache, own_last
+
+  def _serialize_object_graph(self):
     gathered = self._gather()
     freeze = self._saveables_cache is None
     last = self._last_serialized
@@ -217,29 +275,47 @@ class ObjectGraphView:
           feed_additions.update(saveable.feed_dict_additions())
     return saveables, last.proto, feed_additions
 
-  def frozen_saveable_objects(self):
+  def frozen_saveable_objects(self, object_map=None, to_graph=None,
+                              call_with_mapped_captures=None):
     """Saveables for a static save, the object graph included as a constant.
 
     Python state is baked in at its current value, so the result needs no
     feed dict.
-    """
-    gathered = self._gather()
-    registered = _registered_nodes(gathered)
-    node_saveables, attributes = self._node_saveables(
-        gathered, freeze=True, registered=registered)
-    proto = _object_graph_proto(gathered, attributes, registered)
-    with ops.device("/cpu:0"):
-      proto_tensor = constant_op.constant(proto.SerializeToString(),
-                                          dtype=dtypes.string)
-    return [saveable for per_node in node_saveables
-            for saveable in per_node] + _registered_saves(
-                gathered, registered) + [base.NoRestoreSaveable(
-                    tensor=proto_tensor, name=base.OBJECT_GRAPH_PROTO_KEY)]
 
-  def _node_saveables(self, gathered, freeze, weak=False, registered=()):
+    Args:
+      object_map: Optional `{trackable: copy}`: a copy saves in place of its
+        original (a SavedModel's copies of resources in another graph);
+        names and keys stay the original's.
+      to_graph: Optional graph to build the saveables in.
+      call_with_mapped_captures: Optional function calling a
+        `ConcreteFunction` `_serialize_to_tensors` with its captures mapped
+        into `to_graph`.
+    """
+    with to_graph.as_default() if to_graph else contextlib.nullcontext():
+      gathered = self._gather()
+      saving = _Saving(
+          object_identity.ObjectIdentityDictionary() if object_map is None
+          else object_map, call_with_mapped_captures)
+      registered = _registered_nodes(gathered)
+      node_saveables, attributes = self._node_saveables(
+          gathered, freeze=True, registered=registered, saving=saving)
+      proto = _object_graph_proto(gathered, attributes, registered)
+      with ops.device("/cpu:0"):
+        proto_tensor = constant_op.constant(proto.SerializeToString(),
+                                            dtype=dtypes.string)
+      return [saveable for per_node in node_saveables
+              for saveable in per_node] + _registered_saves(
+                  gathered, registered, saving.object_map) + [
+                      base.NoRestoreSaveable(
+                          tensor=proto_tensor,
+                          name=base.OBJECT_GRAPH_PROTO_KEY)]
+
+  def _node_saveables(self, gathered, freeze, weak=False, registered=(),
+                      saving=None):
     """Each node's saveables, and its attributes (as SerializedTensor dicts).
 
     Objects of a registered saver (node ids in `registered`) have none.
+    `saving` is an optional `_Saving` (see `frozen_saveable_objects`).
     """
     node_saveables, attributes = [], []
     for node_id, obj in enumerate(gathered.objects):
@@ -249,7 +325,8 @@ class ObjectGraphView:
         attributes.append(node_attributes)
         continue
       node_saveables.append(self._object_saveables(
-          obj, gathered.names[node_id], node_attributes, freeze, weak))
+          obj, gathered.names[node_id], node_attributes, freeze, weak,
+          saving))
       attributes.append(node_attributes)
     return node_saveables, attributes
 
@@ -279,11 +356,11 @@ class ObjectGraphView:
     return node_saveables
 
   def _object_saveables(self, obj, object_name, node_attributes, freeze,
-                        weak=False):
+                        weak=False, saving=None):
     """The saveables of `obj`; Python state frozen if `freeze`."""
     saveables = []
     for attribute_saveables in self._attribute_saveables(
-        obj, object_name, node_attributes, weak):
+        obj, object_name, node_attributes, weak, saving):
       if freeze and isinstance(attribute_saveables[0],
                                base.PythonStateSaveable):
         attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
@@ -291,7 +368,7 @@ class ObjectGraphView:
     return saveables
 
   def _attribute_saveables(self, obj, object_name, node_attributes,
-                           weak=False):
+                           weak=False, saving=None):
     """The saveables of each attribute of `obj`; fills `node_attributes`.
 
     Args:
@@ -300,10 +377,17 @@ class ObjectGraphView:
       node_attributes: A list to append its attributes to.
       weak: Whether a stock variable's saveable refers to it through a weak
         proxy (to keep the saveable without keeping the variable alive).
+      saving: Optional `_Saving`: the object saving in place of `obj`, and
+        how to call its functions.
 
     Returns:
       A list with a tuple of saveables per attribute.
     """
+    full_name = full_name_for_variable(obj)
+    mapped_captures = None
+    if saving is not None:
+      obj = saving.object_map.get(obj, obj)
+      mapped_captures = saving.call_with_mapped_captures
     variable = (saveable_object_util.stock_variable(obj)
                 if self._saveables_cache is None else None)
     if variable is not None:
@@ -314,7 +398,7 @@ class ObjectGraphView:
               object_name, trackable_utils.SERIALIZE_TO_TENSORS_NAME))
       node_attributes.append(dict(name=base.VARIABLE_VALUE_KEY,
                                   checkpoint_key=saveable.specs[0].name,
-                                  full_name=full_name_for_variable(obj)))
+                                  full_name=full_name))
       return [(saveable,)]
     factories = saveable_object_util.saveable_objects_from_trackable(obj)
     if not factories:
@@ -322,13 +406,13 @@ class ObjectGraphView:
     cache = None
     if self._saveables_cache is not None:
       cache = self._saveables_cache.setdefault(obj, {})
-    full_name = full_name_for_variable(obj)
     result = []
     for name, factory in factories.items():
       key = trackable_utils.checkpoint_key(object_name, name)
       saveables = cache.get(name) if cache is not None else None
       if saveables is None or any(key not in s.name for s in saveables):
-        saveables = saveable_object_util.saveables_for_attribute(factory, key)
+        saveables = saveable_object_util.saveables_for_attribute(
+            factory, key, name, mapped_captures)
         if cache is not None:
           cache[name] = saveables
       names_and_keys = getattr(saveables[0],
@@ -339,6 +423,12 @@ class ObjectGraphView:
                                     full_name=full_name))
       result.append(saveables)
     return result
+
+
+class _Saving(typing.NamedTuple):
+  """How a frozen save maps objects (see `frozen_saveable_objects`)."""
+  object_map: dict
+  call_with_mapped_captures: typing.Optional[typing.Callable]
 
 
 _STOCK_CHILDREN_BY_CLASS = {}
@@ -502,11 +592,13 @@ def _check_slot_variable(slot, node_ids):
   slot._maybe_initialize_trackable()  # pylint: disable=protected-access
   if slot._trackable_children():  # pylint: disable=protected-access
     raise NotImplementedError(
-        "Slot variables with dependencies of their own cannot be saved.")
+        "Currently only variables with no dependencies can be saved as slot "
+        f"variables: {slot!r} has dependencies of its own.")
   if id(slot) in node_ids:
     raise NotImplementedError(
-        f"The slot variable {slot} is also a dependency of another object; "
-        "slot variables cannot be shared this way.")
+        "A slot variable was re-used as a dependency of a Trackable object: "
+        f"{slot!r} is both an optimizer's slot and another object's "
+        "dependency, which checkpoints cannot represent.")
 
 
 def _registered_nodes(gathered):
@@ -519,12 +611,16 @@ def _registered_nodes(gathered):
   return registered
 
 
-def _registered_saves(gathered, registered):
-  """A `RegisteredSave` per saver of `registered`, in order of first node."""
+def _registered_saves(gathered, registered, object_map=None):
+  """A `RegisteredSave` per saver of `registered`, in order of first node.
+
+  An object with a copy in `object_map` is saved by its copy.
+  """
   by_saver = {}
   for node_id, name in registered.items():
+    obj = gathered.objects[node_id]
     by_saver.setdefault(name, {})[gathered.names[node_id]] = (
-        gathered.objects[node_id])
+        obj if object_map is None else object_map.get(obj, obj))
   return [registered_savers.RegisteredSave(name, trackables)
           for name, trackables in by_saver.items()]
 

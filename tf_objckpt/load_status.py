@@ -15,7 +15,6 @@ from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 from tensorflow.python.trackable import data_structures as tf_data_structures
-from tensorflow.python.util import deprecation
 
 from tf_objckpt import data_structures
 from tf_objckpt import functional_saver
@@ -135,7 +134,9 @@ def streaming_restore(status, session=None):
   session = default_session(session, "stream restore ops")
   if isinstance(status, NameBasedSaverStatus):
     raise NotImplementedError(
-        "Streaming restore is not supported for name-based checkpoints.")
+        "Streaming restore not supported from name-based checkpoints when "
+        "graph building: restore the name-based checkpoint with "
+        "`Checkpoint.restore()` (and run its restore ops), or eagerly.")
   status.run_restore_ops(session=session)
   # pylint: disable=protected-access
   feed_dict = status._feed_dict
@@ -175,11 +176,13 @@ class CheckpointLoadStatus(_LoadStatus):
         checkpoint.objects_by_node_id.get(node_id) is None]
     if unresolved:
       values = self._values(unresolved)
+      first = object_graph_check.NodePaths(checkpoint.object_graph_proto)[
+          unresolved[0]]
       raise AssertionError(restore_report.listing(
-          f"Unresolved objects in checkpoint {self._save_path!r}: "
-          f"{restore_report.count_text(len(values), 'value')} in the "
-          "checkpoint were not restored (no object of the program matched "
-          "them):", values))
+          f"Unresolved object in checkpoint {first}: "
+          f"{restore_report.count_text(len(values), 'value')} in checkpoint "
+          f"{self._save_path!r} were not restored (no object of the program "
+          "matched them):", values))
     if checkpoint.slots_by_variable:
       names = self._node_paths()
       slots = [f"{names[slot.slot_variable_id]}" for slot_list
@@ -190,11 +193,16 @@ class CheckpointLoadStatus(_LoadStatus):
           "their variable or optimizer:", slots))
     if checkpoint.unused_attributes:
       unused = checkpoint.unused_attributes
+      names = object_graph_check.NodePaths(checkpoint.object_graph_proto)
+      attributes = self._attributes(sorted(unused), only=unused)
       values = self._values(sorted(unused), only=unused)
+      lines = [f"{names[node_id]}: {value}"  # "(root).v1: v1 .b () float32"
+               for (node_id, _), value in zip(attributes, values)]
       raise AssertionError(restore_report.listing(
           "Unused attributes in these objects (the attributes exist in the "
-          f"checkpoint but were not restored): "
-          f"{restore_report.count_text(len(values), 'value')}:", values))
+          f"checkpoint but were not restored): in checkpoint "
+          f"{self._save_path!r}, "
+          f"{restore_report.count_text(len(lines), 'value')}:", lines))
     return self
 
   @property
@@ -317,9 +325,10 @@ class CheckpointLoadStatus(_LoadStatus):
       unmatched = self._unmatched_objects()
       if unmatched:
         raise AssertionError(restore_report.listing(
-            "Only the root object matched the checkpoint: the checkpoint "
-            f"{self._save_path!r} probably comes from another program. "
-            "Objects without a checkpointed value:",
+            "Nothing except the root object matched a checkpointed value. "
+            "Typically this means that the checkpoint does not match the "
+            f"Python program: checkpoint {self._save_path!r} probably comes "
+            "from another program. Objects without a checkpointed value:",
             _describe_objects(self._graph_view, unmatched)))
       raise AssertionError(
           "Nothing to load. No dependencies have been added to "
@@ -424,13 +433,6 @@ class InitializationOnlyStatus(_LoadStatus):
     default_session(session, "initialize").run(initializers)
 
 
-_DEPRECATED_RESTORE_INSTRUCTIONS = (
-    "Restoring a name-based checkpoint with the object-based API matches "
-    "variables by their global names, which is fragile, and adds restore ops "
-    "on each call when graph building. Re-save the checkpoint with this "
-    "object-based saver's save() and use the new checkpoint from now on.")
-
-
 def _reached(obj, restore_uid):
   """Whether a restore reached `obj`, or every object a container holds."""
   # pylint: disable=protected-access
@@ -444,8 +446,6 @@ def _reached(obj, restore_uid):
 class NameBasedSaverStatus(_LoadStatus):
   """The status of restoring a name-based checkpoint by variable names."""
 
-  @deprecation.deprecated(date=None,
-                          instructions=_DEPRECATED_RESTORE_INSTRUCTIONS)
   def __init__(self, checkpoint, graph_view):
     self._checkpoint = checkpoint
     self._graph_view = graph_view

@@ -10,11 +10,18 @@ Names are matched by `name_matching`: a variable's own name first; a Keras 3
 variable, named by its `path`, also without the model's name; then the
 `assignment_map` of `CheckpointOptions`, if any. A Keras 3 optimizer's
 slots and `iterations` take the v1 optimizer's values (`v1_optimizer_state`).
+
+The first such restore of a process logs, at INFO, that `tf-objckpt
+convert` rewrites the checkpoint as an object-based one (where TensorFlow
+logs that this way of restoring is deprecated).
 """
+
+import threading
 
 from tensorflow.python.eager import context
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import variables
+from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
@@ -25,6 +32,27 @@ from tf_objckpt import restore
 from tf_objckpt import restore_plan
 from tf_objckpt import saveable_object_util
 from tf_objckpt import v1_optimizer_state
+
+
+class _ConversionHint:
+  """Says once per process how to make a name-based checkpoint object-based."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self.logged = False
+
+  def log_once(self, save_path):
+    with self._lock:
+      if self.logged:
+        return
+      self.logged = True
+    logging.info(
+        "Restoring %r by variable names: it is a name-based checkpoint. "
+        "`tf-objckpt convert` rewrites it as an object-based checkpoint, "
+        "restored by object.", save_path)
+
+
+_conversion_hint = _ConversionHint()
 
 
 class NameBasedRestoreCoordinator:
@@ -286,6 +314,7 @@ def restore_by_names(save_path, reader, graph_view, assignment_map=None):
     NotFoundError, InvalidArgumentError, ValueError: Executing eagerly, if a
       value does not fit its variable; nothing is assigned then.
   """
+  _conversion_hint.log_once(save_path)
   keys = reader.get_variable_to_shape_map().keys()
   if not context.executing_eagerly():
     return load_status.NameBasedSaverStatus(

@@ -13,8 +13,10 @@ no tensors: the engine calls `save` and merges what it wrote);
 `restore_functions` are called by the restore walk.
 """
 
+from tensorflow.python.framework import constant_op
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import tensor_util
+from tensorflow.python.ops import string_ops
 from tensorflow.python.saved_model import registration
 from tensorflow.python.util import nest
 
@@ -22,6 +24,12 @@ from tensorflow.python.util import nest
 def saver_name(trackable):
   """The name of the saver registered for `trackable`, or None."""
   return registration.get_registered_saver_name(trackable)
+
+
+def registered_saver_filename(filename_tensor, saver_name):
+  """The prefix a registered saver writes under: `<prefix>-<saver name>`."""
+  return string_ops.string_join(
+      [filename_tensor, constant_op.constant(f"-{saver_name}")])
 
 
 class RegisteredSave:

@@ -25,6 +25,7 @@ from tensorflow.python.framework import tensor_shape
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 
+from tf_objckpt import keras3_slots
 from tf_objckpt import object_graph_check
 from tf_objckpt import registered_savers
 from tf_objckpt import saveable_object
@@ -105,7 +106,8 @@ SlotToRestore = collections.namedtuple(
 class CheckpointPosition:
   """One node of a checkpoint being restored (see the module docstring)."""
 
-  __slots__ = ("_checkpoint", "_node_id", "skip_restore", "_deferred_in")
+  __slots__ = ("_checkpoint", "_node_id", "skip_restore", "_deferred_in",
+               "only_if_it_fits")
 
   def __init__(self, checkpoint, proto_id):
     """Points at node `proto_id` of `checkpoint`'s object graph.
@@ -119,18 +121,44 @@ class CheckpointPosition:
     self.skip_restore = False
     # (weak reference to the parent, local name) once deferred.
     self._deferred_in = None
+    # A Keras 3 slot reached by position: restored only into an object of
+    # its shape (`keras3_slots`).
+    self.only_if_it_fits = False
 
   def defer_in(self, parent, local_name):
     """Queues this node until `parent` tracks a dependency `local_name`."""
     self._deferred_in = (weakref.ref(parent), local_name)
     self._checkpoint.defer(parent, local_name, self)
 
+  def initialize_when_awaited(self, trackable, parent=None, local_name=None):
+    """Restores `trackable` on its initialization if Keras 3 still awaits it.
+
+    Args:
+      trackable: The object bound to this node.
+      parent: The object `trackable` is a dependency of, if known; a value
+        that does not fit is queued again there (see
+        `_restore_on_initialization`).
+      local_name: The name `parent` tracks `trackable` under.
+
+    Returns:
+      True if `trackable` is a Keras 3 variable awaiting its initialization
+      and this node its plain value: the value is then its initializer.
+      False if it is to be restored as usual.
+    """
+    if not (awaits_initialization(trackable) and self.is_simple_variable()):
+      return False
+    if parent is not None:
+      self._deferred_in = (weakref.ref(parent), local_name)
+    self._restore_on_initialization(trackable)
+    return True
+
   def restore(self, trackable, reader=None):
     """Restores this node, and what is reachable from it, into `trackable`."""
     del reader  # Values are read through the coordinator.
     with ops.init_scope():
-      if awaits_initialization(trackable) and self.is_simple_variable():
-        self._restore_on_initialization(trackable)
+      if self.only_if_it_fits and not self.fits(trackable):
+        return
+      if self.initialize_when_awaited(trackable):
         return
       if not self.bind_object(trackable):
         return
@@ -314,6 +342,13 @@ class CheckpointPosition:
         [(key, "", dtype, shape)], shape_error=ValueError,
         dtype_error=ValueError)
 
+  def fits(self, trackable):
+    """Whether `trackable` has this node's checkpointed shape (if known)."""
+    shape = self.value_shape()
+    own_shape = getattr(trackable, "shape", None)
+    return shape is None or own_shape is None or (
+        shape.as_list() == tensor_shape.TensorShape(own_shape).as_list())
+
   def value_shape(self):
     """The checkpointed shape of VARIABLE_VALUE, or None if there is none."""
     for attribute in self.object_proto.attributes:
@@ -426,7 +461,7 @@ class _RestoreBatch:
   """What one walk of a checkpoint found to restore; restored together."""
 
   __slots__ = ("restore_ops", "tensor_saveables", "python_saveables",
-               "variables", "registered")
+               "variables", "registered", "errors", "walking", "slot_lists")
 
   def __init__(self):
     self.restore_ops = []  # Cached restore ops (graph mode).
@@ -434,6 +469,9 @@ class _RestoreBatch:
     self.python_saveables = []  # PythonStateSaveables.
     self.variables = []  # (checkpoint key, stock resource variable).
     self.registered = {}  # Saver name -> {object name: trackable}.
+    self.errors = []  # Values that do not fit, for the assertions to raise.
+    self.walking = True  # False once the walk matches Keras 3 slot lists.
+    self.slot_lists = []  # Positions of Keras 3 slot lists, matched last.
 
   def add_node(self, position):
     """Adds the saveables of `position`'s own attributes.
@@ -507,7 +545,8 @@ def _restore_one(position, visit_queue, batch):
   Children not yet present on the Python object are deferred: queued in
   the object's `_deferred_dependencies` until it tracks them. Plain
   variable children are bound and gathered here directly instead of being
-  queued.
+  queued. A Keras 3 optimizer's slot list matches its slots to their
+  variables (`keras3_slots`).
   """
   parent = position.trackable
   parent._maybe_initialize_trackable()  # pylint: disable=protected-access
@@ -518,26 +557,126 @@ def _restore_one(position, visit_queue, batch):
   children = position.object_proto.children
   if not children:
     return
+  slot_list = checkpoint.slot_lists.get(position.proto_id)
+  if slot_list is not None:
+    if batch.walking:
+      # Matched once the walk has bound the model's variables.
+      batch.slot_lists.append(position)
+      return
+    if _restore_slots_by_variable(position, slot_list, visit_queue, batch):
+      _restore_waiting_slot_lists(checkpoint, slot_list, visit_queue, batch)
+      return
+    checkpoint.slot_lists.wait(slot_list, position)
   objects_by_node_id = checkpoint.objects_by_node_id
   current_children = parent._trackable_children()  # pylint: disable=protected-access
+  trainable_list = checkpoint.slot_lists.is_trainable_list(position.proto_id)
   for child in children:
     node_id = child.node_id
     if node_id in objects_by_node_id:
       continue  # Already bound through another path.
+    if trainable_list and checkpoint.slot_lists.reached_elsewhere(node_id):
+      continue  # A Keras 3 optimizer's variable, bound through the model.
+    # A Keras 3 slot reached by position (through `_variables`, or a slot
+    # list assigned too early) may be another variable's: matched by its
+    # list later, it is restored here only into a slot of its shape.
+    only_if_it_fits = node_id in checkpoint.slot_lists.slot_ids
     local_object = parent._lookup_dependency(  # pylint: disable=protected-access
         child.local_name, current_children)
     if local_object is None:
       if checkpoint.node_has_values(node_id):
-        CheckpointPosition(checkpoint, node_id).defer_in(
-            parent, child.local_name)
+        deferred = CheckpointPosition(checkpoint, node_id)
+        deferred.only_if_it_fits = only_if_it_fits
+        deferred.defer_in(parent, child.local_name)
       continue
-    plain = _plain_variable(checkpoint, node_id, local_object)
-    if plain:
-      _bind_plain_variable(checkpoint, node_id, local_object, plain, batch)
+    if only_if_it_fits and not CheckpointPosition(
+        checkpoint, node_id).fits(local_object):
       continue
-    child_position = CheckpointPosition(checkpoint, node_id)
-    if child_position.bind_object(local_object):
-      visit_queue.append(child_position)
+    _bind_child(checkpoint, node_id, local_object, visit_queue, batch,
+                parent, child.local_name)
+
+
+def _restore_slots_by_variable(position, slot_list, visit_queue, batch):
+  """Binds the slots of a Keras 3 slot list to their variables' slots.
+
+  The slots may have been restored already by their place in the
+  optimizer's `_variables` (which the optimizer fills before it assigns its
+  slot lists): those that went to another variable's slot are restored
+  again from the right node.
+
+  Returns:
+    False if the program's optimizer is not ready to match slots to
+    variables: its slots are then matched by position.
+  """
+  checkpoint = position.checkpoint
+  objects_by_node_id = checkpoint.objects_by_node_id
+  slots = position.trackable
+  variables = keras3_slots.trainable_variables(slot_list, objects_by_node_id,
+                                               slots)
+  if variables is None:
+    return False
+  late = checkpoint.slot_lists.unbound_variables(slot_list,
+                                                objects_by_node_id, variables)
+  if late:
+    logging.warning(
+        "%d Keras 3 model variable(s) restored only now that the optimizer "
+        "is built: the checkpoint reaches them only as "
+        "'optimizer/_trainable_variables/<i>' (Keras 3 does not save a "
+        "model's plain lists of layers). Calls of the model before this "
+        "used their initial values.", len(late))
+  for node_id, variable in late:
+    _bind_child(checkpoint, node_id, variable, visit_queue, batch)
+  for child in position.object_proto.children:
+    slot = keras3_slots.slot_of(slot_list, int(child.local_name),
+                                objects_by_node_id, variables, slots)
+    bound = objects_by_node_id.get(child.node_id)
+    if bound is slot:
+      continue
+    if bound is not None:
+      # Restored by its place in `_variables` into another variable's slot;
+      # that slot gets its own value from its own node.
+      checkpoint.unbind(child.node_id)
+    if slot is not None:
+      checkpoint.restore_again(slot)
+      _bind_child(checkpoint, child.node_id, slot, visit_queue, batch, slots,
+                  child.local_name)
+  return True
+
+
+def _restore_waiting_slot_lists(checkpoint, slot_list, visit_queue, batch):
+  """Matches again the slot lists that the same optimizer assigned too early.
+
+  An optimizer may assign a slot list before its `_trainable_variables`
+  (Keras' EMA averages): matched by position then, its slots are matched
+  to their variables once a later slot list of the optimizer can be.
+  """
+  for waiting in checkpoint.slot_lists.take_waiting(slot_list):
+    if checkpoint.objects_by_node_id.get(waiting.proto_id) is not None:
+      _restore_slots_by_variable(waiting, checkpoint.slot_lists.get(
+          waiting.proto_id), visit_queue, batch)
+
+
+def _bind_child(checkpoint, node_id, local_object, visit_queue, batch,
+                parent=None, local_name=None):
+  """Binds node `node_id` to `local_object`, gathering or queueing it.
+
+  A value that does not fit a Keras 3 variable awaiting initialization is
+  kept in `batch.errors`: the walk goes on (Keras would drop the error in
+  the middle of building its model), and the status's assertions raise it.
+  """
+  plain = _plain_variable(checkpoint, node_id, local_object)
+  if plain:
+    _bind_plain_variable(checkpoint, node_id, local_object, plain, batch)
+    return
+  child_position = CheckpointPosition(checkpoint, node_id)
+  try:
+    if child_position.initialize_when_awaited(local_object, parent,
+                                              local_name):
+      return
+  except ValueError as e:
+    batch.errors.append(e)
+    return
+  if child_position.bind_object(local_object):
+    visit_queue.append(child_position)
 
 
 def restore_breadth_first(position):
@@ -553,4 +692,11 @@ def restore_breadth_first(position):
   batch = _RestoreBatch()
   while visit_queue:
     _restore_one(visit_queue.popleft(), visit_queue, batch)
+  batch.walking = False
+  for slot_list in batch.slot_lists:
+    visit_queue.append(slot_list)
+    while visit_queue:
+      _restore_one(visit_queue.popleft(), visit_queue, batch)
+  for error in batch.errors:
+    position.checkpoint.keep_mismatch(error)
   return batch.restore(position.checkpoint)

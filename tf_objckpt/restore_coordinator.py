@@ -19,6 +19,7 @@ from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt import functional_saver
+from tf_objckpt import keras3_slots
 from tf_objckpt import object_graph_check
 from tf_objckpt import object_identity
 from tf_objckpt import restore
@@ -109,6 +110,8 @@ class CheckpointRestoreCoordinator:
     self.slots_by_variable = {}
     # Optimizer node id -> slots waiting for the optimizer to be bound.
     self.slots_awaiting_optimizer = {}
+    # Slots of Keras 3 optimizers, matched to their variables by path.
+    self.slot_lists = keras3_slots.SlotLists(object_graph_proto)
     for node_id, node in enumerate(object_graph_proto.nodes):
       for slot in () if self.skip_slot_variables else node.slot_variables:
         self.slots_by_variable.setdefault(
@@ -149,6 +152,20 @@ class CheckpointRestoreCoordinator:
     """
     if context.executing_eagerly() or self.on_new_restore_ops:
       raise error
+    self.keep_mismatch(error)
+
+  def unbind(self, node_id):
+    """Forgets the object node `node_id` was bound to."""
+    self.objects_by_node_id.pop(node_id, None)
+    self.matched_node_ids.discard(node_id)
+
+  def restore_again(self, trackable):
+    """Lets this restore assign `trackable` again, if it assigned it."""
+    if trackable._update_uid == self.restore_uid:  # pylint: disable=protected-access
+      trackable._update_uid = self.restore_uid - 1  # pylint: disable=protected-access
+
+  def keep_mismatch(self, error):
+    """Keeps `error` for the assertions (`raise_mismatch`) to raise."""
     self._mismatches.append(error)
 
   def raise_mismatch(self):

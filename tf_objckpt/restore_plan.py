@@ -11,6 +11,7 @@ checkpoint, each key with its object path, and both dtypes or shapes.
 import math
 from typing import NamedTuple, Optional
 
+from tensorflow.core.framework import types_pb2
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
@@ -201,9 +202,18 @@ def _key_and_object(key):
 
 
 def _dtype_problem(plan_entry, stored_dtypes):
-  return (f"{describe_key(plan_entry.key)}: the checkpoint holds dtype "
-          f"{stored_dtypes[plan_entry.key].name} but "
-          f"{plan_entry.dtype.name} is expected")
+  """TensorFlow's phrase (RestoreV2's), then the dtypes by their Python names."""
+  stored = stored_dtypes[plan_entry.key]
+  return (f"{describe_key(plan_entry.key)}: expected dtype "
+          f"{_kernel_dtype_name(plan_entry.dtype)} does not equal original "
+          f"dtype {_kernel_dtype_name(stored)}; the checkpoint holds dtype "
+          f"{stored.name} but {plan_entry.dtype.name} is expected")
+
+
+def _kernel_dtype_name(dtype):
+  """A dtype as TensorFlow's kernels name it in errors ("float", "double")."""
+  enum_name = types_pb2.DataType.Name(dtype.as_datatype_enum)
+  return enum_name[len("DT_"):].lower()
 
 
 def _shape_problem(plan_entry, stored):

@@ -27,6 +27,8 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import base_delegate
 from tensorflow.python.trackable import python_state
 from tensorflow.python.training.saving import saveable_object as tf_saveable_object
+from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
+from tensorflow.python.types import core as core_types
 from tensorflow.python.util import nest
 
 from tf_objckpt import object_identity
@@ -41,6 +43,24 @@ _VARIABLE_OPS = _REF_VARIABLE_OPS | {"VarHandleOp", "ReadVariableOp"}
 # inputs costs far more to build, in time and memory (16,384 variables read
 # by one op add about 160 MiB to a save's peak, 256 at a time about 15 MiB).
 _READ_BATCH_LIMIT = 256
+
+
+# TensorFlow's SavedModel helpers: they work on any saveables and trackables.
+create_saveable_object = tf_saveable_object_util.create_saveable_object
+is_factory_for_restored_saveable_object = (
+    tf_saveable_object_util.is_factory_for_restored_saveable_object)
+recreate_saveable_objects = tf_saveable_object_util.recreate_saveable_objects
+RestoredSaveableObject = tf_saveable_object_util.RestoredSaveableObject
+saveable_object_to_restore_fn = (
+    tf_saveable_object_util.saveable_object_to_restore_fn)
+saveable_object_to_tensor_dict = (
+    tf_saveable_object_util.saveable_object_to_tensor_dict)
+SaveableCompatibilityConverter = (
+    tf_saveable_object_util.SaveableCompatibilityConverter)
+serialized_tensors_to_saveable_cache = (
+    tf_saveable_object_util.serialized_tensors_to_saveable_cache)
+validate_saveables_for_saved_model = (
+    tf_saveable_object_util.validate_saveables_for_saved_model)
 
 
 def set_cpu0(device_string: str) -> str:
@@ -237,12 +257,13 @@ def saveable_objects_for_op(op, name):
   else:
     if context.executing_eagerly():
       raise ValueError(
-          "Only resource variables can be saved or restored eagerly; got "
-          f"{type(op).__name__} for {name!r}.")
+          "Can only save/restore ResourceVariables when executing eagerly, "
+          f"got type: {type(op)}, for {name!r}.")
     value = ops.convert_to_tensor(op, as_ref=True)
     if not _comes_from_variable(value):
       raise TypeError(
-          f"Expected a variable to save as {name!r}, got {value!r}.")
+          "names_to_saveables must be a dict mapping string names to "
+          f"Tensors/Variables. Not a variable: {value!r}, given as {name!r}.")
     if value.op.type in _REF_VARIABLE_OPS:
       yield ReferenceVariableSaveable(value, "", name)
     else:
@@ -308,8 +329,8 @@ def op_list_to_dict(op_list, convert_variable_to_tensor=True):
     elif not getattr(var, "_in_graph_mode", True):
       if not isinstance(var, resource_variable_ops.BaseResourceVariable):
         raise ValueError(
-            "Only resource variables can be saved or restored eagerly; got "
-            f"{type(var).__name__}.")
+            "Can only save/restore ResourceVariables when eager execution is "
+            f"enabled. Got type: {type(var)}.")
       # pylint: disable=protected-access
       existing = names_to_saveables.setdefault(var._shared_name, var)
       if existing is not var:
@@ -355,19 +376,30 @@ class TrackableSaveable(saveable_object.SaveableObject):
   local names become the object's attribute names in the object graph.
   """
 
-  def __init__(self, obj, specs, name, local_names, prefix=""):
+  def __init__(self, obj, specs, name, local_names, prefix="",
+               call_with_mapped_captures=None):
     self._trackable = obj
     self._local_names = local_names
     self._legacy_name = prefix
+    self._call_with_mapped_captures = call_with_mapped_captures
     super().__init__(obj, specs, name)
 
   def restore(self, restored_tensors, restored_shapes=None):
     del restored_shapes  # Unused: trackables restore whole tensors.
-    result = self._trackable._restore_from_tensors(  # pylint: disable=protected-access
-        dict(zip(self._local_names, restored_tensors)))
+    # An object that saves no tensors is not asked to restore (TensorFlow's
+    # default `_restore_from_tensors` raises).
+    result = self._restore(
+        dict(zip(self._local_names, restored_tensors))) if self.specs else None
     if result is None and not context.executing_eagerly():
       return gen_control_flow_ops.no_op()
     return result
+
+  def _restore(self, tensors):
+    restore = self._trackable._restore_from_tensors  # pylint: disable=protected-access
+    if (self._call_with_mapped_captures is not None and
+        isinstance(restore, core_types.ConcreteFunction)):
+      return self._call_with_mapped_captures(restore, [tensors])
+    return restore(tensors)
 
   def get_proto_names_and_checkpoint_keys(self):
     """(attribute name, checkpoint key) pairs for the object graph proto."""
@@ -552,12 +584,18 @@ def _serialize_to_tensors_factory(obj, legacy_name=""):
   had when it saved through a named SaveableObject.
   """
 
-  def make_saveable(name=""):
+  def make_saveable(name="", call_with_mapped_captures=None):
     name += legacy_name
-    specs, local_names = _serialized_tensor_specs(
-        obj._serialize_to_tensors(), name)  # pylint: disable=protected-access
+    save = obj._serialize_to_tensors  # pylint: disable=protected-access
+    if (call_with_mapped_captures is not None and
+        isinstance(save, core_types.ConcreteFunction)):
+      tensors = call_with_mapped_captures(save, [])
+    else:
+      tensors = save()
+    specs, local_names = _serialized_tensor_specs(tensors, name)
     return TrackableSaveable(obj, specs, name, local_names,
-                             prefix=legacy_name)
+                             prefix=legacy_name,
+                             call_with_mapped_captures=call_with_mapped_captures)
 
   return make_saveable
 
@@ -616,14 +654,30 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
   return obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
 
 
-def saveables_for_attribute(factory, key):
+def saveables_for_attribute(factory, key, attribute=None,
+                            call_with_mapped_captures=None):
   """Calls a saveable factory and returns its saveables as a tuple.
+
+  Args:
+    factory: The attribute's saveable factory (or saveable).
+    key: The attribute's checkpoint key.
+    attribute: The attribute's name.
+    call_with_mapped_captures: Optional function calling a restored
+      object's `ConcreteFunction` `_serialize_to_tensors` with its captures
+      mapped into another graph (SavedModel exports).
 
   Raises:
     AssertionError: If a saveable's name does not contain `key` (it would be
       written under a key the object graph does not mention).
   """
-  made = factory(name=key) if callable(factory) else factory
+  if not callable(factory):
+    made = factory
+  elif (call_with_mapped_captures is not None and
+        attribute == trackable_utils.SERIALIZE_TO_TENSORS_NAME):
+    made = factory(name=key,
+                   call_with_mapped_captures=call_with_mapped_captures)
+  else:
+    made = factory(name=key)
   if isinstance(made, tf_saveable_object.SaveableObject):
     saveables = (made,)
   else:
@@ -631,6 +685,8 @@ def saveables_for_attribute(factory, key):
   for saveable in saveables:
     if key not in saveable.name:
       raise AssertionError(
-          f"A saveable for checkpoint key {key!r} was named "
-          f"{saveable.name!r}; its name must contain the key.")
+          f"The object produced a SaveableObject with name "
+          f"{saveable.name!r} for attribute {attribute!r}. Expected a name "
+          f"containing {key!r}: it would be written under a key the object "
+          f"graph does not mention.")
   return saveables

@@ -35,6 +35,7 @@ from tf_objckpt import commit
 from tf_objckpt import functional_saver
 from tf_objckpt import restore_plan
 from tf_objckpt import saver_builders
+from tf_objckpt import tf_compat
 from tf_objckpt import transfer_log
 # Re-exported: the builders are part of this module's API, as in TensorFlow.
 from tf_objckpt.saver_builders import BaseSaverBuilder  # pylint: disable=unused-import
@@ -147,10 +148,10 @@ class Saver(object):
     eager = context.executing_eagerly()
     if eager:
       logging.warning(
-          "Saver is deprecated: use tf.train.Checkpoint (or tf_objckpt's "
-          "Checkpoint) or tf.keras.Model.save_weights instead. Eagerly "
-          "created variables need not have unique names, which makes a "
-          "name-based Saver fragile.")
+          "Saver is deprecated, please switch to tf.train.Checkpoint (or "
+          "tf_objckpt's Checkpoint) or tf.keras.Model.save_weights for "
+          "training checkpoints. Eagerly created variables need not have "
+          "unique names, which makes a name-based Saver fragile.")
       if var_list is None:
         raise RuntimeError(
             "When eager execution is enabled, `var_list` must specify a "
@@ -527,8 +528,7 @@ class Saver(object):
       strip_default_attrs: drop default-valued attributes.
       save_debug_info: also write the GraphDebugInfo.
     """
-    graph_def = ops.get_default_graph().as_graph_def(
-        add_shapes=True, use_pybind11_proto=True)
+    graph_def = tf_compat.graph_def_with_shapes(ops.get_default_graph())
     return export_meta_graph(
         filename=filename,
         graph_def=graph_def,
@@ -583,9 +583,9 @@ class Saver(object):
   def _restore_object_based(self, sess, save_path, names_to_keys):
     """Restores from an object-based checkpoint, keyed by variable names."""
     logging.warning(
-        "Restoring an object-based checkpoint with a name-based saver, "
-        "which is fragile and builds a second saver; object-based "
-        "checkpoints are better loaded with tf.train.Checkpoint().")
+        "Restoring an object-based checkpoint using a name-based saver. This "
+        "builds a second saver and is fragile; object-based checkpoints are "
+        "better loaded with tf.train.Checkpoint().")
     remapped = saver_from_object_based_checkpoint(
         save_path, var_list=self._var_list, builder=self._builder,
         names_to_keys=names_to_keys, cached_saver=self._object_restore_saver)

@@ -18,11 +18,13 @@ as the keys, slices and tensors of one write. It plans; the engine
 import functools
 import typing
 
-from tensorflow.python.checkpoint.sharding import sharding_util
 from tensorflow.python.framework import device as device_lib
 from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor_util
+from tensorflow.python.ops import array_ops
 
 from tf_objckpt import saveable_object_util
+from tf_objckpt import tf_compat
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,7 +81,8 @@ def callback_shards(callback, groups) -> list:
   shards = []
   for task, saveables in groups.items():
     shardable = _shardable_tensors(task, saveables)
-    task_shards = callback(shardable)
+    task_shards = [_with_tensors(shard, shardable, task)
+                   for shard in callback(shardable)]
     _check_shards(task_shards, shardable, callback.description)
     shards.extend(_to_write(task, shard) for shard in task_shards)
   return shards
@@ -95,7 +98,7 @@ def _shardable_tensors(task, saveables):
   for spec, owner, tensor in zip(specs, owners, tensors):
     if tensor is None:  # An uninitialized variable: nothing to save.
       continue
-    shardable.append(sharding_util.ShardableTensor(
+    shardable.append(tf_compat.sharding_util.ShardableTensor(
         _tensor_save_spec=spec, tensor=tensor, dtype=spec.dtype,
         device=device_lib.DeviceSpec.from_string(spec.device or ""),
         name=spec.name, shape=tensor.shape, slice_spec=spec.slice_spec.strip(),
@@ -107,6 +110,83 @@ def _trackable_of(saveable):
   """The object whose state `saveable` holds, if it is a trackable."""
   owner = getattr(saveable, "op", None)
   return owner if hasattr(owner, "_serialize_to_tensors") else None
+
+
+def _with_tensors(shard, shardable, task):
+  """`shard` with values the callback handed back as Python values, tensors.
+
+  Graph building in a session, TensorFlow's `MaxShardSizePolicy` runs string
+  tensors to measure them and returns their values (bytes or arrays). Each
+  is replaced by (a slice of) the tensor it was given, so the save op reads
+  the variable's value when it runs, not the value it had when built.
+  """
+  if all(tensor_util.is_tf_type(value) or value is None
+         for slices in shard.values() for value in slices.values()):
+    return shard
+  given = {}
+  for tensor in shardable:
+    given.setdefault(tensor.checkpoint_key, []).append(tensor)
+  with ops.device(task):
+    return {key: {slice_spec: _given_slice(given.get(key), slice_spec, value)
+                  for slice_spec, value in slices.items()}
+            for key, slices in shard.items()}
+
+
+def _given_slice(candidates, slice_spec, value):
+  """The part `slice_spec` of the tensor given under a key, as a tensor.
+
+  Args:
+    candidates: The `ShardableTensor`s given under the key (None if none:
+      the value is then only converted, for `_check_shards` to refuse).
+    slice_spec: The slice the callback assigned `value` to.
+    value: What the callback returned.
+  """
+  if tensor_util.is_tf_type(value) or value is None:
+    return value
+  for given in candidates or ():
+    if given.slice_spec == slice_spec.strip():
+      return given.tensor
+    inner = _slice_within(given, slice_spec)
+    if inner is not None:
+      return array_ops.slice(given.tensor, *inner)
+  return ops.convert_to_tensor(value)
+
+
+def _slice_within(given, slice_spec):
+  """(begin, size) of `slice_spec` within `given`'s tensor, or None."""
+  try:
+    full_shape, offsets, lengths = _parse_slice_spec(slice_spec)
+  except ValueError:
+    return None
+  if given.slice_spec:
+    _, given_offsets, given_lengths = _parse_slice_spec(given.slice_spec)
+  else:
+    given_offsets = [0] * len(full_shape)
+    given_lengths = given.shape.as_list()
+  if len(given_offsets) != len(offsets):
+    return None
+  begin = [offset - given_offset
+           for offset, given_offset in zip(offsets, given_offsets)]
+  if any(start < 0 or start + length > given_length
+         for start, length, given_length
+         in zip(begin, lengths, given_lengths)):
+    return None
+  return begin, lengths
+
+
+def _parse_slice_spec(slice_spec):
+  """(full shape, offsets, lengths) of a slice spec such as "4 6 0,2:-"."""
+  *dims, extents = slice_spec.split()
+  full_shape = [int(dim) for dim in dims]
+  extents = extents.split(":")
+  if len(extents) != len(full_shape):
+    raise ValueError(f"Not a slice spec: {slice_spec!r}")
+  offsets, lengths = [], []
+  for extent, dim in zip(extents, full_shape):
+    offset, length = (0, dim) if extent == "-" else map(int, extent.split(","))
+    offsets.append(offset)
+    lengths.append(length)
+  return full_shape, offsets, lengths
 
 
 def _to_write(task, shard):

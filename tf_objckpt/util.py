@@ -15,6 +15,7 @@ import inspect
 import os
 import weakref
 
+from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 from tensorflow.python.checkpoint import checkpoint_options
 from tensorflow.python.client import session as session_lib
 from tensorflow.python.eager import context
@@ -46,6 +47,7 @@ from tf_objckpt import object_graph_check
 from tf_objckpt import restore
 from tf_objckpt import restore_coordinator
 from tf_objckpt import sharding
+from tf_objckpt import tf_compat
 from tf_objckpt import tracking
 from tf_objckpt import transfer_log
 # Re-exported: the load statuses are part of this module's API, as in
@@ -99,6 +101,34 @@ def _new_resource_variable(name, shape, dtype, initializer=None,
                                 **kwargs)
 
 
+# TensorFlow's session lookup, shared: tf_keras registers its provider there.
+get_session = tf_checkpoint_lib.get_session
+register_session_provider = tf_checkpoint_lib.register_session_provider
+
+
+class ObjectGraphProtoPrettyPrinter:
+  """Names the nodes of a `TrackableObjectGraph` as messages name objects.
+
+  `node_names[node_id]` is "(root).model.kernel", or for a slot variable
+  "(root).optimizer's state 'm' for (root).model.kernel". Built on first
+  use.
+  """
+
+  def __init__(self, object_graph_proto):
+    self._object_graph_proto = object_graph_proto
+    self._node_names = None
+
+  @property
+  def node_names(self):
+    """`{node id: name}` of the nodes reachable from the root."""
+    if self._node_names is None:
+      paths = object_graph_check.NodePaths(self._object_graph_proto)
+      names = (paths[node_id] for node_id in range(len(paths)))
+      self._node_names = {node_id: name for node_id, name in enumerate(names)
+                          if not name.startswith("<unreachable")}
+    return self._node_names
+
+
 def add_variable(trackable, name, shape=None, dtype=dtypes.float32,
                  initializer=None, trainable=True):
   """Creates a variable tracked by `trackable` as `name`.
@@ -123,9 +153,10 @@ def object_metadata(save_path):
       functional_saver.open_reader(save_path), save_path)
   if proto is None:
     raise ValueError(
-        f"The checkpoint {save_path!r} is not object-based: it has no "
-        f"{base.OBJECT_GRAPH_PROTO_KEY!r} entry. It was probably written by a "
-        "name-based Saver.")
+        f"The specified checkpoint \"{save_path}\" does not appear to be "
+        f"object-based (saved with TF2) since it is missing the key "
+        f"\"{base.OBJECT_GRAPH_PROTO_KEY}\": it has no object graph, so it "
+        "was probably written by a name-based (TF1) Saver.")
   return proto
 
 
@@ -218,6 +249,7 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
   __slots__ = ("durable", "assignment_map")
 
   def __init__(self, *args, durable=False, assignment_map=None, **kwargs):
+    tf_compat.check_options_arguments(kwargs)
     super().__init__(*args, **kwargs)
     self.durable = durable
     self.assignment_map = assignment_map
@@ -493,11 +525,15 @@ def _check_trackable(name, value, accept_weak_references):
   if accept_weak_references and isinstance(value, weakref.ref):
     value = value()
   if not isinstance(value, (tf_base.Trackable, def_function.Function)):
+    # TensorFlow's phrases: `CheckpointV1` (no weak references) does not
+    # name the argument.
+    expecting = (f"{name} to be a trackable object" if accept_weak_references
+                 else "a trackable object")
     raise ValueError(
-        f"`Checkpoint` was expecting {name} to be a trackable object (an "
-        f"object derived from `Trackable`), got {value!r} of type "
-        f"{type(value).__name__}. Only trackable objects (variables, "
-        "modules, layers, optimizers, ...) can be checkpointed.")
+        f"`Checkpoint` was expecting {expecting} (an object derived from "
+        f"`Trackable`), got {value!r} of type {type(value).__name__}, for "
+        f"{name!r}. Only trackable objects (variables, modules, layers, "
+        "optimizers, ...) can be checkpointed.")
   return value
 
 
@@ -616,8 +652,9 @@ class _CheckpointBase(tracking.AutoTrackable):
       return False
     if context.executing_eagerly():
       return True
-    logging.warning("Asynchronous checkpoint saves are for eager execution; "
-                    "saving synchronously while building a graph.")
+    logging.warning("Saving async checkpoint in graph mode is currently not "
+                    "supported; switching to regular sync checkpoint instead "
+                    "(asynchronous saves are for eager execution).")
     return False
 
   def _async_writer(self):

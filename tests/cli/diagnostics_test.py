@@ -77,9 +77,10 @@ def test_unrestored_values_are_listed_by_object_path(written):
               for impl, status in statuses.items()}
   assert outcomes["tf"].name == outcomes["ours"].name == "AssertionError"
   assert str(outcomes["ours"].error) == (
-      f"Unresolved objects in checkpoint {written!r}: 2 values in the "
-      "checkpoint were not restored (no object of the program matched "
-      "them):\n  model/extra () int32\n  model/inner/bias (1,) float32")
+      f"Unresolved object in checkpoint (root).model.extra: 2 values "
+      f"in checkpoint {written!r} were not restored (no object of the "
+      "program matched them):\n  model/extra () int32\n"
+      "  model/inner/bias (1,) float32")
   for status in statuses.values():
     status.assert_existing_objects_matched().expect_partial()
 
@@ -118,8 +119,9 @@ def test_long_lists_are_cut_with_a_count(tmp_path):
               for impl, status in statuses.items()}
   assert outcomes["tf"].name == outcomes["ours"].name == "AssertionError"
   lines = str(outcomes["ours"].error).split("\n")
-  assert lines[0].endswith("30 values in the checkpoint were not restored "
-                           "(no object of the program matched them):")
+  assert lines[0] == (
+      f"Unresolved object in checkpoint (root).v00: 30 values in checkpoint "
+      f"{path!r} were not restored (no object of the program matched them):")
   assert lines[1:3] == ["  v00 () float32", "  v01 () float32"]
   assert len(lines) == 1 + restore_report.MAX_LINES + 1
   assert lines[-1] == "  ... and 10 more"

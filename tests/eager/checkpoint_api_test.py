@@ -87,18 +87,43 @@ def test_tensorflows_manager_manages_our_checkpoint(tmp_path):
   assert int(fresh.save_counter.numpy()) == 3
 
 
+def _save_twice_with_options(manager_cls, lib, directory):
+  """Two saves by a manager keeping one, with a write callback of our own."""
+  written = []
+  options = tf.train.CheckpointOptions(
+      experimental_write_callbacks=[
+          lambda path: written.append(os.path.basename(path))])
+  variable = tf.Variable(0.0)
+  manager = manager_cls(lib.Checkpoint(v=variable), directory, max_to_keep=1)
+  saved = []
+  for value in (1.0, 2.0):
+    variable.assign(value)
+    saved.append(os.path.basename(manager.save(options=options)))
+  fresh = lib.Checkpoint(v=tf.Variable(0.0))
+  fresh.restore(manager.latest_checkpoint).assert_consumed()
+  return {"saved": saved, "written": written,
+          "checkpoints": [os.path.basename(path)
+                          for path in manager.checkpoints],
+          "latest": os.path.basename(tf.train.latest_checkpoint(directory)),
+          "files": sorted(os.listdir(directory)),
+          "restored": float(fresh.v.numpy()),
+          "callbacks left": len(options.experimental_write_callbacks)}
+
+
 @pytest.mark.parametrize("manager_impl", ["tf", "ours"])
 def test_manager_save_with_options(tmp_path, manager_impl):
+  """The options reach the write (its callbacks run); the rest is as usual."""
   manager_cls = tl.IMPLS[manager_impl].CheckpointManager
-  results = {}
   for impl, lib in tl.IMPLS.items():
     if manager_impl == "tf" and impl == "ours":
       continue  # Covered by test_tensorflows_manager_manages_our_checkpoint.
-    manager = manager_cls(lib.Checkpoint(v=tf.Variable(1.0)),
-                          os.fspath(tmp_path / impl), max_to_keep=1)
-    results[impl] = os.path.basename(
-        manager.save(options=tf.train.CheckpointOptions()))
-  assert set(results.values()) == {"ckpt-1"}
+    observed = _save_twice_with_options(manager_cls, lib,
+                                        os.fspath(tmp_path / impl))
+    assert observed == {
+        "saved": ["ckpt-1", "ckpt-2"], "written": ["ckpt-1", "ckpt-2"],
+        "checkpoints": ["ckpt-2"], "latest": "ckpt-2",
+        "files": ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"],
+        "restored": 2.0, "callbacks left": 1}, impl
 
 
 @pytest.mark.parametrize("impl", tl.IMPLS)

@@ -129,7 +129,7 @@ def _partially_built_model(tmp_path):
   return _restoring(path, objects)
 
 
-def _unbuilt_model(tmp_path):
+def _unbuilt_keras3_model(tmp_path):
   path = _save(tmp_path, model=tl.make_model("keras3", "subclassed"))
   return _restoring(path, lambda: {
       "model": tl.make_model("keras3", "subclassed", built=False)})
@@ -186,7 +186,7 @@ SCENARIOS = {
     "nothing_matches": _nothing_matches,
     "nothing_in_program": _nothing_in_program,
     "partially_built_model": _partially_built_model,
-    "unbuilt_model": _unbuilt_model,
+    "unbuilt_keras3_model": _unbuilt_keras3_model,
     "legacy_optimizer_without_slots": _legacy_optimizer_without_slots,
     "restore_none": _restore_none,
     "restore_none_with_restore": _restore_none_with_restore,

@@ -262,11 +262,28 @@ def test_streaming_restore_runs_restore_ops_as_they_are_created(tmp_path):
 
 
 def test_streaming_restore_does_nothing_eagerly(tmp_path):
-  root = tf_objckpt.AutoTrackable()
-  root.v = tf.Variable(1.)
-  checkpoint = tf_objckpt.CheckpointV1(root=root)
-  path = checkpoint.save(os.path.join(tmp_path, "ckpt"))
-  assert util.streaming_restore(checkpoint.restore(path)) is None
+  """Eagerly, restores already stream: the call changes nothing.
+
+  Values assigned since the restore stay, a variable created afterwards is
+  still restored when it is created, and the status passes its assertions.
+  """
+  def scenario(impl):
+    lib = tl.IMPLS[impl]
+    saved = lib.AutoTrackable()
+    saved.v, saved.later = tf.Variable(1.), tf.Variable(2.)
+    path = lib.CheckpointV1(root=saved).save(os.path.join(tmp_path, impl))
+    root = lib.AutoTrackable()
+    root.v = tf.Variable(0.)
+    status = lib.CheckpointV1(root=root).restore(path)
+    restored = root.v.numpy()
+    root.v.assign(5.)
+    returned = lib.checkpoint.streaming_restore(status)
+    root.later = tf.Variable(0.)
+    return (returned, restored, root.v.numpy(), root.later.numpy(),
+            tl.outcome(status.assert_consumed).name)
+
+  observed = {impl: scenario(impl) for impl in tl.IMPLS}
+  assert observed["ours"] == observed["tf"] == (None, 1., 5., 2., "ok")
 
 
 def test_list_objects_and_gather_initializers(tmp_path):

@@ -446,15 +446,35 @@ def test_wrappers_pass_builtin_type_checks_like_tensorflow(kind):
 
 @pytest.mark.parametrize("kind", ["list", "dict", "tuple"])
 def test_copies_keep_contents_and_type(kind):
-  for lib in tl.IMPLS.values():
+  """A shallow copy shares the elements, a deep copy copies the variable.
+
+  Each is a container of its own: changing it leaves the original as it was.
+  """
+  observed = {}
+  for impl, lib in tl.IMPLS.items():
     original = _wrappers(lib.data_structures)[kind]
-    shallow = copy.copy(original)
-    deep = copy.deepcopy(original)
-    assert type(shallow) is type(original)
-    assert type(deep) is type(original)
-    assert list(shallow) == list(original)
-    assert len(deep) == len(original)
-    assert shallow is not original
+    before = repr(original)
+    shallow, deep = copy.copy(original), copy.deepcopy(original)
+    keys = sorted(original) if kind == "dict" else range(len(original))
+    variable_key = "a" if kind == "dict" else 0
+    observed[impl] = {
+        "types": [type(c) is type(original) for c in (shallow, deep)],
+        "shallow shares": [shallow[k] is original[k] for k in keys],
+        "deep": [(type(deep[k]).__name__, _label(deep[k])) for k in keys],
+        "deep variable": float(deep[variable_key].numpy()),
+    }
+    if kind != "tuple":
+      for copied in (shallow, deep):
+        copied[variable_key] = 7
+      observed[impl]["original after"] = repr(original) == before
+  assert observed["ours"] == observed["tf"]
+  assert observed["ours"]["types"] == [True, True]
+  assert observed["ours"]["shallow shares"] == [True, True]
+  # The deep copy's variable is a new one (no `v0` label) with v0's value.
+  assert observed["ours"]["deep"] == [
+      ("ResourceVariable", "ResourceVariable"), ("int", "int")]
+  assert observed["ours"]["deep variable"] == 0.
+  assert observed["ours"].get("original after", True)
 
 
 def test_copied_list_wrapper_keeps_unsaveable_flag():

@@ -8,6 +8,7 @@ import os
 
 import pytest
 import tensorflow as tf
+from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 
 import testlib as tl
 
@@ -93,3 +94,19 @@ def test_saved_models_get_no_functions_of_auto_trackables(tmp_path, impl):
   loaded = tf.saved_model.load(str(tmp_path))
   assert float(loaded.v.numpy()) == 2.
   assert hasattr(loaded, "f") == (impl == "tf")
+
+
+def test_graph_mode_save_without_a_session_is_a_runtime_error(
+    tmp_path, monkeypatch):
+  """TensorFlow's `save()` fails calling `run` on None; `write()` raises."""
+  monkeypatch.setattr(tf_checkpoint_lib, "_SESSION_PROVIDER", None)
+  errors = {}
+  for impl, lib in tl.IMPLS.items():
+    with tf.Graph().as_default():
+      checkpoint = lib.CheckpointV1(v=tf.compat.v1.get_variable("v", [1]))
+      errors[impl] = tl.outcome(checkpoint.save,
+                                os.path.join(tmp_path, impl, "ckpt")).error
+  assert isinstance(errors["tf"], AttributeError), errors["tf"]
+  assert isinstance(errors["ours"], RuntimeError), errors["ours"]
+  assert str(errors["ours"]).startswith("Unable to save checkpoint to")
+  assert "in graph mode without a default session" in str(errors["ours"])

@@ -92,6 +92,24 @@ def test_serialize_to_tensors_trackables(tmp_path, writer):
     assert float(holder.pair.a.numpy()) == 1.0, impl
 
 
+class _SavesNothing(tf.Module):
+  """Serializes no tensors, and has TensorFlow's `_restore_from_tensors`."""
+
+  def _serialize_to_tensors(self):
+    return {}
+
+
+def test_object_that_saves_nothing_takes_the_place_of_a_variable(tmp_path):
+  """As in TensorFlow: it matches, nothing is read, nothing is restored."""
+  path = tl.write("tf", tmp_path / "ckpt", v=tf.Variable(1.))
+  outcomes = {}
+  for impl, lib in tl.IMPLS.items():
+    status = tl.outcome(lib.Checkpoint(v=_SavesNothing()).read, path)
+    assert status.error is None, (impl, status.error)
+    outcomes[impl] = tl.assertion_outcomes(status.result)
+  assert outcomes["ours"] == outcomes["tf"]
+
+
 def test_mirrored_strategy_variables(tmp_path):
   strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
 

@@ -32,21 +32,40 @@ def _save_counter(path):
       "save_counter/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
+def _saved_values(path):
+  """The value each thread's variable has in the checkpoint at `path`."""
+  reader = tf.train.load_checkpoint(path)
+  return [float(reader.get_tensor(f"values/{thread}/.ATTRIBUTES/"
+                                  "VARIABLE_VALUE"))
+          for thread in range(_THREADS)]
+
+
 def test_concurrent_checkpoint_saves_are_serialized(tmp_path):
-  value = tf.Variable(0.)
-  checkpoint = tf_objckpt.Checkpoint(value=value)
+  """Each thread saves its own variable's values 1, 2, ... in turn.
+
+  A checkpoint holds what its caller assigned, and, in the order of the
+  numbers, never an older value of any thread than the one before it.
+  """
+  values = [tf.Variable(0.) for _ in range(_THREADS)]
+  checkpoint = tf_objckpt.Checkpoint(values=values)
   prefix = str(tmp_path / "ckpt")
 
   def save(thread, index):
-    value.assign(thread * 100 + index)
-    return checkpoint.save(prefix)
+    values[thread].assign(index + 1)
+    return thread, index + 1, checkpoint.save(prefix)
 
-  paths = _in_threads(save)
+  saves = _in_threads(save)
+  paths = [path for _, _, path in saves]
   assert len(set(paths)) == len(paths) == _THREADS * _SAVES_PER_THREAD
-  for path in paths:
+  for thread, value, path in saves:
     assert _save_counter(path) == int(path.rsplit("-", 1)[1])
+    assert _saved_values(path)[thread] == value, path
   assert sorted(_save_counter(path) for path in paths) == list(
       range(1, len(paths) + 1))
+  in_order = [_saved_values(f"{prefix}-{n}") for n in range(1, len(paths) + 1)]
+  for older, newer in zip(in_order, in_order[1:]):
+    assert all(map(float.__le__, older, newer)), in_order
+  assert in_order[-1] == [float(_SAVES_PER_THREAD)] * _THREADS
   assert tf_objckpt.latest_checkpoint(str(tmp_path)) == f"{prefix}-{len(paths)}"
 
 

@@ -62,19 +62,34 @@ def flushed(monkeypatch):
   return calls
 
 
-@pytest.mark.parametrize("how", ["save", "manager"])
+# The last save of each way in `_save`.
+_LAST_SAVE = {"write": "ckpt", "save": "ckpt-2", "manager": "ckpt-2"}
+
+
+@pytest.mark.parametrize("how", ["write", "save", "manager"])
 def test_files_are_flushed_before_the_state_file_lists_them(
     tmp_path, flushed, how):
   directory = str(tmp_path)
   _save("ours", directory, how, _DURABLE)
-  for name in ("ckpt-2.data-00000-of-00001", "ckpt-2.index"):
-    states = [state for path, state in flushed
-              if path == os.path.join(directory, name)]
-    assert states and all('"ckpt-2"' not in state for state in states), name
-  # The directory after the files (the renames), and after the state file.
+  name = _LAST_SAVE[how]
+  listed = f'"{name}"'
+  files = [os.path.join(directory, name + suffix)
+           for suffix in (".data-00000-of-00001", ".index")]
+  for path in files:
+    states = [state for flushed_path, state in flushed if flushed_path == path]
+    assert states and all(listed not in state for state in states), path
+  # The files are flushed under their final names, so after their renames.
+  # The directory (which records the renames) after them, and before the
+  # state file lists the checkpoint: an earlier save's flush is no proof.
+  last_file_flush = max(i for i, (path, _) in enumerate(flushed)
+                        if path in files)
+  assert [state for path, state in flushed[last_file_flush:]
+          if path == directory and listed not in state], flushed
+  if how == "write":
+    return  # No state file.
+  # The directory after the state file too.
   directory_flushes = [state for path, state in flushed if path == directory]
-  assert any('"ckpt-2"' not in state for state in directory_flushes)
-  assert '"ckpt-2"' in directory_flushes[-1]
+  assert listed in directory_flushes[-1]
   # The state file itself, under its temporary name before the rename.
   assert any(os.path.basename(path).startswith("checkpoint.tmp")
              for path, _ in flushed)

@@ -8,6 +8,7 @@ and on creation) and by `CheckpointV1` in a graph (`initialize_or_restore`,
 once with ours; values and the outcomes of the status assertions must agree.
 """
 
+import logging as py_logging
 import os
 
 import keras
@@ -16,6 +17,9 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.util import deprecation
 import tf_keras
+
+import tf_objckpt
+from tf_objckpt import name_based
 
 import testlib as tl
 
@@ -149,10 +153,10 @@ def _assert_restored(observed_values, values):
   np.testing.assert_equal(observed_values, expected)
 
 
-def _eager_restore(impl, kind, path, on_create):
+def _eager_restore(impl, kind, path, on_create, options=None):
   target = _make_target(kind, built=not on_create)
   checkpoint = tl.IMPLS[impl].Checkpoint(model=target.obj)
-  status = checkpoint.restore(path)
+  status = checkpoint.restore(path, options=options)
   observed = {"status": type(status).__name__, "before": _outcomes(status)}
   if on_create:
     target.build()
@@ -221,11 +225,13 @@ def test_keras3_variable_value_key_is_restored(tmp_path):
   np.testing.assert_array_equal(restored, value)
 
 
-def _graph_restore(impl, kind, path, method):
+def _graph_restore(impl, kind, path, method, options=None):
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     target = _make_target(kind)
     checkpoint = tl.IMPLS[impl].CheckpointV1(model=target.obj)
-    status = checkpoint.restore(path)
+    # TensorFlow's CheckpointV1.restore takes no options.
+    status = (checkpoint.restore(path) if options is None else
+              checkpoint.restore(path, options=options))
     observed = [type(status).__name__, _outcomes(status)]
     if method == "run_restore_ops":
       session.run(tf.compat.v1.global_variables_initializer())
@@ -273,37 +279,87 @@ def test_graph_restore_needs_the_save_counter(tmp_path, method):
     assert not np.any(observed[-1][0])
 
 
-def test_deprecation_warning_is_logged(tmp_path, monkeypatch):
+def test_one_line_points_to_convert_where_tensorflow_warns(tmp_path,
+                                                          monkeypatch):
+  """TensorFlow warns the feature is deprecated; we log how to convert."""
   path = _write("tf_eager", tmp_path / "ckpt",
                 _checkpointed_values("module", with_save_counter=False))
-  logged = {}
-  for impl in tl.IMPLS:
-    # Deprecation warnings are logged once per process; forget earlier ones.
+  hint = name_based._conversion_hint  # pylint: disable=protected-access
+
+  def restore_twice(impl, level):
+    # Both libraries log once per process; forget earlier restores.
     monkeypatch.setattr(deprecation, "_PRINTED_WARNING", {})
-    with tl.captured_logs() as messages:
-      tl.IMPLS[impl].Checkpoint(model=_make_target("module").obj).restore(
-          path)
-    logged[impl] = [m for m in messages if "deprecated" in m]
-  assert len(logged["ours"]) == len(logged["tf"]) == 1
-  assert ("NameBasedSaverStatus.__init__ (from tf_objckpt.load_status) is "
-          "deprecated") in logged["ours"][0]
+    monkeypatch.setattr(hint, "logged", False)
+    with tl.captured_logs(level=level) as messages:
+      for _ in range(2):
+        tl.IMPLS[impl].Checkpoint(
+            model=_make_target("module").obj).restore(path)
+    return messages
+
+  assert [m for m in restore_twice("tf", None) if "is deprecated" in m]
+  assert restore_twice("ours", None) == []  # Nothing at default levels.
+  assert [m for m in restore_twice("ours", py_logging.INFO)
+          if "convert" in m] == [
+              f"Restoring {path!r} by variable names: it is a name-based "
+              "checkpoint. `tf-objckpt convert` rewrites it as an "
+              "object-based checkpoint, restored by object."]
+
+
+def _streaming_restore_eagerly(impl, path):
+  """Eagerly, restores already stream: the call changes nothing."""
+  lib = tl.IMPLS[impl]
+  target = _make_target("module", built=False)
+  checkpoint = lib.CheckpointV1(model=target.obj)
+  status = checkpoint.restore(path)
+  checkpoint.save_counter.assign(3)  # Restored: assigned since stays.
+  outcome = tl.outcome(lib.checkpoint.streaming_restore, status).name
+  target.build()  # Restored on creation.
+  return {"streaming_restore": outcome, "status": _outcomes(status),
+          "save_counter": int(checkpoint.save_counter.numpy()),
+          "values": [w.numpy() for w in target.weights]}
 
 
 @pytest.mark.parametrize("graph_mode", [False, True], ids=["eager", "graph"])
 def test_streaming_restore(tmp_path, graph_mode):
   """Not supported for name-based checkpoints when graph building."""
-  path = _write("tf_graph", tmp_path / "ckpt",
-                _checkpointed_values("module", with_save_counter=True))
+  values = _checkpointed_values("module", with_save_counter=True)
+  path = _write("tf_graph", tmp_path / "ckpt", values)
+  if not graph_mode:
+    observed = _run_both(_streaming_restore_eagerly, path)
+    assert observed["streaming_restore"] == "ok"
+    assert observed["status"] == ["ok"] * 3
+    assert observed["save_counter"] == 3
+    _assert_restored(observed["values"], values)
+    return
 
   def scenario(impl):
     lib = tl.IMPLS[impl]
-    if not graph_mode:
-      status = lib.CheckpointV1(model=_make_target("module").obj).restore(path)
-      return tl.outcome(lib.checkpoint.streaming_restore, status).name
     with tl.GraphProgram(impl) as program:
       status = lib.CheckpointV1(model=_make_target("module").obj).restore(path)
       return tl.outcome(lib.checkpoint.streaming_restore, status,
                         program.session).name
 
-  outcome = _run_both(scenario)
-  assert outcome == ("NotImplementedError" if graph_mode else "ok")
+  assert _run_both(scenario) == "NotImplementedError"
+
+
+@pytest.mark.parametrize("method", ["initialize_or_restore", "run_restore_ops",
+                                    "eager"])
+def test_assignment_map_renames_checkpoint_scopes(tmp_path, method):
+  """`CheckpointOptions(assignment_map=)` (ours only) in graphs and eagerly.
+
+  The checkpoint's `old/...` names are restored into the module's `net/...`
+  variables; without the map nothing matches them.
+  """
+  values = {name.replace("net/", "old/", 1): value for name, value in
+            _checkpointed_values("module", with_save_counter=True).items()}
+  path = _write("tf_graph", tmp_path / "ckpt", values)
+  options = tf_objckpt.CheckpointOptions(assignment_map={"old/": "net/"})
+  if method == "eager":
+    observed = _eager_restore("ours", "module", path, False, options)
+    observed = observed["values"] + [observed["save_counter"]]
+  else:
+    observed = _graph_restore("ours", "module", path, method, options)
+    assert observed[2:4] == ["ok", ["ok"] * 3], observed
+    observed = observed[-1]
+  _assert_restored(observed[:-1], values)
+  assert observed[-1] == 7

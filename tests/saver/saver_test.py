@@ -633,8 +633,9 @@ def test_dtype_mismatch(checkpoint):
                               dtype=tf.float64) for impl in tl.IMPLS}
   for impl in tl.IMPLS:
     assert isinstance(errs[impl][0], errors.InvalidArgumentError), impl
-  assert ("checkpoint key 'a': the checkpoint holds dtype float32 but float64 "
-          "is expected") in str(errs["ours"][0])
+  assert ("checkpoint key 'a': expected dtype double does not equal original "
+          "dtype float; the checkpoint holds dtype float32 but float64 is "
+          "expected") in str(errs["ours"][0])
 
 
 def test_partitioned_shape_mismatch(tmp_path):

@@ -22,11 +22,28 @@ def _read(name):
     return f.read()
 
 
+def _relative_links(doc):
+  return [link for link in _LINK.findall(_read(doc)) if "://" not in link]
+
+
+def _named_tests():
+  """`(path, test name or "")` of the tests API.md names."""
+  return _TEST_REFERENCE.findall(_read("API.md"))
+
+
+def files_read():
+  """The files these tests read besides the docs: links and named tests.
+
+  tests/tools/build_targets_test.py checks that Bazel gives them to
+  docs_test.
+  """
+  return sorted({link for doc in _DOCS for link in _relative_links(doc)}
+                | {path for path, _ in _named_tests()})
+
+
 @pytest.mark.parametrize("doc", _DOCS)
 def test_relative_links_resolve(doc):
-  links = [link for link in _LINK.findall(_read(doc))
-           if "://" not in link]
-  missing = [link for link in links
+  missing = [link for link in _relative_links(doc)
              if not os.path.exists(os.path.join(ROOT, link))]
   assert not missing, f"{doc} links to missing files: {missing}"
 
@@ -36,7 +53,7 @@ def test_readme_links_the_api_reference():
 
 
 def test_api_reference_names_tests_that_exist():
-  references = _TEST_REFERENCE.findall(_read("API.md"))
+  references = _named_tests()
   assert len(references) > 10
   missing = []
   for path, test_name in references:

@@ -1,0 +1,59 @@
+"""What differs between the TensorFlow versions we support (2.15 to 2.21).
+
+TensorFlow 2.16 added `Graph.as_graph_def(use_pybind11_proto=)`, which
+`graph_def_with_shapes` uses where it exists, and checkpoint sharding: the
+module `tensorflow.python.checkpoint.sharding` (`ShardableTensor` and the
+sharding policies) and two `CheckpointOptions` arguments,
+`experimental_sharding_callback` and `experimental_skip_slot_variables`.
+On 2.15 `sharding_util` is None, and `check_options_arguments` turns those
+arguments into TensorFlow's `TypeError` for an unexpected keyword, with the
+version that added it and the version installed.
+"""
+
+import inspect
+
+import tensorflow as tf
+from tensorflow.python.checkpoint import checkpoint_options
+from tensorflow.python.framework import ops
+
+try:
+  from tensorflow.python.checkpoint.sharding import sharding_util  # pylint: disable=g-import-not-at-top
+except ImportError:  # TensorFlow 2.15.
+  sharding_util = None
+
+# `CheckpointOptions` arguments of later TensorFlows: the version adding each.
+_LATER_OPTIONS = {
+    "experimental_sharding_callback": "2.16",
+    "experimental_skip_slot_variables": "2.16",
+}
+
+_GRAPH_DEF_ARGUMENTS = (
+    {"use_pybind11_proto": True}
+    if "use_pybind11_proto" in inspect.signature(
+        ops.Graph.as_graph_def).parameters else {})
+
+_OPTIONS_PARAMETERS = frozenset(inspect.signature(
+    checkpoint_options.CheckpointOptions.__init__).parameters)
+
+
+def check_options_arguments(arguments):
+  """Raises TypeError for options this TensorFlow's `CheckpointOptions` lacks.
+
+  Args:
+    arguments: The keyword arguments given to `CheckpointOptions`.
+
+  Raises:
+    TypeError: If an argument is one that a later TensorFlow added, naming
+      it, the version that added it and the version installed.
+  """
+  for name in arguments:
+    if name in _LATER_OPTIONS and name not in _OPTIONS_PARAMETERS:
+      raise TypeError(
+          f"CheckpointOptions.__init__() got an unexpected keyword argument "
+          f"'{name}': it needs TensorFlow {_LATER_OPTIONS[name]} or newer, "
+          f"and this is TensorFlow {tf.__version__}.")
+
+
+def graph_def_with_shapes(graph):
+  """`graph`'s `GraphDef` with the output shapes of its ops."""
+  return graph.as_graph_def(add_shapes=True, **_GRAPH_DEF_ARGUMENTS)
