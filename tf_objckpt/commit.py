@@ -81,6 +81,9 @@ _PARTIAL = (rf"(?:\.index|{_DATA}|{_SHARD}|){_TEMPSTATE}"
             rf"|\.part{_SHARD}\.(?:index|data{_SHARD})(?:{_TEMPSTATE})?")
 # ... and of a finished one: V2's index and data files, V1's files.
 _FINAL = rf"\.index|{_DATA}|{_SHARD}|"
+# The temporary copy of a file written atomically by TensorFlow's file layer
+# (a meta graph), which stays behind when the write fails.
+_TEMPORARY_COPY = r"\.tmp[0-9a-f]{32}"
 
 _lock = threading.Lock()  # Guards the two registries below.
 # (thread, directory) -> the `_DirectoryLock` that thread holds there.
@@ -482,7 +485,8 @@ def _undoing_failures(save, base, keep, extra_files, state_file):
 def _undo(directory, name, before, extra_files):
   """Removes the files of a failed save of `name` that were not `before`.
 
-  Temporary files go in any case; with `before` None (unknown), only they.
+  Temporary files go in any case (those of `extra_files` too); with
+  `before` None (unknown), only they.
   """
   own = re.compile(rf"{re.escape(name)}(?:(?P<partial>{_PARTIAL})|{_FINAL})")
   for entry in _scan(directory) or ():
@@ -493,6 +497,11 @@ def _undo(directory, name, before, extra_files):
   for path in extra_files:
     if before is not None and path not in before:
       _remove(path)
+    extra_directory, extra_name = os.path.split(path)
+    temporary = re.compile(rf"{re.escape(extra_name)}{_TEMPORARY_COPY}")
+    for entry in _scan(extra_directory) or ():
+      if temporary.fullmatch(entry):
+        _remove(os.path.join(extra_directory, entry))
 
 
 # ----------------------------------------------------------------------------

@@ -107,13 +107,14 @@ def open_reader(save_path):
         f"{save_path!r}: no checkpoint found there ({e.message}). Please "
         "double-check that the path is correct. You may be missing the "
         "checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from e
-  except errors.OpError as e:
+  except (errors.OpError, IndexError) as e:
+    # An index whose footer points past its end fails as an IndexError.
     raise errors.DataLossError(
         None, None,
         f"The checkpoint at {save_path!r} is corrupt or truncated and cannot "
         f"be read: its index file "
         f"{bundle_index.index_file_name(save_path)!r} is damaged: "
-        f"{e.message}") from e
+        f"{getattr(e, 'message', e)}") from e
 
 
 def read_object_graph(reader, save_path):

@@ -32,8 +32,7 @@ _TrackableObject = trackable_object_graph_pb2.TrackableObjectGraph.TrackableObje
 
 def full_name_for_variable(obj) -> str:
   """The global (name-based) name of a variable, or "" for other objects."""
-  if not (isinstance(obj, variables.Variable) or
-          resource_variable_ops.is_resource_variable(obj)):
+  if not saveable_object_util.is_variable(obj):
     return ""
   slice_info = getattr(obj, "_save_slice_info", None)
   if slice_info is not None:

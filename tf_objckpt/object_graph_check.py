@@ -17,6 +17,7 @@ from tensorflow.python.framework import errors
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import restore_plan
+from tf_objckpt import trackable_utils
 
 # At most this many problems are spelled out in one error message.
 _MAX_PROBLEMS_IN_MESSAGE = 20
@@ -112,26 +113,37 @@ def object_graph_problems(object_graph_proto, stored_keys):
     yield 0, "the object graph has no root node"
     return
   for node_id, node in enumerate(nodes):
-    local_names = set()
+    children = {}  # Local name -> node id.
     for child in node.children:
       if not 0 <= child.node_id < count:
         yield node_id, (f"child {child.local_name!r} refers to node "
                         f"{child.node_id}, but there are {count} nodes")
-      if child.local_name in local_names:
-        yield node_id, f"two children are named {child.local_name!r}"
-      local_names.add(child.local_name)
+      if children.setdefault(child.local_name, child.node_id) != child.node_id:
+        yield node_id, (f"two children named {child.local_name!r} refer to "
+                        f"different nodes")
     for slot in node.slot_variables:
       for role, referred in (("variable", slot.original_variable_node_id),
                              ("slot variable", slot.slot_variable_node_id)):
         if not 0 <= referred < count:
           yield node_id, (f"slot {slot.slot_name!r} refers to {role} node "
                           f"{referred}, but there are {count} nodes")
+        elif referred == 0 or not _is_variable(nodes[referred]):
+          yield node_id, (f"slot {slot.slot_name!r} refers to {role} node "
+                          f"{referred}, which is not a variable")
     for attribute in node.attributes:
-      if not holds(attribute.checkpoint_key):
+      if not attribute.checkpoint_key:
+        yield node_id, f"attribute {attribute.name!r} has an empty key"
+      elif not holds(attribute.checkpoint_key):
         yield node_id, (
             f"attribute {attribute.name!r} names "
             f"{restore_plan.describe_key(attribute.checkpoint_key)}, which "
             "the checkpoint does not hold")
+
+
+def _is_variable(node):
+  """Whether an object graph node holds a variable's value."""
+  return any(attribute.name == trackable_utils.VARIABLE_VALUE_KEY
+             for attribute in node.attributes)
 
 
 class _KeyLookup:
@@ -180,23 +192,28 @@ def check_object_graph(object_graph_proto, save_path, stored_keys):
 
   Raises:
     DataLossError: Naming the checkpoint and each faulty node (by its path,
-      and its id): children or slots referring to missing nodes, two
-      children of one node under one name, attributes naming keys the
-      checkpoint does not hold.
+      and its id): children or slots referring to missing nodes, slots
+      referring to the root or to nodes that hold no variable, two children
+      of one node under one name referring to different nodes, attributes
+      with an empty key or naming keys the checkpoint does not hold.
   """
   problems = []
   for problem in object_graph_problems(object_graph_proto, stored_keys):
     problems.append(problem)
     if len(problems) > _MAX_PROBLEMS_IN_MESSAGE:
       break
-  if not problems:
-    return
+  if problems:
+    raise damaged_graph_error(object_graph_proto, save_path, problems)
+
+
+def damaged_graph_error(object_graph_proto, save_path, problems):
+  """A `DataLossError` naming the checkpoint and each `(node id, problem)`."""
   names = NodePaths(object_graph_proto)
   shown = problems[:_MAX_PROBLEMS_IN_MESSAGE]
   lines = "\n  ".join(f"node {node_id} ({names[node_id]}): {problem}"
                       for node_id, problem in shown)
   more = "\n  ..." if len(problems) > len(shown) else ""
-  raise errors.DataLossError(
+  return errors.DataLossError(
       None, None,
       f"The object graph of checkpoint {save_path!r} is damaged; nothing was "
       f"restored:\n  {lines}{more}")

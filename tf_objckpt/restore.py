@@ -26,6 +26,7 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import keras3_slots
+from tf_objckpt import object_graph_check
 from tf_objckpt import registered_savers
 from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
@@ -237,16 +238,22 @@ class CheckpointPosition:
 
   def _restore_slots_of_optimizer(self, optimizer):
     """Restores slots that waited for this node's optimizer to be bound."""
-    for deferred in self._checkpoint.slots_awaiting_optimizer.pop(
-        self._node_id, ()):
-      self._create_or_restore_slot(optimizer, deferred.original_variable,
-                                   deferred.slot_variable_id,
-                                   deferred.slot_name)
+    waiting = self._checkpoint.slots_awaiting_optimizer.pop(self._node_id, ())
+    if waiting and self._holds_slots(optimizer, self._node_id):
+      for deferred in waiting:
+        self._create_or_restore_slot(optimizer, deferred.original_variable,
+                                     deferred.slot_variable_id,
+                                     deferred.slot_name)
 
   def _restore_slots_of_variable(self, variable):
     """Restores (or defers) optimizer slots of this node's variable."""
     checkpoint = self._checkpoint
-    for slot in checkpoint.slots_by_variable.pop(self._node_id, ()):
+    slots = checkpoint.slots_by_variable.pop(self._node_id, ())
+    if slots and not saveable_object_util.is_variable(variable):
+      raise self._mismatched_slots(
+          self._node_id, "optimizers hold slots for it as a variable, but "
+          f"its object is not a variable ({type(variable).__name__})")
+    for slot in slots:
       optimizer = checkpoint.objects_by_node_id.get(slot.optimizer_id, None)
       if optimizer is None:
         checkpoint.slots_awaiting_optimizer.setdefault(
@@ -255,9 +262,32 @@ class CheckpointPosition:
                     original_variable=variable,
                     slot_variable_id=slot.slot_variable_id,
                     slot_name=slot.slot_name))
-      elif hasattr(optimizer, "_create_or_restore_slot_variable"):
+      elif self._holds_slots(optimizer, slot.optimizer_id):
         self._create_or_restore_slot(optimizer, variable,
                                      slot.slot_variable_id, slot.slot_name)
+
+  def _holds_slots(self, optimizer, optimizer_id):
+    """Whether slots are restored into `optimizer`, bound to `optimizer_id`.
+
+    An object without slots (a `Checkpoint` standing in for an optimizer to
+    restore its step counter) restores none, as in TensorFlow.
+
+    Raises:
+      DataLossError: If the object is a variable: the checkpoint's path to
+        it leads to an optimizer.
+    """
+    if saveable_object_util.is_variable(optimizer):
+      raise self._mismatched_slots(
+          optimizer_id, "it holds slot variables, but its object is a "
+          "variable")
+    return hasattr(optimizer, "_create_or_restore_slot_variable")
+
+  def _mismatched_slots(self, node_id, problem):
+    """The error of a slot whose objects are of the wrong kind."""
+    checkpoint = self._checkpoint
+    return object_graph_check.damaged_graph_error(
+        checkpoint.object_graph_proto, checkpoint.values.save_path,
+        [(node_id, problem)])
 
   def _create_or_restore_slot(self, optimizer, variable, slot_variable_id,
                               slot_name):

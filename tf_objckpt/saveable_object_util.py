@@ -488,6 +488,12 @@ class VariableSaveable(ResourceVariableSaveable):
 _DEFAULT_SAVING_BY_CLASS = {}
 
 
+def is_variable(obj) -> bool:
+  """Whether `obj` is a variable (of any kind, distributed or sharded too)."""
+  return (isinstance(obj, variables.Variable) or
+          resource_variable_ops.is_resource_variable(obj))
+
+
 def has_default_variable_saving(obj) -> bool:
   """True for resource variables that keep the stock save logic.
 

@@ -11,6 +11,7 @@ Finding the file of a key takes the checkpoint's `.index` table, which
 reader on TensorFlow-written checkpoints.
 """
 
+import collections
 import os
 
 import numpy as np
@@ -18,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 import testlib as tl
+import tf_objckpt
 from tf_objckpt import bundle_index
 
 _CONFIG = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
@@ -90,6 +92,53 @@ def test_damaged_index_table_is_a_data_loss_error_naming_it(tmp_path):
     f.truncate(os.path.getsize(prefix + ".index") - 3)
   with pytest.raises(tf.errors.DataLossError, match="ckpt.index"):
     bundle_index.read_bundle_index(prefix)
+
+
+def _index_variants(index):
+  """`(what, contents)`: each byte of `index` flipped, and each truncation."""
+  for position, byte in enumerate(index):
+    yield (f"byte {position} flipped",
+           index[:position] + bytes([byte ^ 0xFF]) + index[position + 1:])
+  for length in range(len(index)):
+    yield f"cut to {length} bytes", index[:length]
+
+
+def _small_module(a, b):
+  module = tf.Module()
+  module.a = tf.Variable(np.asarray(a, np.float32))
+  module.b = tf.Variable(b, dtype=tf.int64)
+  return module
+
+
+def test_every_damaged_index_byte_is_data_loss_naming_it_or_harmless(
+    tmp_path):
+  """Each flipped byte and each truncation of a small checkpoint's `.index`
+  restores exactly the saved values (padding, unused bits) or raises a
+  `DataLossError` naming the index file and assigns nothing. TensorFlow's
+  reader raises a bare `IndexError` for a footer pointing past the end."""
+  saved = tf_objckpt.Checkpoint(module=_small_module([1.5, 2.5, 3.5], 7))
+  prefix = saved.write(str(tmp_path / "saved"))
+  data_file = bundle_index.data_file_name(prefix, 0, 1)
+  with open(prefix + ".index", "rb") as f:
+    index = f.read()
+  outcomes = collections.Counter()
+  for number, (what, contents) in enumerate(_index_variants(index)):
+    damaged = str(tmp_path / f"damaged{number}")
+    os.link(data_file, bundle_index.data_file_name(damaged, 0, 1))
+    with open(damaged + ".index", "wb") as f:
+      f.write(contents)
+    module = _small_module([0., 0., 0.], 0)
+    error = tl.outcome(tf_objckpt.Checkpoint(module=module).read,
+                       damaged).error
+    restored = (list(module.a.numpy()), int(module.b.numpy()))
+    if error is None:
+      assert restored == ([1.5, 2.5, 3.5], 7), what
+    else:
+      assert isinstance(error, tf.errors.DataLossError), (what, error)
+      assert repr(damaged + ".index") in str(error), (what, error)
+      assert restored == ([0., 0., 0.], 0), what
+    outcomes[error is None] += 1
+  assert outcomes[True] and outcomes[False] > len(index), outcomes
 
 
 def _run_object_based_restore(lib, prefix, session, **objects):

@@ -9,8 +9,9 @@ The faults are real, made in child processes:
 - a process without root's rights saving into a directory it may no
   longer write: `PermissionDeniedError`.
 In each scenario a small save succeeds, then a larger one fails: in a data
-file, in the index (many long names, tiny values), or in the state file (a
-manager listing many long names). Both libraries raise the same error and
+file, in the index (many long names, tiny values), in the v1 `Saver`'s meta
+graph (a large constant, small values), or in the state file (a manager
+listing many long names). Both libraries raise the same error and
 keep the first checkpoint. We also leave the directory and the state file
 byte for byte as they were; TensorFlow leaves what is pinned below.
 """
@@ -31,6 +32,7 @@ _LIMIT = 100_000  # Bytes a file of the child may hold.
 
 _SCRIPT = textwrap.dedent("""
     import json, os, resource, signal, sys
+    import numpy as np
     import tensorflow as tf
     import testlib as tl
 
@@ -80,7 +82,7 @@ _SCRIPT = textwrap.dedent("""
         manager.save()
       return save
 
-    def saver(directory, sharded=False, index=False):
+    def saver(directory, sharded=False, index=False, meta_graph=False):
       config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
       def save(step, big):
         with tf.Graph().as_default():
@@ -91,7 +93,9 @@ _SCRIPT = textwrap.dedent("""
           else:
             with tf.device("/cpu:0"):
               tf.compat.v1.get_variable("a", initializer=tf.ones([SMALL]))
-              if big:
+              if big and meta_graph:  # Saved in the meta graph only.
+                tf.constant(np.arange(BIG, dtype=np.float32))
+              elif big:
                 tf.compat.v1.get_variable("c", initializer=tf.ones([BIG]))
             with tf.device("/cpu:1"):
               tf.compat.v1.get_variable("b", initializer=tf.ones([SMALL]))
@@ -114,6 +118,7 @@ _SCRIPT = textwrap.dedent("""
         "saver": saver,
         "saver_sharded": lambda d: saver(d, sharded=True),
         "saver_index": lambda d: saver(d, index=True),
+        "saver_meta_graph": lambda d: saver(d, meta_graph=True),
     }
     if fault == "disk_full":  # A full disk cannot aim at the state file.
       del scenarios["manager_state_file"]
@@ -157,7 +162,13 @@ _TF_LEFTOVERS = {
     "saver": [],  # SaveV2 removes its temporary file.
     "saver_sharded": ["model-2_temp"],
     "saver_index": ["model-2.data-00000-of-00001"],  # Without its index.
+    # A complete checkpoint, and its meta graph's temporary file.
+    "saver_meta_graph": ["model-2.data-00000-of-00001", "model-2.index",
+                         "model-2.meta.tmp<hex>"],
 }
+# Where TensorFlow fails after its state file lists the new checkpoint and
+# the old one is deleted (it writes the meta graph last).
+_TF_FAILS_AFTER_THE_STATE_FILE = {"saver_meta_graph"}
 
 
 def _normalized(names, before):
@@ -213,11 +224,15 @@ def test_failed_save_leaves_the_directory_as_it_was(results, scenario):
   ours, theirs = found["ours"][scenario], found["tf"][scenario]
   assert theirs["error"] == ours["error"] == _ERRORS[fault]
   assert ours["after"] == ours["before"]
-  assert theirs["after"]["state"] == theirs["before"]["state"]
   if fault == "file_size":  # Where a disk fills up varies more.
     assert _normalized(theirs["after"]["files"],
                        theirs["before"]["files"]) == _TF_LEFTOVERS[scenario]
-  assert set(theirs["before"]["files"]) <= set(theirs["after"]["files"])
+  if scenario in _TF_FAILS_AFTER_THE_STATE_FILE:
+    assert "model-2" in theirs["after"]["state"]
+    assert "model-1.index" not in theirs["after"]["files"]
+  else:
+    assert theirs["after"]["state"] == theirs["before"]["state"]
+    assert set(theirs["before"]["files"]) <= set(theirs["after"]["files"])
   assert ours["restores"] and theirs["restores"]
 
 
