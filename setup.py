@@ -1,11 +1,22 @@
 """Packaging for tf_objckpt."""
 
+import pathlib
+import re
+
 from setuptools import find_packages
 from setuptools import setup
 
+
+def _version():
+  """`__version__` of tf_objckpt/version.py, read without importing it."""
+  text = (pathlib.Path(__file__).parent / "tf_objckpt" / "version.py"
+          ).read_text()
+  return re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
+
+
 setup(
     name="tf_objckpt",
-    version="0.1.0",
+    version=_version(),
     description=("TensorFlow-compatible object-based checkpointing, "
                  "reimplemented in Python on top of TensorFlow ops."),
     license="Apache-2.0",

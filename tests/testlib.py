@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import typing
 
 from absl import logging as absl_logging
@@ -817,18 +818,37 @@ def child_env(**extra):
                              **extra})
 
 
-def run_cli(*args, timeout=300, cwd=None):
+def run_cli(*args, timeout=300, cwd=None, console_script=False):
   """Runs the command line tool, `python -m tf_objckpt ARGS...`.
 
   Modules in `cwd` (the working directory) can be imported by the command.
+  With `console_script`, the `tf-objckpt` script that pip makes of
+  setup.py's entry point runs instead (its own folder first on `sys.path`).
+  TF_CPP_MIN_LOG_LEVEL is not set: the tool keeps TensorFlow quiet itself.
 
   Returns:
     Its `subprocess.CompletedProcess`; output is captured as text.
   """
-  return subprocess.run([sys.executable, "-m", "tf_objckpt", *map(str, args)],
-                        capture_output=True, text=True,
-                        env=child_env(TF_CPP_MIN_LOG_LEVEL="3"), cwd=cwd,
-                        timeout=timeout, check=False)
+  env = child_env()
+  del env["TF_CPP_MIN_LOG_LEVEL"]
+  command = ([sys.executable, _console_script()] if console_script else
+             [sys.executable, "-m", "tf_objckpt"])
+  return subprocess.run([*command, *map(str, args)], capture_output=True,
+                        text=True, env=env, cwd=cwd, timeout=timeout,
+                        check=False)
+
+
+@functools.cache
+def _console_script():
+  """A `tf-objckpt` script, as pip writes it for setup.py's entry point."""
+  with open(os.path.join(REPO_ROOT, "setup.py")) as f:
+    module, function = re.search(r'"tf-objckpt = ([\w.]+):(\w+)"',
+                                 f.read()).groups()
+  path = os.path.join(tempfile.mkdtemp(), "tf-objckpt")
+  with open(path, "w") as f:
+    f.write(f"import sys\nfrom {module} import {function}\n"
+            f"if __name__ == '__main__':\n  sys.exit({function}())\n")
+  return path
 
 
 _INDEXED = re.compile(r"(.*)\.index")

@@ -2,44 +2,71 @@
 
 Checkpoints written here are TensorFlow checkpoints (same keys, same object
 graph), and TensorFlow's checkpoints restore here. See README.md.
+
+The names below are loaded on first use, so that `import tf_objckpt` (and
+the command line's `--help`) does not import TensorFlow; the first class or
+function used imports it. Submodules (`tf_objckpt.util`, ...) load the same
+way. `patch_tensorflow()` makes TensorFlow use tf_objckpt's classes
+(`patching`).
 """
 
-from tf_objckpt.base import NoRestoreSaveable
-from tf_objckpt.base import PythonStringStateSaveable
-from tf_objckpt.base import Trackable
-from tf_objckpt.checkpoint_management import CheckpointManager
-from tf_objckpt.checkpoint_management import checkpoint_exists
-from tf_objckpt.checkpoint_management import get_checkpoint_mtimes
-from tf_objckpt.checkpoint_management import get_checkpoint_state
-from tf_objckpt.checkpoint_management import latest_checkpoint
-from tf_objckpt.checkpoint_management import meta_graph_filename
-from tf_objckpt.checkpoint_management import remove_checkpoint
-from tf_objckpt.checkpoint_management import update_checkpoint_state
-from tf_objckpt.data_structures import NoDependency
-from tf_objckpt.tracking import AutoTrackable
-from tf_objckpt.util import add_variable
-from tf_objckpt.util import capture_dependencies
-from tf_objckpt.util import Checkpoint
-from tf_objckpt.util import CheckpointOptions
-from tf_objckpt.util import CheckpointV1
-from tf_objckpt.util import frozen_saver
-from tf_objckpt.util import gather_initializers
-from tf_objckpt.util import list_objects
-from tf_objckpt.util import object_metadata
-from tf_objckpt.util import saver_with_op_caching
-from tf_objckpt.util import streaming_restore
-from tf_objckpt.util import TrackableSaver
+import importlib
+
+from tf_objckpt.version import __version__
+
+# Each public name, and the module defining it.
+_EXPORTS = {
+    "NoRestoreSaveable": "base",
+    "PythonStringStateSaveable": "base",
+    "Trackable": "base",
+    "CheckpointManager": "checkpoint_management",
+    "checkpoint_exists": "checkpoint_management",
+    "get_checkpoint_mtimes": "checkpoint_management",
+    "get_checkpoint_state": "checkpoint_management",
+    "latest_checkpoint": "checkpoint_management",
+    "meta_graph_filename": "checkpoint_management",
+    "remove_checkpoint": "checkpoint_management",
+    "update_checkpoint_state": "checkpoint_management",
+    "NoDependency": "data_structures",
+    "patch_tensorflow": "patching",
+    "unpatch_tensorflow": "patching",
+    "Saver": "saver",
+    "export_meta_graph": "saver",
+    "import_meta_graph": "saver",
+    "AutoTrackable": "tracking",
+    "add_variable": "util",
+    "capture_dependencies": "util",
+    "Checkpoint": "util",
+    "CheckpointOptions": "util",
+    "CheckpointV1": "util",
+    "frozen_saver": "util",
+    "gather_initializers": "util",
+    "list_objects": "util",
+    "object_metadata": "util",
+    "saver_with_op_caching": "util",
+    "streaming_restore": "util",
+    "TrackableSaver": "util",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name):
-  """Imports the v1 Saver lazily: it pulls in meta graph machinery.
+  """Loads a public name, or a submodule, on first use."""
+  module = _EXPORTS.get(name)
+  if module is not None:
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+  if name.startswith("__"):
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  try:
+    return importlib.import_module(f"{__name__}.{name}")
+  except ModuleNotFoundError as e:
+    if e.name != f"{__name__}.{name}":
+      raise
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-  So does the switch that makes TensorFlow use our classes.
-  """
-  if name in ("Saver", "export_meta_graph", "import_meta_graph"):
-    from tf_objckpt import saver  # pylint: disable=g-import-not-at-top
-    return getattr(saver, name)
-  if name in ("patch_tensorflow", "unpatch_tensorflow"):
-    from tf_objckpt import patching  # pylint: disable=g-import-not-at-top
-    return getattr(patching, name)
-  raise AttributeError(f"module 'tf_objckpt' has no attribute {name!r}")
+
+def __dir__():
+  return sorted(set(globals()) | set(_EXPORTS))

@@ -8,8 +8,10 @@ checkpoint records it, the Python class that saved it. Works on checkpoints
 written by TensorFlow or by tf_objckpt, object-based or name-based.
 """
 
+import difflib
 import json
 import os
+import re
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -25,38 +27,71 @@ from tf_objckpt import object_graph_check
 OBJECT_GRAPH_KEY = tf_base.OBJECT_GRAPH_PROTO_KEY
 _ATTRIBUTES = "/.ATTRIBUTES/"
 _CONFIG_ATTRIBUTE = "OBJECT_CONFIG_JSON"
+# At most this many close names are suggested for a name that matches none.
+_SUGGESTED = 3
 
 
 class NoCheckpointError(Exception):
   """The path holds no checkpoint (a usage error for the tools)."""
 
 
+# A checkpoint's own files, given where its prefix is expected.
+_CHECKPOINT_FILE = re.compile(r"(.+)\.(index|data-\d{5}-of-\d{5})")
+
+
 def find_checkpoint(path):
   """The checkpoint prefix `path` names, and how it was found.
 
   Args:
-    path: A checkpoint prefix, or a directory (its latest checkpoint).
+    path: A checkpoint prefix, one of its files (`.index`, `.data-*`), or a
+      directory (its latest checkpoint).
 
   Returns:
-    `(prefix, note)`; `note` says which checkpoint of a directory was
-    taken, or is None for a prefix.
+    `(prefix, note)`; `note` says which checkpoint of a directory, or the
+    prefix of a file, was taken, or is None for a prefix.
 
   Raises:
     NoCheckpointError: If there is no checkpoint at `path`.
+    DataLossError: If the checkpoint's data files are there without its
+      index.
   """
   path = os.fspath(path)
   if file_io.is_directory(path):
     latest = checkpoint_management.latest_checkpoint(path)
     if latest is None:
-      raise NoCheckpointError(
-          f"{path!r} is a directory without checkpoints (no 'checkpoint' "
-          "state file names one).")
+      raise NoCheckpointError(_without_state_file(path))
     return latest, (f"{path!r} is a directory; using its latest checkpoint "
                     f"{latest!r}.")
-  if not (file_io.file_exists(path + ".index") or file_io.file_exists(path)
-          or file_io.get_matching_files(path + ".data-*")):
-    raise NoCheckpointError(f"No checkpoint found at {path!r}.")
-  return path, None
+  note = None
+  own_file = _CHECKPOINT_FILE.fullmatch(path)
+  if own_file:
+    note = (f"{path!r} is a file of checkpoint {own_file.group(1)!r}; using "
+            "that checkpoint.")
+    path = own_file.group(1)
+  if file_io.file_exists(path + ".index") or (
+      file_io.file_exists(path) and not own_file):
+    return path, note
+  data_files = file_io.get_matching_files(path + ".data-*")
+  if data_files:
+    raise errors.DataLossError(
+        None, None, f"Damaged checkpoint {path!r}: {path + '.index'!r} is "
+        f"missing, while its data files are there: "
+        f"{', '.join(sorted(data_files))}.")
+  raise NoCheckpointError(f"No checkpoint found at {path!r}.")
+
+
+def _without_state_file(directory):
+  """Why a directory names no checkpoint, listing the prefixes it holds."""
+  prefixes = sorted(name[:-len(".index")]
+                    for name in file_io.list_directory(directory)
+                    if name.endswith(".index"))
+  text = (f"{directory!r} is a directory without checkpoints (no "
+          "'checkpoint' state file names one)")
+  if not prefixes:
+    return text + "."
+  return (f"{text}; it holds {len(prefixes)} checkpoint"
+          f"{'s' * (len(prefixes) != 1)}, give one as the path: " +
+          ", ".join(os.path.join(directory, prefix) for prefix in prefixes))
 
 
 class Value(NamedTuple):
@@ -151,7 +186,8 @@ class Listing:
     """The key of `name`: a checkpoint key, or an object path with one value.
 
     Raises:
-      KeyError: If nothing matches; the message lists close keys.
+      KeyError: If nothing matches; the message suggests the closest keys
+        and object paths.
     """
     if name in self.values:
       return name
@@ -163,7 +199,19 @@ class Listing:
       if matches:
         raise KeyError(f"{name!r} holds several values; name one of their "
                        f"keys: {', '.join(sorted(matches))}")
-    raise KeyError(f"No value {name!r} in checkpoint {self.path!r}.")
+    message = f"No value {name!r} in checkpoint {self.path!r}."
+    close = difflib.get_close_matches(name, self._names(), n=_SUGGESTED,
+                                      cutoff=0.5)
+    if close:
+      message += " Closest: " + ", ".join(close) + "."
+    raise KeyError(message)
+
+  def _names(self):
+    """The keys and object paths values can be named by."""
+    names = set(self.values) - {OBJECT_GRAPH_KEY}
+    names.update(value.object_path for value in self.values.values()
+                 if value.object_path)
+    return sorted(names)
 
 
 def _values(path, checkpoint, index):

@@ -2,23 +2,26 @@
 
 Run as `python -m tf_objckpt COMMAND` or `tf-objckpt COMMAND`. `run SCRIPT
 [ARGS...]` runs a training script with TensorFlow patched to use tf_objckpt
-(`run_script`); its exit status is the script's. A PATH is a
-checkpoint prefix or a directory (its latest checkpoint is used, and the
-tool says which). Exit codes: 0 when all is well; 1 when problems or
-differences are found, a checkpoint too damaged to open included; 2 for
-usage errors and paths that hold no checkpoint.
+(`run_script`); its exit status is the script's. A PATH is a checkpoint
+prefix, one of its files (`.index`, `.data-*`), or a directory
+(its latest checkpoint is used, and the tool says which). Exit codes: 0
+when all is well; 1 when problems or differences are found, a checkpoint too
+damaged to open included; 2 for usage errors and paths that hold no
+checkpoint.
+
+TensorFlow is imported only once a command runs, so `--help`, `--version`
+and usage errors answer at once; the commands' modules, which import it,
+are imported then too. Unless `--verbose` is given, TensorFlow's own log
+lines are left out of the checkpoint commands, so that the tool prints only
+its own output; `run` leaves the script's output as Python would.
 """
 
 import argparse
+import logging
+import os
 import sys
 
-from tensorflow.python.framework import errors
-
-from tf_objckpt import checkpoint_listing
-from tf_objckpt import convert_checkpoint
-from tf_objckpt import diff_checkpoints
-from tf_objckpt import inspect_checkpoint
-from tf_objckpt import verify_checkpoint
+from tf_objckpt.version import __version__
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -45,6 +48,7 @@ _EXAMPLES = {
 
 
 def _parser():
+  """The command line's parser; building it imports nothing of TensorFlow."""
   parser = argparse.ArgumentParser(
       prog="tf-objckpt",
       description="Inspect, verify, compare and convert TensorFlow "
@@ -54,12 +58,18 @@ def _parser():
       epilog="exit codes: 0 ok; 1 problems or differences found (or a "
       "checkpoint too damaged to open); 2 usage error or no checkpoint at "
       "the path. Run 'tf-objckpt COMMAND --help' for each command.")
+  parser.add_argument("--version", action="version",
+                      version=f"tf-objckpt {__version__}")
   commands = parser.add_subparsers(dest="command", required=True,
                                    metavar="COMMAND")
+  common = argparse.ArgumentParser(add_help=False)
+  common.add_argument("--verbose", action="store_true",
+                      help="also show TensorFlow's own log lines")
 
-  def command(name, summary):
+  def command(name, summary, parents=(common,)):
     return commands.add_parser(
         name, help=summary, description=summary, epilog=_EXAMPLES[name],
+        parents=list(parents),
         formatter_class=argparse.RawDescriptionHelpFormatter)
 
   inspect = command("inspect", "Show what a checkpoint holds: the object "
@@ -68,7 +78,8 @@ def _parser():
   inspect.add_argument("path", metavar="PATH", help=_PATH_HELP)
   output = inspect.add_mutually_exclusive_group()
   output.add_argument("--keys", action="store_true",
-                      help="print a flat list of keys instead of the tree")
+                      help="print the checkpoint keys, one per line, instead "
+                      "of the tree")
   output.add_argument("--json", action="store_true",
                       help="print machine-readable JSON")
   output.add_argument("--values", nargs="+", metavar="KEY",
@@ -86,6 +97,10 @@ def _parser():
   diff.add_argument("--atol", type=float, default=0.0,
                     help="values differing by at most this much are equal "
                     "(default 0)")
+  diff.add_argument("--include-bookkeeping", action="store_true",
+                    help="let changes of the save counter and of the "
+                    "serialized object graph decide the exit code too (they "
+                    "are always shown, apart)")
 
   convert = command("convert", "Turn a name-based (v1 Saver) checkpoint "
                     "into an object-based one, for the objects a function "
@@ -112,22 +127,57 @@ def _parser():
   run = command("run", "Run a Python script as 'python SCRIPT ARGS...' "
                 "would, with TensorFlow patched to save and restore "
                 "checkpoints through tf_objckpt (patch_tensorflow()). The "
-                "exit status is the script's.")
+                "exit status is the script's.", parents=())
   run.add_argument("script", metavar="SCRIPT", help="the script to run")
   run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                    help="its arguments (options included)")
   return parser
 
 
-def _open(path, strict=True):
-  """Opens the checkpoint at PATH; says which one when given a directory."""
+def _load_tensorflow_quietly():
+  """Imports TensorFlow so that its native log lines are left out.
+
+  TensorFlow's C++ code logs through absl. Lines logged while TensorFlow
+  loads (oneDNN, CUDA stubs, CPU features) come before absl's logging is
+  set up, and absl writes those to file descriptor 2 whatever
+  TF_CPP_MIN_LOG_LEVEL says: they are dropped by pointing descriptor 2 at
+  the null device while TensorFlow loads. Later lines (`cuInit` errors, the
+  `OP_REQUIRES failed` line of each failed read) obey TF_CPP_MIN_LOG_LEVEL,
+  which TensorFlow reads as it loads: it is set to hide them all.
+  """
+  if "tensorflow" in sys.modules:
+    return
+  os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  sys.stderr.flush()
+  saved_stderr = os.dup(2)
+  null = os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(null, 2)
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  finally:
+    os.dup2(saved_stderr, 2)
+    os.close(saved_stderr)
+    os.close(null)
+  logging.getLogger("tensorflow").setLevel(logging.ERROR)
+
+
+def _find(path):
+  """The checkpoint prefix at PATH; says on stderr how it was found."""
+  from tf_objckpt import checkpoint_listing  # pylint: disable=g-import-not-at-top
   prefix, note = checkpoint_listing.find_checkpoint(path)
   if note:
     print(note, file=sys.stderr)
-  return checkpoint_listing.open_listing(prefix, strict=strict)
+  return prefix
+
+
+def _open(path, strict=True):
+  """Opens the checkpoint at PATH (see `_find`)."""
+  from tf_objckpt import checkpoint_listing  # pylint: disable=g-import-not-at-top
+  return checkpoint_listing.open_listing(_find(path), strict=strict)
 
 
 def _inspect(args):
+  from tf_objckpt import inspect_checkpoint  # pylint: disable=g-import-not-at-top
   text, code = inspect_checkpoint.run(
       _open(args.path), keys=args.keys, as_json_output=args.json,
       values=args.values)
@@ -136,6 +186,7 @@ def _inspect(args):
 
 
 def _verify(args):
+  from tf_objckpt import verify_checkpoint  # pylint: disable=g-import-not-at-top
   listing = _open(args.path, strict=False)
   result = verify_checkpoint.verify(listing)
   print("\n".join(verify_checkpoint.report_lines(listing, result)))
@@ -143,17 +194,19 @@ def _verify(args):
 
 
 def _diff(args):
+  from tf_objckpt import diff_checkpoints  # pylint: disable=g-import-not-at-top
   listing_a, listing_b = _open(args.path_a), _open(args.path_b)
   print(f"A: {listing_a.path}\nB: {listing_b.path}")
   differences = diff_checkpoints.diff(listing_a, listing_b, atol=args.atol)
-  print("\n".join(diff_checkpoints.report_lines(differences, args.atol)))
-  return EXIT_PROBLEMS if differences else EXIT_OK
+  print("\n".join(diff_checkpoints.report_lines(
+      differences, args.atol, args.include_bookkeeping)))
+  found = differences.decisive(args.include_bookkeeping)
+  return EXIT_PROBLEMS if found else EXIT_OK
 
 
 def _convert(args):
-  prefix, note = checkpoint_listing.find_checkpoint(args.path)
-  if note:
-    print(note, file=sys.stderr)
+  from tf_objckpt import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  prefix = _find(args.path)
   try:
     mapping = convert_checkpoint.parse_mapping(args.map)
     build = convert_checkpoint.import_function(args.objects)
@@ -177,13 +230,23 @@ def _run(args):
   return run_script.run(args.script, args.args)
 
 
+# The commands on checkpoints (`run` is not one).
 _COMMANDS = {"inspect": _inspect, "verify": _verify, "diff": _diff,
-             "convert": _convert, "run": _run}
+             "convert": _convert}
 
 
 def main(argv=None):
   """Runs one command; returns its exit code."""
   args = _parser().parse_args(argv)
+  if args.command == "run":
+    return _run(args)  # The script's output and logs, as Python runs it.
+  if not args.verbose:
+    _load_tensorflow_quietly()
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.framework import errors
+  from tf_objckpt import checkpoint_listing
+  from tf_objckpt import verify_checkpoint
+  # pylint: enable=g-import-not-at-top
   try:
     return _COMMANDS[args.command](args)
   except checkpoint_listing.NoCheckpointError as e:

@@ -6,16 +6,20 @@ the checkpoint's names by the name matcher of name-based restores
 against its variable before any is assigned, and the objects are written as
 an object-based checkpoint. Variables that find no value make the result
 partial, which is refused unless allowed; checkpoint values nothing used are
-reported.
+reported. The written checkpoint is recorded as its directory's latest, as
+`Checkpoint.save` records its own.
 """
 
 import importlib
+import os
+import sys
 from typing import NamedTuple
 
 from tensorflow.python.eager import context
 from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 
+from tf_objckpt import checkpoint_management
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt import name_matching
@@ -29,12 +33,17 @@ _MAX_LISTED = 50
 def import_function(spec):
   """The function `module:function` names.
 
+  The module may be in the current directory, as for `python -m`, also when
+  the console script (whose own directory is first on `sys.path`) runs.
+
   Raises:
     ValueError: If `spec` is malformed or names nothing callable.
   """
   module_name, _, function_name = spec.partition(":")
   if not module_name or not function_name:
     raise ValueError(f"--objects must be MODULE:FUNCTION, got {spec!r}")
+  if "" not in sys.path and os.getcwd() not in sys.path:
+    sys.path.insert(0, os.getcwd())
   try:
     function = getattr(importlib.import_module(module_name), function_name)
   except (ImportError, AttributeError) as e:
@@ -169,7 +178,10 @@ def convert(save_path, out_prefix, objects, mapping=None,
   _assign(save_path, values, match.matched)
   # The save counter (0) is written too, as after a restore by names.
   checkpoint.save_counter  # pylint: disable=pointless-statement
-  checkpoint.write(out_prefix)
+  written = checkpoint.write(out_prefix)
+  checkpoint_management.update_checkpoint_state_internal(
+      save_dir=os.path.dirname(written) or ".", model_checkpoint_path=written,
+      all_model_checkpoint_paths=[written], save_relative_paths=True)
   return Result(save_path, out_prefix, match, written=True)
 
 

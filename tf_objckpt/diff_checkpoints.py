@@ -5,6 +5,10 @@ Lists keys added and removed, dtype and shape changes, values that changed
 changes of the object graph by object path: objects added or removed, and
 attributes added or removed on objects both have. Values are read through
 the I/O engine in batches, so memory stays bounded.
+
+Bookkeeping, the save counter and the serialized object graph itself,
+changes between any two saves of one run; its changes are listed apart and
+decide nothing unless asked (`Differences.decisive`).
 """
 
 from typing import NamedTuple
@@ -16,6 +20,9 @@ from tf_objckpt import functional_saver
 
 _BATCH_BYTES = 64 << 20
 _OBJECT_GRAPH_KEY = checkpoint_listing.OBJECT_GRAPH_KEY
+# The save counter: its object, and the key of its value.
+_SAVE_COUNTER = "save_counter"
+_SAVE_COUNTER_KEY = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 class Differences(NamedTuple):
@@ -25,15 +32,58 @@ class Differences(NamedTuple):
   retyped: list  # (A's value, B's value) with other dtypes or shapes.
   changed: list  # (key, largest absolute difference).
   graph: list  # Lines describing object graph changes.
+  # Changes of the save counter and of the serialized object graph, as
+  # `Differences` (their `bookkeeping` empty).
+  bookkeeping: "Differences" = None
 
   def __bool__(self):
-    return any(self)
+    """Whether anything but bookkeeping differs."""
+    return any(self[:-1])
+
+  def decisive(self, include_bookkeeping=False):
+    """Whether the checkpoints differ, bookkeeping counted only if asked."""
+    return bool(self) or bool(include_bookkeeping and self.bookkeeping)
 
 
 def diff(listing_a, listing_b, atol=0.0):
   """Compares two checkpoints; returns `Differences`."""
   values_a = {value.key: value for value in listing_a.stored_values()}
   values_b = {value.key: value for value in listing_b.stored_values()}
+  graph = graph_changes(listing_a, listing_b)
+  counter = {_SAVE_COUNTER_KEY}
+  bookkeeping = _value_differences(
+      listing_a, listing_b, _only(values_a, counter), _only(values_b, counter),
+      atol, [line for path, line in graph if path == _SAVE_COUNTER] +
+      _serialized_graph_change(listing_a, listing_b))
+  return _value_differences(
+      listing_a, listing_b, _without(values_a, counter),
+      _without(values_b, counter), atol,
+      [line for path, line in graph if path != _SAVE_COUNTER], bookkeeping)
+
+
+def _only(values, keys):
+  return {key: value for key, value in values.items() if key in keys}
+
+
+def _without(values, keys):
+  return {key: value for key, value in values.items() if key not in keys}
+
+
+def _serialized_graph_change(listing_a, listing_b):
+  """A line if both have an object graph and its bytes differ."""
+  if not (listing_a.object_based and listing_b.object_based):
+    return []
+  graph_a = listing_a.read_numpy(_OBJECT_GRAPH_KEY)
+  graph_b = listing_b.read_numpy(_OBJECT_GRAPH_KEY)
+  if graph_a == graph_b:
+    return []
+  return [f"~ {_OBJECT_GRAPH_KEY}: the serialized object graph differs "
+          f"({len(graph_a)} B -> {len(graph_b)} B)"]
+
+
+def _value_differences(listing_a, listing_b, values_a, values_b, atol, graph,
+                       bookkeeping=None):
+  """`Differences` of the values `values_a` and `values_b` (`{key: Value}`)."""
   removed = [values_a[key] for key in sorted(values_a.keys() - values_b)]
   added = [values_b[key] for key in sorted(values_b.keys() - values_a)]
   common = sorted(values_a.keys() & values_b.keys())
@@ -51,8 +101,7 @@ def diff(listing_a, listing_b, atol=0.0):
       difference = largest_difference(value_a.numpy(), value_b.numpy())
       if difference > atol:
         changed.append((key, difference))
-  return Differences(removed, added, retyped, changed,
-                     graph_changes(listing_a, listing_b))
+  return Differences(removed, added, retyped, changed, graph, bookkeeping)
 
 
 def _batches(keys, values):
@@ -106,27 +155,30 @@ def _object_attributes(listing):
 
 
 def graph_changes(listing_a, listing_b):
-  """Lines describing how the object graphs differ, by object path."""
+  """`(object path, line)` of each way the object graphs differ.
+
+  The path is None for a line about the whole graph.
+  """
   if listing_a.object_based != listing_b.object_based:
     kinds = ["object-based" if listing.object_based else "name-based"
              for listing in (listing_a, listing_b)]
-    return [f"A is {kinds[0]}, B is {kinds[1]}"]
+    return [(None, f"A is {kinds[0]}, B is {kinds[1]}")]
   objects_a = _object_attributes(listing_a)
   objects_b = _object_attributes(listing_b)
-  lines = [f"- object {path}" for path in sorted(objects_a.keys() -
-                                                 objects_b)]
-  lines += [f"+ object {path}" for path in sorted(objects_b.keys() -
-                                                  objects_a)]
+  changes = [(path, f"- object {path}")
+             for path in sorted(objects_a.keys() - objects_b)]
+  changes += [(path, f"+ object {path}")
+              for path in sorted(objects_b.keys() - objects_a)]
   for path in sorted(objects_a.keys() & objects_b.keys()):
     class_a, attributes_a = objects_a[path]
     class_b, attributes_b = objects_b[path]
     if class_a != class_b:
-      lines.append(f"~ object {path}: class {class_a} -> {class_b}")
-    for name in sorted(attributes_a.keys() - attributes_b):
-      lines.append(f"- attribute {path}.{name}")
-    for name in sorted(attributes_b.keys() - attributes_a):
-      lines.append(f"+ attribute {path}.{name}")
-  return lines
+      changes.append((path, f"~ object {path}: class {class_a} -> {class_b}"))
+    changes += [(path, f"- attribute {path}.{name}")
+                for name in sorted(attributes_a.keys() - attributes_b)]
+    changes += [(path, f"+ attribute {path}.{name}")
+                for name in sorted(attributes_b.keys() - attributes_a)]
+  return changes
 
 
 def _section(title, lines):
@@ -136,21 +188,35 @@ def _section(title, lines):
   return [f"{title} ({len(lines)}):"] + ["  " + line for line in lines]
 
 
-def report_lines(differences, atol):
-  """The differences as text, section by section."""
+def _sections(differences, atol):
+  """`(title, lines)` of each kind of difference."""
+  return [
+      ("Only in A", [f"- {value.key} {value.describe()}"
+                     for value in differences.removed]),
+      ("Only in B", [f"+ {value.key} {value.describe()}"
+                     for value in differences.added]),
+      ("Dtype or shape changed",
+       [f"~ {a.key}: {a.dtype} {checkpoint_listing.format_shape(a.shape)} -> "
+        f"{b.dtype} {checkpoint_listing.format_shape(b.shape)}"
+        for a, b in differences.retyped]),
+      (f"Values changed (atol={atol:g})",
+       [f"~ {key}: max abs diff {difference:.6g}"
+        for key, difference in differences.changed]),
+      ("Object graph changed", differences.graph),
+  ]
+
+
+def report_lines(differences, atol, include_bookkeeping=False):
+  """The differences as text, section by section, bookkeeping last."""
+  lines = [line for title, section in _sections(differences, atol)
+           for line in _section(title, section)]
   if not differences:
-    return ["No differences."]
-  lines = _section("Only in A", [f"- {value.key} {value.describe()}"
-                                 for value in differences.removed])
-  lines += _section("Only in B", [f"+ {value.key} {value.describe()}"
-                                  for value in differences.added])
-  lines += _section(
-      "Dtype or shape changed",
-      [f"~ {a.key}: {a.dtype} {checkpoint_listing.format_shape(a.shape)} -> "
-       f"{b.dtype} {checkpoint_listing.format_shape(b.shape)}"
-       for a, b in differences.retyped])
-  lines += _section(f"Values changed (atol={atol:g})",
-                    [f"~ {key}: max abs diff {difference:.6g}"
-                     for key, difference in differences.changed])
-  lines += _section("Object graph changed", differences.graph)
+    lines.append("No differences apart from bookkeeping."
+                 if differences.bookkeeping else "No differences.")
+  if differences.bookkeeping:
+    counted = "counted" if include_bookkeeping else (
+        "not counted without --include-bookkeeping")
+    lines += _section(f"Bookkeeping changed, {counted}", [
+        line for _, section in _sections(differences.bookkeeping, atol)
+        for line in section])
   return lines

@@ -29,9 +29,8 @@ def totals_line(listing):
 
 
 def key_lines(listing):
-  """One line per value: key, dtype, shape, size."""
-  return [f"{value.key} {value.describe()}"
-          for value in listing.stored_values()]
+  """The checkpoint keys of the values, one per line."""
+  return [value.key for value in listing.stored_values()]
 
 
 def tree_lines(listing):
@@ -181,7 +180,8 @@ def run(listing, keys=False, as_json_output=False, values=None):
       return "\n".join(value_lines(listing, values)), 0
     except KeyError as e:
       return e.args[0], 2
-  lines = key_lines(listing) if keys else tree_lines(listing)
+  if keys:
+    return "\n".join(key_lines(listing)), 0
   kind = "object-based" if listing.object_based else "name-based"
-  return "\n".join([f"Checkpoint {listing.path} ({kind})"] + lines +
-                   [totals_line(listing)]), 0
+  return "\n".join([f"Checkpoint {listing.path} ({kind})"] +
+                   tree_lines(listing) + [totals_line(listing)]), 0

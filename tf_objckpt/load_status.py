@@ -177,8 +177,8 @@ class CheckpointLoadStatus(_LoadStatus):
       raise AssertionError(restore_report.listing(
           f"Unresolved objects in checkpoint {self._save_path!r}: "
           f"{restore_report.count_text(len(values), 'value')} in the "
-          "checkpoint were not restored (no object of the program matched "
-          "them):", values))
+          f"checkpoint {'was' if len(values) == 1 else 'were'} not restored "
+          "(no object of the program matched them):", values))
     if checkpoint.slots_by_variable:
       names = self._node_paths()
       slots = [f"{names[slot.slot_variable_id]}" for slot_list

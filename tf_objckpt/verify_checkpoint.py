@@ -5,13 +5,15 @@ reads, which check each value's checksum; missing and truncated data files
 are found from the index. The object graph is checked by the same code that
 guards restores (`object_graph_check`): every child, slot and attribute must
 point at something that exists. Values no object refers to are warnings.
-Each problem names its file and key.
+Each problem names its file and key. Problems are counted one per value
+that cannot be read, and one for the object graph, however many lines
+describe them.
 """
 
 import re
 import sys
 import time
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from tensorflow.python.framework import errors
 
@@ -19,6 +21,7 @@ from tf_objckpt import checkpoint_listing
 from tf_objckpt import bundle_index
 from tf_objckpt import functional_saver
 from tf_objckpt import object_graph_check
+from tf_objckpt import restore_report
 
 # Values are read in batches of at most this many bytes (and keys), so that
 # memory stays bounded whatever the checkpoint's size.
@@ -29,12 +32,24 @@ _MISSING = "data file is missing"
 _KEYS_NAMED_PER_FILE = 5
 
 
+_OBJECT_GRAPH_KEY = checkpoint_listing.OBJECT_GRAPH_KEY
+
+
 class Problem(NamedTuple):
   """One finding: an error, or a warning when `warning` is set."""
   file: str
   key: str
   message: str
   warning: bool = False
+  # What the problem counts as: the keys of the values it finds unreadable
+  # (the object graph's key for faults of the graph). None means `key` (or
+  # `file`); () a notice whose values have problems of their own.
+  covers: Optional[tuple] = None
+
+  def subjects(self):
+    if self.covers is not None:
+      return self.covers
+    return (self.key or self.file,)
 
   def __str__(self):
     kind = "warning" if self.warning else "error"
@@ -45,7 +60,8 @@ class Problem(NamedTuple):
 class Result(NamedTuple):
   """What `verify` found and how much it read."""
   problems: list
-  values_read: int
+  values_read: int  # The object graph not counted.
+  graph_read: bool  # Whether the object graph was read too.
   bytes_read: int
   seconds: float
 
@@ -53,9 +69,18 @@ class Result(NamedTuple):
   def errors(self):
     return [problem for problem in self.problems if not problem.warning]
 
+  def problem_count(self):
+    """One per value that cannot be read, and one for the object graph."""
+    return len(_subjects(self.errors))
+
   @property
   def warnings(self):
     return [problem for problem in self.problems if problem.warning]
+
+
+def _subjects(problems):
+  """What `problems` count as (see `Problem.covers`), once each."""
+  return {subject for problem in problems for subject in problem.subjects()}
 
 
 class _Progress:
@@ -112,8 +137,11 @@ def verify(listing, progress_stream=None):
     bytes_read += sum(value.bytes for value in batch)
     progress.update(values_read, bytes_read)
   progress.done()
-  problems.extend(_object_graph_problems(listing))
-  return Result(problems, values_read, bytes_read, time.monotonic() - start)
+  problems.extend(_object_graph_problems(
+      listing, graph_unreadable=_OBJECT_GRAPH_KEY in _subjects(problems)))
+  graph_read = any(value.key == _OBJECT_GRAPH_KEY for value in to_read)
+  return Result(problems, values_read - graph_read, graph_read, bytes_read,
+                time.monotonic() - start)
 
 
 def _file_problems(listing):
@@ -136,12 +164,14 @@ def _file_problems(listing):
       more = f" and {len(keys) - _KEYS_NAMED_PER_FILE} more" if len(
           keys) > _KEYS_NAMED_PER_FILE else ""
       problems.append(Problem(
-          file, "", f"{_MISSING}; it holds {len(keys)} values"
-          + (f" ({named}{more})" if keys else "")))
+          file, "", f"{_MISSING}; it holds "
+          f"{restore_report.count_text(len(keys), 'value')}"
+          + (f" ({named}{more})" if keys else ""),
+          covers=tuple(keys) or None))
     elif size < needed.get(file, 0):
       problems.append(Problem(
           file, "", f"data file is truncated: {size} bytes, the index "
-          f"places values up to byte {needed[file]}"))
+          f"places values up to byte {needed[file]}", covers=()))
   return problems
 
 
@@ -199,19 +229,23 @@ def _read(listing, values):
       [value.bytes for value in values], "/cpu:0")
 
 
-def _object_graph_problems(listing):
-  """Faults of the object graph, and values no object refers to."""
-  graph_file = getattr(
-      listing.values.get(checkpoint_listing.OBJECT_GRAPH_KEY), "file",
-      listing.path)
+def _object_graph_problems(listing, graph_unreadable):
+  """Faults of the object graph, and values no object refers to.
+
+  A graph whose value could not be read is not reported again.
+  """
+  graph_file = getattr(listing.values.get(_OBJECT_GRAPH_KEY), "file",
+                       listing.path)
   if listing.object_graph_error is not None:
-    return [Problem(graph_file, checkpoint_listing.OBJECT_GRAPH_KEY,
+    if graph_unreadable:
+      return []
+    return [Problem(graph_file, _OBJECT_GRAPH_KEY,
                     listing.object_graph_error.message)]
   if not listing.object_based:
     return []
   graph = listing.object_graph
   problems = [
-      Problem(graph_file, checkpoint_listing.OBJECT_GRAPH_KEY,
+      Problem(graph_file, _OBJECT_GRAPH_KEY,
               f"node {node_id} ({listing.node_paths[node_id]}): {problem}")
       for node_id, problem in object_graph_check.object_graph_problems(
           graph, listing.values)]
@@ -226,20 +260,20 @@ def _object_graph_problems(listing):
 def report_lines(listing, result):
   """The problems, one per line, then a summary line."""
   lines = [str(problem) for problem in result.problems]
-  count = len(result.errors)
+  count = result.problem_count()
   size = checkpoint_listing.format_bytes(result.bytes_read)
-  values = result.values_read
-  graph = checkpoint_listing.OBJECT_GRAPH_KEY in listing.values
-  read = (f"{values - 1} values and the object graph" if graph else
-          f"{values} values")
+  read = restore_report.count_text(result.values_read, "value")
+  if result.graph_read:
+    read += " and the object graph"
   summary = (f"{listing.path}: read {read} "
-             f"({size}, {listing.num_shards} shard"
-             f"{'s' * (listing.num_shards != 1)}) in {result.seconds:.2f} s")
+             f"({size}, "
+             f"{restore_report.count_text(listing.num_shards, 'shard')}) "
+             f"in {result.seconds:.2f} s")
   if count:
-    summary += f"; {count} problem{'s' * (count != 1)} found"
+    summary += f"; {restore_report.count_text(count, 'problem')} found"
   else:
     summary += "; OK"
   if result.warnings:
-    summary += f", {len(result.warnings)} warning" + (
-        "s" * (len(result.warnings) != 1))
+    summary += ", " + restore_report.count_text(len(result.warnings),
+                                                "warning")
   return lines + [summary]

@@ -98,25 +98,21 @@ def test_inspect_shows_the_same_tree_for_tensorflows_and_ours(checkpoints):
 
 @pytest.mark.parametrize("kind", ["tf", "names"])
 def test_inspect_keys_are_tensorflows_variables(checkpoints, kind):
+  """`--keys`: one key per line and nothing else; `--json`: their types."""
   prefix = tf.train.latest_checkpoint(str(checkpoints / kind))
   result = tl.run_cli("inspect", prefix, "--keys")
   assert result.returncode == 0, result.stderr
-  listed = {}
-  for line in result.stdout.splitlines()[1:-1]:
-    key, dtype, shape = re.match(r"(\S+) (\w+) (\(.*\)) ", line).groups()
-    listed[key] = (dtype, shape)
+  assert result.stderr == ""
+  expected = [key for key, _ in tf.train.list_variables(prefix)
+              if key != tl.OBJECT_GRAPH_KEY]
+  assert result.stdout.splitlines() == expected
+  listed = json.loads(tl.run_cli("inspect", prefix, "--json").stdout)
   reader = tf.train.load_checkpoint(prefix)
-  expected = {
-      key: (reader.get_variable_to_dtype_map()[key].name,
-            str(tuple(shape)).replace(" ", "").replace(",", ", ")
-            .replace(",)", ",)"))
-      for key, shape in tf.train.list_variables(prefix)
-      if key != tl.OBJECT_GRAPH_KEY}
-  assert {key: dtype for key, (dtype, _) in listed.items()} == {
-      key: dtype for key, (dtype, _) in expected.items()}
-  assert {key: shape.replace(" ", "") for key, (_, shape) in listed.items()
-         } == {key: shape.replace(" ", "") for key, (_, shape)
-               in expected.items()}
+  assert {value["key"]: (value["dtype"], value["shape"])
+          for value in listed["values"]} == {
+              key: (reader.get_variable_to_dtype_map()[key].name, shape)
+              for key, shape in tf.train.list_variables(prefix)
+              if key != tl.OBJECT_GRAPH_KEY}
 
 
 def test_inspect_name_based_checkpoint_as_a_tree_of_names(checkpoints):
@@ -150,6 +146,14 @@ def test_inspect_json_and_values(checkpoints):
   result = tl.run_cli("inspect", prefix, "--values", "no/such/key")
   assert result.returncode == 2
   assert "No value 'no/such/key'" in result.stderr
+  assert "Closest" not in result.stderr
+
+  result = tl.run_cli("inspect", prefix, "--values",
+                      "model/layer_with_weights-0/kernal")
+  assert result.returncode == 2
+  assert (f"No value 'model/layer_with_weights-0/kernal' in checkpoint "
+          f"{prefix!r}. Closest: model/layer_with_weights-0/kernel, ") in (
+              result.stderr)
 
 
 @pytest.mark.parametrize("kind", ["tf", "ours", "names"])
@@ -199,13 +203,16 @@ def test_verify_truncated_missing_and_unreadable_copies(checkpoints,
   assert result.returncode == 1
   assert (f"error: {_data_file(truncated)}: data file is truncated: "
           f"{size // 2} bytes") in result.stdout
-  assert re.search(rf"error: {re.escape(_data_file(truncated))}: \S+: cannot "
-                   "be read: OutOfRangeError", result.stdout)
+  unreadable = re.findall(rf"error: {re.escape(_data_file(truncated))}: \S+: "
+                          "cannot be read: OutOfRangeError", result.stdout)
+  assert unreadable  # One problem each; the truncation is not one more.
+  assert f"; {len(unreadable)} problems found" in result.stdout
 
   result = tl.run_cli("verify", missing)
   assert result.returncode == 1
   assert (f"error: {_data_file(missing)}: data file is missing; it holds 2 "
           "values (dense/bias, dense/kernel)") in result.stdout
+  assert result.stdout.endswith("; 2 problems found\n")
 
   result = tl.run_cli("verify", bad_index)
   assert result.returncode == 1
@@ -239,6 +246,56 @@ def test_verify_reports_object_graph_faults_and_unreferenced_values(
   assert (f"warning: {_data_file(out)}: stray/value: no object of the object "
           "graph refers to this value") in result.stdout
   assert "1 problem found, 1 warning" in result.stdout
+
+
+def test_verify_reports_a_damaged_object_graph_once(checkpoints, tmp_path):
+  prefix = _copy(checkpoints / "ours", tmp_path / "graph")
+  entry = bundle_index.read_bundle_index(prefix).entries[tl.OBJECT_GRAPH_KEY]
+  with open(_data_file(prefix), "r+b") as f:
+    f.seek(entry.offset + 3)
+    byte = f.read(1)
+    f.seek(entry.offset + 3)
+    f.write(bytes([byte[0] ^ 0xFF]))
+  with pytest.raises(tf.errors.OpError, match="checksum does not match"):
+    tf.train.Checkpoint().read(prefix)
+  result = tl.run_cli("verify", prefix)
+  assert result.returncode == 1, result.stdout + result.stderr
+  lines = result.stdout.splitlines()
+  assert len(lines) == 2, result.stdout
+  assert lines[0].startswith(f"error: {_data_file(prefix)}: "
+                             f"{tl.OBJECT_GRAPH_KEY}: cannot be read: "
+                             "DataLossError: ")
+  assert lines[1].endswith("; 1 problem found")
+  assert result.stderr == ""
+
+
+def test_diff_sets_bookkeeping_apart(tmp_path):
+  """Two saves of one run differ in the save counter only."""
+  objects = _objects()
+  checkpoint = tl.IMPLS["tf"].Checkpoint(**objects)
+  first = checkpoint.save(str(tmp_path / "ckpt"))
+  second = checkpoint.save(str(tmp_path / "ckpt"))
+  result = tl.run_cli("diff", first, second)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert result.stdout == (
+      f"A: {first}\nB: {second}\nNo differences apart from bookkeeping.\n"
+      "Bookkeeping changed, not counted without --include-bookkeeping (1):\n"
+      "  ~ save_counter/.ATTRIBUTES/VARIABLE_VALUE: max abs diff 1\n")
+  counted = tl.run_cli("diff", first, second, "--include-bookkeeping")
+  assert counted.returncode == 1
+  assert "Bookkeeping changed, counted (1):\n" in counted.stdout
+
+  objects["big"].assign_add(tf.ones([1000]))
+  third = tl.IMPLS["tf"].Checkpoint(**objects).write(str(tmp_path / "plain"))
+  result = tl.run_cli("diff", second, third)
+  assert result.returncode == 1
+  assert result.stdout.split("\n", 2)[2].startswith(
+      "Values changed (atol=0) (1):\n"
+      "  ~ big/.ATTRIBUTES/VARIABLE_VALUE: max abs diff 1\n"
+      "Bookkeeping changed, not counted without --include-bookkeeping (3):\n"
+      "  - save_counter/.ATTRIBUTES/VARIABLE_VALUE int64 () 8 B\n"
+      "  - object save_counter\n"
+      f"  ~ {tl.OBJECT_GRAPH_KEY}: the serialized object graph differs (")
 
 
 def test_diff_lists_keys_values_and_objects(checkpoints, tmp_path):
@@ -323,8 +380,9 @@ def test_verify_reads_every_shard(tmp_path):
   result = tl.run_cli("verify", prefix)
   assert result.returncode == 1
   assert result.stdout.startswith(
-      f"error: {shards[1]}: data file is missing; it holds 1 values (b)\n")
-  assert "read 1 values (16 B, 2 shards)" in result.stdout
+      f"error: {shards[1]}: data file is missing; it holds 1 value (b)\n")
+  assert "read 1 value (16 B, 2 shards)" in result.stdout
+  assert result.stdout.endswith("; 1 problem found\n")
 
 
 def test_progress_line_only_on_a_terminal(checkpoints):

@@ -117,3 +117,20 @@ def test_mismatches_and_bad_arguments_write_nothing(setup):
   assert not any(name.startswith("mismatch") for name in os.listdir(directory))
   assert _convert(setup, "no_such_function", "x").returncode == 2
   assert _convert(setup, "module", "x", "--map", "dense/=k").returncode == 2
+
+
+def test_console_script_imports_from_the_working_directory_and_records(setup):
+  """As installed, `tf-objckpt convert` finds the user's module in the
+  current directory, and `inspect OUT_DIR` finds what it wrote."""
+  directory, path = setup
+  result = tl.run_cli("convert", path, os.path.join("migrated", "ckpt"),
+                      "--objects", "builders:module", cwd=directory,
+                      console_script=True)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert result.stderr == ""
+  out_dir = str(directory / "migrated")
+  assert tf.train.latest_checkpoint(out_dir) == os.path.join(out_dir, "ckpt")
+  inspected = tl.run_cli("inspect", out_dir)
+  assert inspected.returncode == 0, inspected.stderr
+  assert ("  model\n    kernel: float32 (3, 2) 24 B\n    bias: float32 (2,) 8 B\n"
+          in inspected.stdout)

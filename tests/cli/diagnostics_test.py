@@ -82,6 +82,11 @@ def test_unrestored_values_are_listed_by_object_path(written):
       "them):\n  model/extra () int32\n  model/inner/bias (1,) float32")
   for status in statuses.values():
     status.assert_existing_objects_matched().expect_partial()
+  one = _restore_both(written, with_extra=False)["ours"]
+  assert str(tl.outcome(one.assert_consumed).error).startswith(
+      f"Unresolved objects in checkpoint {written!r}: 1 value in the "
+      "checkpoint was not restored (no object of the program matched them):")
+  one.expect_partial()
 
 
 def test_unmatched_objects_are_listed_by_object_path(written):
