@@ -152,7 +152,10 @@ def _environment(request, tmp_path_factory):
   assert "tf-objckpt" not in _packages(cached.freeze)
   path = tmp_path_factory.mktemp("environment") / cached.path.name
   shutil.copytree(cached.path, path, symlinks=True, copy_function=os.link)
-  yield Environment(path, cached.freeze)
+  copy = Environment(path, cached.freeze)
+  assert _freeze(copy.python) == cached.freeze, (
+      f"{cached.path} changed after it was made: remove it to make it again")
+  yield copy
   shutil.rmtree(path)
 
 
