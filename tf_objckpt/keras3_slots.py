@@ -10,6 +10,14 @@ optimizer keeps for the variable bound to that node, wherever that variable
 stands in the optimizer's own lists: an optimizer built on the variables in
 another order, or on some of them, gets the slots of its own variables, and
 slots of variables it does not hold are left unmatched (and reported).
+
+Keras 3.3 to 3.8 at least (3.3.3 is TensorFlow 2.16's) assign most slot
+lists empty and append to them, so TensorFlow writes those lists empty and
+their slots under `_variables` only (`UnlistedSlots`); Keras 3.15 assigns
+them full. Their order there (slot
+kinds interleaved per variable, or one kind after another) is read from the
+program's optimizer once built, and carried over to the checkpoint's
+number of variables.
 """
 
 import typing
@@ -37,6 +45,17 @@ def _list_elements(nodes, node_id):
   return [by_index[index] for index in range(len(by_index))]
 
 
+class UnlistedSlots(typing.NamedTuple):
+  """Slots written under an optimizer's `_variables` only, in order."""
+  optimizer_id: int
+  variable_ids: typing.List[int]  # The node of each trainable variable.
+  kinds: typing.List[str]  # The optimizer's slot lists written empty.
+  slot_ids: typing.List[int]  # The slots' nodes, in `_variables` order.
+  # (name, node id) of the optimizer's slot lists written in full: their
+  # nodes are not reached if the program assigns them untracked.
+  listed: typing.List[typing.Tuple[str, int]]
+
+
 class SlotLists:
   """The slot lists of the Keras 3 optimizers in one checkpoint."""
 
@@ -49,6 +68,7 @@ class SlotLists:
     self._trainable_list_ids = set()
     # Trainable variables that a path outside the optimizers reaches too.
     self._reached_elsewhere = set()
+    self.unlisted = []  # UnlistedSlots of each optimizer that has some.
     # Searching the serialized graph is far faster than visiting every
     # node in Python, and most checkpoints hold no Keras 3 optimizer.
     if _TRAINABLE_VARIABLES.encode() not in (
@@ -72,13 +92,25 @@ class SlotLists:
     if not variable_ids or owned is None:
       return
     self._trainable_list_ids.add(trainable_list_id)
-    owned = set(owned) - set(variable_ids)
+    not_slots = set(variable_ids).union(children.values())
+    unlisted = [element for element in owned if element not in not_slots]
+    owned = set(unlisted)
+    empty_lists, listed = [], []
     for name, list_id in children.items():
       elements = _list_elements(nodes, list_id)
       if (name != _OWNED_VARIABLES and elements and
           len(elements) == len(variable_ids) and owned.issuperset(elements)):
         self._lists[list_id] = SlotList(node_id, variable_ids)
         self.slot_ids.update(elements)
+        owned.difference_update(elements)
+        listed.append((name, list_id))
+      elif elements == [] and not nodes[list_id].attributes:
+        empty_lists.append(name)
+    unlisted = [element for element in unlisted if element in owned]
+    if unlisted and empty_lists:
+      self.unlisted.append(
+          UnlistedSlots(node_id, variable_ids, empty_lists, unlisted, listed))
+      self.slot_ids.update(unlisted)
 
   def _find_other_paths(self, nodes):
     """Finds the trainable variables reached other than as optimizer's."""
@@ -136,12 +168,12 @@ def trainable_variables(slot_list, objects_by_node_id, slots):
   """The variables that the program's `slots` list follows, or None.
 
   None when the program's optimizer is not bound or is still being built
-  (its trainable variable list does not match `slots` yet): the slots are
-  then matched by position, as TensorFlow matches them.
+  (its trainable variable list is empty or does not match `slots` yet):
+  the slots are then matched by position, as TensorFlow matches them.
   """
   optimizer = objects_by_node_id.get(slot_list.optimizer_id)
   variables = getattr(optimizer, _TRAINABLE_VARIABLES, None)
-  if variables is None or len(variables) != len(slots):
+  if not variables or len(variables) != len(slots):
     return None
   return variables
 
@@ -159,3 +191,90 @@ def slot_of(slot_list, index, objects_by_node_id, variables, slots):
     if candidate is variable:
       return slots[position]
   return None
+
+
+def _program_slot_order(optimizer, kinds, newest):
+  """`(kind, index)` of each slot of `kinds` in the optimizer's `_variables`.
+
+  Keras appends each slot to `_variables` before its slot list, and the
+  restore of the slot being appended (`newest`) runs before it is in
+  `_variables`: the last slot made may be missing from both, its list
+  then one short. None if the optimizer holds no such lists (or is not
+  built).
+  """
+  count = len(getattr(optimizer, _TRAINABLE_VARIABLES, None) or ())
+  lists = {}
+  for kind in kinds:
+    slots = getattr(optimizer, kind, None)
+    if isinstance(slots, list) and len(slots) in (count, count - 1):
+      lists[kind] = slots
+  if not count or not lists:
+    return None
+  place = {id(slot): (kind, index) for kind, slots in lists.items()
+           for index, slot in enumerate(slots)}
+  owned = list(getattr(optimizer, _OWNED_VARIABLES, ()))
+  if newest is not None and not any(v is newest for v in owned):
+    owned.append(newest)
+  short = [kind for kind, slots in lists.items() if len(slots) < count]
+  if len(short) == 1 and owned and id(owned[-1]) not in place:
+    place[id(owned[-1])] = (short[0], count - 1)
+  order = [place[id(variable)] for variable in owned if id(variable) in place]
+  if len(order) != len(lists) * count:
+    return None
+  return order, lists, owned[-1]
+
+
+def _layouts(kinds, count):
+  """The slot orders Keras optimizers use, for `count` variables."""
+  return (
+      [(kind, index) for index in range(count) for kind in kinds],
+      [(kind, index) for kind in kinds for index in range(count)])
+
+
+def unlisted_layout(unlisted, optimizer, newest=None):
+  """Where the program's optimizer keeps each of `unlisted`'s slots, or None.
+
+  `newest`: a variable the optimizer is adding to `_variables`, if any.
+
+  Returns:
+    `(kind and index of the variable of each slot, in `unlisted.slot_ids`
+    order; {kind: the program's slot list}; the slot made last)`. None
+    (nothing to match yet) until the program's optimizer has made all its
+    slots, or if their order is none Keras uses.
+  """
+  found = _program_slot_order(optimizer, unlisted.kinds, newest)
+  if found is None:
+    return None
+  order, lists, last = found
+  kinds = list(dict.fromkeys(kind for kind, _ in order))
+  count = len(getattr(optimizer, _TRAINABLE_VARIABLES))
+  for program_layout, written_layout in zip(
+      _layouts(kinds, count), _layouts(kinds, len(unlisted.variable_ids))):
+    if (program_layout == order and
+        len(written_layout) == len(unlisted.slot_ids)):
+      return written_layout, lists, last
+  return None
+
+
+def match_unlisted(unlisted, layout, objects_by_node_id, variables):
+  """`(slot node id, program slot or None)` for each unlisted slot.
+
+  Args:
+    unlisted: The `UnlistedSlots`.
+    layout: What `unlisted_layout` returned.
+    objects_by_node_id: The objects bound to the checkpoint's nodes.
+    variables: The program's optimizer's trainable variables.
+  """
+  written_layout, lists, last = layout
+  positions = {id(variable): position
+               for position, variable in enumerate(variables)}
+  pairs = []
+  for slot_id, (kind, index) in zip(unlisted.slot_ids, written_layout):
+    variable = objects_by_node_id.get(unlisted.variable_ids[index])
+    position = positions.get(id(variable))
+    slots = lists[kind]
+    slot = None
+    if variable is not None and position is not None:
+      slot = slots[position] if position < len(slots) else last
+    pairs.append((slot_id, slot))
+  return pairs

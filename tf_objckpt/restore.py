@@ -153,8 +153,21 @@ class CheckpointPosition:
     return True
 
   def restore(self, trackable, reader=None):
-    """Restores this node, and what is reachable from it, into `trackable`."""
+    """Restores this node, and what is reachable from it, into `trackable`.
+
+    A Keras 3 slot written under `_variables` only may be the optimizer's
+    last: its slots are then matched to their variables (`keras3_slots`).
+    """
     del reader  # Values are read through the coordinator.
+    self._restore_into(trackable)
+    slot_lists = self._checkpoint.slot_lists
+    if slot_lists.unlisted and self._node_id in slot_lists.slot_ids:
+      self._restore_ops_of(
+          lambda checkpoint: restore_unlisted_slots(checkpoint, trackable),
+          self._checkpoint)
+
+  def _restore_into(self, trackable):
+    """Restores this node and its dependencies into `trackable`."""
     with ops.init_scope():
       if self.only_if_it_fits and not self.fits(trackable):
         return
@@ -163,12 +176,14 @@ class CheckpointPosition:
       if not self.bind_object(trackable):
         return
       restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
-                           None)
+                           restore_breadth_first)
+      self._restore_ops_of(restore_fn, self)
+
+  def _restore_ops_of(self, restore_fn, argument):
+    """Runs `restore_fn(argument)`, recording the restore ops it returns."""
+    with ops.init_scope():
       try:
-        if restore_fn is None:
-          restore_ops = restore_breadth_first(self)
-        else:
-          restore_ops = restore_fn(self)
+        restore_ops = restore_fn(argument)
       except (ValueError, errors.OpError) as e:
         # Graph building, a value that does not fit is reported when the
         # restore ops run: creating the object goes on, as in TensorFlow.
@@ -614,8 +629,20 @@ def _restore_slots_by_variable(position, slot_list, visit_queue, batch):
                                                slots)
   if variables is None:
     return False
-  late = checkpoint.slot_lists.unbound_variables(slot_list,
-                                                objects_by_node_id, variables)
+  _bind_late_variables(checkpoint, slot_list, variables, visit_queue, batch)
+  for child in position.object_proto.children:
+    slot = keras3_slots.slot_of(slot_list, int(child.local_name),
+                                objects_by_node_id, variables, slots)
+    _bind_slot(checkpoint, child.node_id, slot, visit_queue, batch, slots,
+               child.local_name)
+  return True
+
+
+def _bind_late_variables(checkpoint, slot_list, variables, visit_queue,
+                         batch):
+  """Binds the trainable variables only the optimizer's list reaches."""
+  late = checkpoint.slot_lists.unbound_variables(
+      slot_list, checkpoint.objects_by_node_id, variables)
   if late:
     logging.warning(
         "%d Keras 3 model variable(s) restored only now that the optimizer "
@@ -625,21 +652,53 @@ def _restore_slots_by_variable(position, slot_list, visit_queue, batch):
         "used their initial values.", len(late))
   for node_id, variable in late:
     _bind_child(checkpoint, node_id, variable, visit_queue, batch)
-  for child in position.object_proto.children:
-    slot = keras3_slots.slot_of(slot_list, int(child.local_name),
-                                objects_by_node_id, variables, slots)
-    bound = objects_by_node_id.get(child.node_id)
-    if bound is slot:
+
+
+def _bind_slot(checkpoint, node_id, slot, visit_queue, batch, parent=None,
+               local_name=None):
+  """Binds slot node `node_id` to the program's `slot` of its variable.
+
+  The node may have been restored already by its place in the optimizer's
+  `_variables` into another variable's slot: that slot gets its own value
+  from its own node.
+  """
+  bound = checkpoint.objects_by_node_id.get(node_id)
+  if bound is slot:
+    return
+  if bound is not None:
+    checkpoint.unbind(node_id)
+  if slot is not None:
+    checkpoint.restore_again(slot)
+    _bind_child(checkpoint, node_id, slot, visit_queue, batch, parent,
+                local_name)
+
+
+def _restore_unlisted_slots(checkpoint, visit_queue, batch, newest=None):
+  """Matches the slots written under `_variables` only to their variables.
+
+  Done once the program's optimizer has made its slots (`keras3_slots`);
+  until then they are restored by position, each only into a slot of its
+  shape. `newest`: a slot being added to the optimizer, if any.
+  """
+  objects_by_node_id = checkpoint.objects_by_node_id
+  for unlisted in checkpoint.slot_lists.unlisted:
+    optimizer = objects_by_node_id.get(unlisted.optimizer_id)
+    layout = keras3_slots.unlisted_layout(unlisted, optimizer, newest)
+    if layout is None:
       continue
-    if bound is not None:
-      # Restored by its place in `_variables` into another variable's slot;
-      # that slot gets its own value from its own node.
-      checkpoint.unbind(child.node_id)
-    if slot is not None:
-      checkpoint.restore_again(slot)
-      _bind_child(checkpoint, child.node_id, slot, visit_queue, batch, slots,
-                  child.local_name)
-  return True
+    variables = optimizer._trainable_variables  # pylint: disable=protected-access
+    _bind_late_variables(checkpoint, unlisted, variables, visit_queue, batch)
+    for node_id, slot in keras3_slots.match_unlisted(
+        unlisted, layout, objects_by_node_id, variables):
+      _bind_slot(checkpoint, node_id, slot, visit_queue, batch)
+    for name, list_id in unlisted.listed:
+      slots = getattr(optimizer, name, None)
+      if list_id not in objects_by_node_id and isinstance(slots, list):
+        list_position = CheckpointPosition(checkpoint, list_id)
+        list_position.bind_object(slots)
+        _restore_slots_by_variable(list_position, checkpoint.slot_lists.get(
+            list_id), visit_queue, batch)
+    _restore_waiting_slot_lists(checkpoint, unlisted, visit_queue, batch)
 
 
 def _restore_waiting_slot_lists(checkpoint, slot_list, visit_queue, batch):
@@ -688,7 +747,22 @@ def restore_breadth_first(position):
   Returns:
     Restore ops when graph building, else an empty list.
   """
-  visit_queue = collections.deque([position])
+  return _walk(position.checkpoint, collections.deque([position]))
+
+
+def restore_unlisted_slots(checkpoint, newest=None):
+  """Matches Keras 3 slots written under `_variables` only, if it can now.
+
+  `newest`: a slot being added to the optimizer, if any.
+
+  Returns:
+    Restore ops when graph building, else an empty list.
+  """
+  return _walk(checkpoint, collections.deque(), newest)
+
+
+def _walk(checkpoint, visit_queue, newest=None):
+  """Restores the nodes queued and what they reach; see `_restore_one`."""
   batch = _RestoreBatch()
   while visit_queue:
     _restore_one(visit_queue.popleft(), visit_queue, batch)
@@ -697,6 +771,10 @@ def restore_breadth_first(position):
     visit_queue.append(slot_list)
     while visit_queue:
       _restore_one(visit_queue.popleft(), visit_queue, batch)
+  if checkpoint.slot_lists.unlisted:
+    _restore_unlisted_slots(checkpoint, visit_queue, batch, newest)
+    while visit_queue:
+      _restore_one(visit_queue.popleft(), visit_queue, batch)
   for error in batch.errors:
-    position.checkpoint.keep_mismatch(error)
-  return batch.restore(position.checkpoint)
+    checkpoint.keep_mismatch(error)
+  return batch.restore(checkpoint)

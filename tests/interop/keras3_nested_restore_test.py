@@ -174,7 +174,8 @@ def _values(model, optimizer):
   return values
 
 
-_SLOT_LISTS = ("_momentums", "_velocities", "_model_variables_moving_average")
+_SLOT_LISTS = ("_momentums", "_velocities", "_model_variables_moving_average",
+               "_average_gradients", "momentums")
 
 
 def _slots_by_weight(model, optimizer):
@@ -351,6 +352,55 @@ def test_slots_follow_their_variable_not_their_position(tmp_path, use_ema,
   status.assert_consumed()
   _assert_same(expected, _slots_by_weight(model, optimizer))
   assert int(optimizer.iterations.numpy()) == 2
+
+
+_OPTIMIZERS = {
+    # Slots of one kind after another in `_variables`.
+    "rmsprop": lambda: keras.optimizers.RMSprop(0.01, momentum=0.9,
+                                                centered=True),
+    "sgd": lambda: keras.optimizers.SGD(0.01, momentum=0.9),
+}
+
+
+def _momentums_written_in_full(path):
+  """Whether the checkpoint's optimizer lists its momentum slots."""
+  nodes = tl.object_graph(path).nodes
+  optimizer = next(child.node_id for child in nodes[0].children
+                   if child.local_name == "optimizer")
+  return any(nodes[child.node_id].children
+             for child in nodes[optimizer].children
+             if child.local_name in ("momentums", "_momentums"))
+
+
+@pytest.mark.parametrize("built_first", [False, True])
+@pytest.mark.parametrize("optimizer_name", sorted(_OPTIMIZERS))
+def test_slots_of_other_optimizers_follow_their_variable(
+    tmp_path, optimizer_name, built_first):
+  """Keras 3.3 to 3.8 write these slot lists empty, one kind after another.
+
+  Keras 3.15 assigns them empty, then again in full when built: restored
+  before that, ours does not follow the second list yet (not done).
+  """
+  make_optimizer = _OPTIMIZERS[optimizer_name]
+  trained, trained_optimizer = ResidualTower(), make_optimizer()
+  _train(trained, trained_optimizer, _FEATURES)
+  path = tl.write("tf", tmp_path / "tf", model=trained,
+                  optimizer=trained_optimizer)
+  model, optimizer = ResidualTower(), make_optimizer()
+  if not built_first:
+    status = _load("ours", "read", path, model=model, optimizer=optimizer)
+  model(_FEATURES)
+  optimizer.build(model.trainable_variables[::-1])
+  if built_first:
+    status = _load("ours", "read", path, model=model, optimizer=optimizer)
+  if _momentums_written_in_full(path) and not built_first:
+    with pytest.raises(AssertionError, match="optimizer/_variables/"):
+      status.assert_consumed()
+    return
+  status.assert_consumed()
+  expected = _slots_by_weight(trained, trained_optimizer)
+  assert expected
+  _assert_same(expected, _slots_by_weight(model, optimizer))
 
 
 def _freeze_tower(model):
