@@ -26,6 +26,7 @@ def build(directory, checkpoint_cls=tf_objckpt.CheckpointV1,
   """A graph with a linear model, Adam, a checkpoint and its restore status."""
   graph = tf.Graph()
   with graph.as_default():
+    tf.compat.v1.set_random_seed(0)  # The same first run every time.
     model = module_cls()
     model.w = tf.compat.v1.get_variable("w", [3, 1])
     model.b = tf.compat.v1.get_variable("b", [1])
