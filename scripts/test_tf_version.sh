@@ -13,9 +13,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 case "${1:-}" in
   2.15) pins="tensorflow==2.15.1 tf-keras==2.15.1 keras==2.15.0" ;;
   2.16) pins="tensorflow==2.16.2 tf-keras==2.16.0 keras==3.3.3" ;;
+  2.18) pins="tensorflow==2.18.1 tf-keras==2.18.0 keras==3.15.1" ;;
   2.21) exec scripts/run_tests.sh "${@:2}" ;;
   *)
-    echo "usage: $0 {2.15|2.16|2.21} [pytest arguments]" >&2
+    echo "usage: $0 {2.15|2.16|2.18|2.21} [pytest arguments]" >&2
     exit 2
     ;;
 esac
