@@ -131,16 +131,15 @@ def restore_newest_intact(restore, candidates):
   for path in candidates:
     try:
       restore(path)
-    except Exception as e:  # pylint: disable=broad-except
-      # Damage is classified by what `verify` finds, not by the error's type:
-      # TensorFlow raises NotFoundError for an absent key too.
+      return path, skipped
+    # Any failure may be damage: `verify` decides, not the error's type
+    # (TensorFlow raises NotFoundError for an absent key too).
+    except Exception as failure:  # pylint: disable=broad-except
       problems = damage(path)
       if not problems:
         raise
       logging.warning("Skipped damaged checkpoint %s: %s", path,
                       summary(problems))
       skipped.append(path)
-      first_error = first_error or e
-      continue
-    return path, skipped
+      first_error = first_error or failure
   raise first_error
