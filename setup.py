@@ -24,5 +24,5 @@ setup(
     python_requires=">=3.9,<3.14",
     install_requires=["tensorflow>=2.15,<2.22", "numpy", "absl-py"],
     extras_require={"test": ["pytest", "tf-keras"]},
-    entry_points={"console_scripts": ["tf-objckpt = tf_objckpt.cli:run"]},
+    entry_points={"console_scripts": ["tf-objckpt = tf_objckpt.tools.cli:run"]},
 )

@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 import tf_objckpt
-from tf_objckpt import checkpoint_listing
-from tf_objckpt import verify_checkpoint
+from tf_objckpt.inspection import checkpoint_listing
+from tf_objckpt.inspection import verify_checkpoint
 
 _GIB = flags.DEFINE_float("gib", 1.0, "Size of the large values, in GiB.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs of each.")

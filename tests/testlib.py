@@ -47,9 +47,9 @@ from tensorflow.python.training import saver as tf_saver
 
 import tf_objckpt
 from tf_objckpt import base
-from tf_objckpt import bundle_index
 from tf_objckpt import checkpoint_management
 from tf_objckpt import data_structures
+from tf_objckpt.engine import bundle_index
 from tf_objckpt import saver
 from tf_objckpt import util
 
@@ -843,7 +843,7 @@ def _console_script():
   """A `tf-objckpt` script as pip writes it for the entry point `cli:run`."""
   path = os.path.join(tempfile.mkdtemp(), "tf-objckpt")
   with open(path, "w") as f:
-    f.write("import sys\nfrom tf_objckpt.cli import run\n"
+    f.write("import sys\nfrom tf_objckpt.tools.cli import run\n"
             "if __name__ == '__main__':\n  sys.exit(run())\n")
   return path
 

@@ -7,7 +7,7 @@ The names below are loaded on first use, so that `import tf_objckpt` (and
 the command line's `--help`) does not import TensorFlow; the first class or
 function used imports it. Submodules (`tf_objckpt.util`, ...) load the same
 way. `patch_tensorflow()` makes TensorFlow use tf_objckpt's classes
-(`patching`).
+(`tools.patching`).
 """
 
 import importlib
@@ -28,24 +28,24 @@ _EXPORTS = {
     "remove_checkpoint": "checkpoint_management",
     "update_checkpoint_state": "checkpoint_management",
     "NoDependency": "data_structures",
-    "patch_tensorflow": "patching",
-    "unpatch_tensorflow": "patching",
+    "patch_tensorflow": "tools.patching",
+    "unpatch_tensorflow": "tools.patching",
     "Saver": "saver",
     "export_meta_graph": "saver",
     "import_meta_graph": "saver",
     "AutoTrackable": "tracking",
-    "add_variable": "util",
-    "capture_dependencies": "util",
-    "Checkpoint": "util",
-    "CheckpointOptions": "util",
-    "CheckpointV1": "util",
-    "frozen_saver": "util",
-    "gather_initializers": "util",
-    "list_objects": "util",
-    "object_metadata": "util",
-    "saver_with_op_caching": "util",
-    "streaming_restore": "util",
-    "TrackableSaver": "util",
+    "add_variable": "checkpoint",
+    "capture_dependencies": "checkpoint",
+    "Checkpoint": "checkpoint",
+    "CheckpointOptions": "checkpoint",
+    "CheckpointV1": "checkpoint",
+    "frozen_saver": "checkpoint",
+    "gather_initializers": "checkpoint",
+    "list_objects": "checkpoint",
+    "object_metadata": "checkpoint",
+    "saver_with_op_caching": "checkpoint",
+    "streaming_restore": "checkpoint",
+    "TrackableSaver": "checkpoint",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -28,8 +28,8 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 from tensorflow.python.util import deprecation
 
-from tf_objckpt import bundle_index
-from tf_objckpt import commit
+from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import commit
 from tf_objckpt import functional_saver
 
 STATE_FILENAME = "checkpoint"

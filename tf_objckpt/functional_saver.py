@@ -49,12 +49,12 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training import py_checkpoint_reader
 from tensorflow.python.util import compat
 
-from tf_objckpt import bundle_index
-from tf_objckpt import commit
-from tf_objckpt import registered_savers as registered_savers_lib
-from tf_objckpt import saveable_object_util
-from tf_objckpt import sharding
-from tf_objckpt import variable_batches
+from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import commit
+from tf_objckpt.engine import registered_savers as registered_savers_lib
+from tf_objckpt.engine import sharding
+from tf_objckpt.engine import variable_batches
+from tf_objckpt.engine import variable_values
 
 # Graph building, plain variables are restored in batches of at most about
 # this many bytes, each through one call of a restore function. Each call
@@ -762,7 +762,7 @@ class _DeviceGroup:
     """Writes this group's tensors to `shard_prefix` with one SaveV2."""
     names, slices, tensors = [], [], []
     for spec, tensor in zip(self.specs,
-                            saveable_object_util.spec_tensors(self.specs)):
+                            variable_values.spec_tensors(self.specs)):
       if tensor is None:  # An uninitialized variable: nothing to save.
         continue
       names.append(spec.name)
@@ -844,7 +844,7 @@ def _restore_variable_batches(file_prefix, saveables):
   """
   batches = {}
   for saveable in saveables:
-    if isinstance(saveable, saveable_object_util.VariableSaveable):
+    if variable_values.is_plain_variable(saveable):
       handle_node = saveable.op.handle.op.node_def
       key = variable_batches.batch_key(saveable.op, handle_node)
       if key is not None:

@@ -22,8 +22,8 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import python_state
 
 from tf_objckpt import base
+from tf_objckpt.engine import registered_savers
 from tf_objckpt import object_identity
-from tf_objckpt import registered_savers
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils
 

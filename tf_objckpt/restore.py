@@ -25,9 +25,9 @@ from tensorflow.python.framework import tensor_shape
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt import keras3_slots
-from tf_objckpt import object_graph_check
-from tf_objckpt import registered_savers
+from tf_objckpt.engine import registered_savers
+from tf_objckpt.restoring import keras3_slots
+from tf_objckpt.restoring import object_graph_check
 from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils

@@ -13,7 +13,6 @@ import sys
 
 from tensorflow.python.checkpoint import saveable_compat
 from tensorflow.python.eager import context
-from tensorflow.python.framework import device as pydev
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor as tensor_lib
 from tensorflow.python.ops import array_ops
@@ -31,18 +30,14 @@ from tensorflow.python.training.saving import saveable_object_util as tf_saveabl
 from tensorflow.python.types import core as core_types
 from tensorflow.python.util import nest
 
+from tf_objckpt.engine import variable_values
 from tf_objckpt import object_identity
 from tf_objckpt import saveable_object
 from tf_objckpt import trackable_utils
-from tf_objckpt import variable_batches
 
 VARIABLE_VALUE_KEY = trackable_utils.VARIABLE_VALUE_KEY
 _REF_VARIABLE_OPS = frozenset(["Variable", "VariableV2", "AutoReloadVariable"])
 _VARIABLE_OPS = _REF_VARIABLE_OPS | {"VarHandleOp", "ReadVariableOp"}
-# Variables read by one batched op at most: an eager op with many more
-# inputs costs far more to build, in time and memory (16,384 variables read
-# by one op add about 160 MiB to a save's peak, 256 at a time about 15 MiB).
-_READ_BATCH_LIMIT = 256
 
 
 # TensorFlow's SavedModel helpers: they work on any saveables and trackables.
@@ -61,18 +56,6 @@ serialized_tensors_to_saveable_cache = (
     tf_saveable_object_util.serialized_tensors_to_saveable_cache)
 validate_saveables_for_saved_model = (
     tf_saveable_object_util.validate_saveables_for_saved_model)
-
-
-def set_cpu0(device_string: str) -> str:
-  """Returns `device_string` with the device replaced by CPU:0.
-
-  Restores read on the CPU of the task that owns the variable; job, replica
-  and task are kept. Custom devices are returned unchanged.
-  """
-  if context.is_custom_device(device_string):
-    return device_string
-  spec = pydev.DeviceSpec.from_string(device_string)
-  return spec.replace(device_type="CPU", device_index=0).to_string()
 
 
 class ReferenceVariableSaveable(saveable_object.SaveableObject):
@@ -131,41 +114,11 @@ def _read_slice_to_cpu(var):
   scope and copies on the variable's device and on the CPU.
   """
   if context.executing_eagerly():
-    return _read_to_cpu(var, var.device)
+    return variable_values.read_to_cpu(var, var.device)
   with ops.device(var.device):
     value = var.read_value_no_copy()
     with ops.device("/device:CPU:0"):
       return array_ops.identity(value)
-
-
-def _read_to_cpu(var, device):
-  """Reads `var` on its device (`var.device`), then moves the value to CPU."""
-  if context.executing_eagerly():
-    value = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
-  elif _has_reusable_read(var):
-    # The read made with the variable; a new op per variable would cost
-    # more to build and add to the graph than the save itself.
-    value = var._graph_element  # pylint: disable=protected-access
-  else:
-    with ops.device(device):
-      value = gen_resource_variable_ops.read_variable_op(var.handle,
-                                                         var.dtype)
-  if not device or "CPU" in device.upper():
-    return value
-  with ops.device("/device:CPU:0"):
-    return array_ops.identity(value)
-
-
-def _has_reusable_read(var):
-  """Whether a graph variable's own read op can be saved from this graph.
-
-  Graph-mode resource variables read themselves once when created, outside
-  any control flow or control dependencies, like the v1 `Saver` expects.
-  """
-  value = getattr(var, "_graph_element", None)
-  return (value is not None and getattr(var, "_in_graph_mode", False) and
-          value.graph is ops.get_default_graph() and
-          value.op.type == "ReadVariableOp" and not value.op.control_inputs)
 
 
 def assign_checked(handle, variable_shape, device, value, name):
@@ -411,52 +364,6 @@ class TrackableSaveable(saveable_object.SaveableObject):
             for local_name, spec in zip(self._local_names, self.specs)]
 
 
-class _VariableValueSpec(saveable_object.SaveSpec):
-  """The VARIABLE_VALUE spec of a variable: reads it when the save runs."""
-
-  # pylint: disable=super-init-not-called
-  def __init__(self, var, name, device):
-    self.variable = var
-    self.name = name
-    self.slice_spec = ""
-    self.dtype = var.dtype
-    self.device = device
-
-  @property
-  def tensor(self):
-    return _read_to_cpu(self.variable, self.device)
-
-
-def spec_tensors(specs):
-  """The tensors to save for `specs` (None for uninitialized variables).
-
-  Plain variables on a CPU are read a batch (of at most
-  `_READ_BATCH_LIMIT`) at a time (`variable_batches`), which costs far less
-  than one read op each.
-  """
-  tensors = [None] * len(specs)
-  batches = {}
-  for index, spec in enumerate(specs):
-    key = (variable_batches.batch_key(spec.variable)
-           if isinstance(spec, _VariableValueSpec) else None)
-    if key is None:
-      tensors[index] = spec.tensor
-    else:
-      batches.setdefault(key, []).append(index)
-  for indices in batches.values():
-    if not variable_batches.worth_batching(len(indices)):
-      values = [specs[index].tensor for index in indices]
-    else:
-      variables = [specs[index].variable for index in indices]
-      values = []
-      for start in range(0, len(variables), _READ_BATCH_LIMIT):
-        values.extend(variable_batches.read_variables(
-            variables[start:start + _READ_BATCH_LIMIT]))
-    for index, value in zip(indices, values):
-      tensors[index] = value
-  return tensors
-
-
 class VariableSaveable(ResourceVariableSaveable):
   """The saveable of a plain resource variable in an object-based checkpoint.
 
@@ -470,7 +377,8 @@ class VariableSaveable(ResourceVariableSaveable):
     device = var.device
     self.op = var
     self.name = name
-    self.specs = [_VariableValueSpec(var, name + VARIABLE_VALUE_KEY, device)]
+    self.specs = [variable_values.VariableValueSpec(
+        var, name + VARIABLE_VALUE_KEY, device)]
     self.handle_op = var.handle
     self._var_device = device
     self._var_shape = var.shape

@@ -31,15 +31,15 @@ from tensorflow.python.training import training_util
 from tensorflow.python.util import compat
 
 from tf_objckpt import checkpoint_management
-from tf_objckpt import commit
+from tf_objckpt.engine import commit
+from tf_objckpt.engine import tf_compat
+from tf_objckpt.engine import transfer_log
 from tf_objckpt import functional_saver
-from tf_objckpt import restore_plan
-from tf_objckpt import saver_builders
-from tf_objckpt import tf_compat
-from tf_objckpt import transfer_log
+from tf_objckpt.restoring import restore_plan
+from tf_objckpt.v1 import saver_builders
 # Re-exported: the builders are part of this module's API, as in TensorFlow.
-from tf_objckpt.saver_builders import BaseSaverBuilder  # pylint: disable=unused-import
-from tf_objckpt.saver_builders import BulkSaverBuilder  # pylint: disable=unused-import
+from tf_objckpt.v1.saver_builders import BaseSaverBuilder  # pylint: disable=unused-import
+from tf_objckpt.v1.saver_builders import BulkSaverBuilder  # pylint: disable=unused-import
 # Re-exported, as TensorFlow's saver module does.
 from tf_objckpt.checkpoint_management import checkpoint_exists  # pylint: disable=unused-import
 from tf_objckpt.checkpoint_management import generate_checkpoint_state_proto  # pylint: disable=unused-import

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 import testlib as tl
-from tf_objckpt import bundle_index
+from tf_objckpt.engine import bundle_index
 
 KERNEL = "model/layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -341,7 +341,7 @@ def test_usage_errors_and_help(tmp_path):
 
 def test_console_script_runs_the_same_main():
   setup = open(os.path.join(tl.REPO_ROOT, "setup.py")).read()
-  assert '"tf-objckpt = tf_objckpt.cli:run"' in setup
+  assert '"tf-objckpt = tf_objckpt.tools.cli:run"' in setup
   result = tl.run_python(
       "import sys; sys.argv = ['tf-objckpt', 'verify', '--help']\n"
       "from tf_objckpt import cli; cli.run()")

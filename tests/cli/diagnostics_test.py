@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import restore_report
+from tf_objckpt.restoring import restore_report
 
 
 def _tree(impl, with_bias=True, with_extra=True, other=False):

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 import testlib as tl
-from tf_objckpt import functional_saver
 import tf_objckpt
+from tf_objckpt import functional_saver
 
 
 def _eager_module(scale):

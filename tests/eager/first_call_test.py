@@ -16,7 +16,7 @@ import tensorflow as tf
 from tensorflow.python.eager import context
 
 import testlib as tl
-from tf_objckpt import variable_batches
+from tf_objckpt.engine import variable_batches
 
 _FRESH_PROCESS_SCRIPT = """
 import sys
@@ -107,7 +107,7 @@ _SMALL_OPS_AND_GRAPHS_SCRIPT = """
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context
-from tf_objckpt import variable_batches
+from tf_objckpt.engine import variable_batches
 
 def wrapped_after(op_fn):
   before = set(context.context().list_function_names())

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import tf_compat
+from tf_objckpt.engine import tf_compat
 
 _OPTIONS_ADDED_IN_2_16 = {
     "experimental_sharding_callback": lambda: (

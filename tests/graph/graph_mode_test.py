@@ -16,6 +16,7 @@ import tensorflow as tf
 import testlib as tl
 import tf_objckpt
 from tf_objckpt import util
+from tf_objckpt.api import trackable_saver
 
 
 def _run_both(scenario):
@@ -458,7 +459,7 @@ def test_session_with_feed_dict_additions():
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     x = tf.compat.v1.placeholder(tf.float32)
     y = tf.compat.v1.placeholder(tf.float32)
-    wrapped = util._SessionWithFeedDictAdditions(session, {x: 2.})  # pylint: disable=protected-access
+    wrapped = trackable_saver._SessionWithFeedDictAdditions(session, {x: 2.})  # pylint: disable=protected-access
     assert wrapped.run(x * 3.) == 6.
     feed = {y: 5.}
     assert wrapped.run(x + y, feed_dict=feed) == 7.

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_objckpt import name_matching
+from tf_objckpt.restoring import name_matching
 
 KEYS = ["dense/kernel", "dense/bias", "old/w", "encoder/layer/w", "step"]
 

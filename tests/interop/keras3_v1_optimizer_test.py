@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import v1_optimizer_state
+from tf_objckpt.restoring import v1_optimizer_state
 
 _X = np.random.RandomState(3).rand(6, 3).astype(np.float32)
 _Y = np.random.RandomState(4).rand(6, 2).astype(np.float32)

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import patching
+from tf_objckpt.tools import patching
 
 _TF = tl.IMPLS["tf"]
 # Public names: (TensorFlow's object, ours).

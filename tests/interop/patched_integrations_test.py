@@ -17,7 +17,7 @@ import tf_keras
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import load_status
+from tf_objckpt.api import load_status
 
 
 @pytest.fixture(name="patched")
@@ -154,7 +154,7 @@ def test_tf_keras_load_weights_streams_deferred_restores_in_graph_mode(
     tmp_path):
   result = tl.run_python(_GRAPH_MODE_LOAD, tmp_path / "weights")
   assert result.returncode == 0, result.stderr[-3000:]
-  assert result.stdout.split() == ["tf_objckpt.load_status"]
+  assert result.stdout.split() == ["tf_objckpt.api.load_status"]
 
 
 class _Interrupt(tf_keras.callbacks.Callback):

@@ -24,18 +24,18 @@ from tensorflow.python.training import saver as tf_saver
 from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 
 import testlib as tl
+from tf_objckpt.api import load_status
 from tf_objckpt import base
 from tf_objckpt import checkpoint_management
 from tf_objckpt import data_structures
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view
-from tf_objckpt import load_status
 from tf_objckpt import restore
 from tf_objckpt import saveable_object_util
 from tf_objckpt import saver
-from tf_objckpt import saver_builders
 from tf_objckpt import tracking
 from tf_objckpt import util
+from tf_objckpt.v1 import saver_builders
 
 # (label, ours, TensorFlow's). Classes, then modules.
 MIRRORED = [

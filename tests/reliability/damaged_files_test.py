@@ -7,7 +7,7 @@ every way a checkpoint is read: eagerly, by graph-mode restore ops, and by
 the v1 `Saver`, sharded or not. The error types stay TensorFlow's.
 
 Finding the file of a key takes the checkpoint's `.index` table, which
-`tf_objckpt.bundle_index` parses; it is checked here against TensorFlow's
+`tf_objckpt.engine.bundle_index` parses; it is checked here against TensorFlow's
 reader on TensorFlow-written checkpoints.
 """
 
@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import bundle_index
+from tf_objckpt.engine import bundle_index
 
 _CONFIG = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
 

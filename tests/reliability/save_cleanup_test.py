@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import commit
+from tf_objckpt.engine import commit
 
 # Left by saves killed at different points, with the directory they were
 # written in. Their prefixes are all numbered from "ckpt".

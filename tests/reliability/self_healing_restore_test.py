@@ -24,9 +24,9 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import bundle_index
-from tf_objckpt import cli
+from tf_objckpt.engine import bundle_index
 from tf_objckpt import functional_saver
+from tf_objckpt.tools import cli
 
 _SIZE = 64
 _VALUE_KEY = "model/v/.ATTRIBUTES/VARIABLE_VALUE"

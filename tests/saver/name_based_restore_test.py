@@ -19,7 +19,7 @@ from tensorflow.python.util import deprecation
 import tf_keras
 
 import tf_objckpt
-from tf_objckpt import name_based
+from tf_objckpt.restoring import name_based
 
 import testlib as tl
 
@@ -284,7 +284,7 @@ def test_one_line_points_to_convert_where_tensorflow_warns(tmp_path,
   """TensorFlow warns the feature is deprecated; we log how to convert."""
   path = _write("tf_eager", tmp_path / "ckpt",
                 _checkpointed_values("module", with_save_counter=False))
-  hint = name_based._conversion_hint  # pylint: disable=protected-access
+  hint = name_based.conversion_hint  # pylint: disable=protected-access
 
   def restore_twice(impl, level):
     # Both libraries log once per process; forget earlier restores.

@@ -17,9 +17,9 @@ from tensorflow.python.framework import errors
 from tensorflow.python.ops import variables as tf_variables
 
 import testlib as tl
-from tf_objckpt import restore_plan
+from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saver as saver_lib
-from tf_objckpt import saver_builders
+from tf_objckpt.v1 import saver_builders
 
 
 def _const(value):

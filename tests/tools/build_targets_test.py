@@ -495,17 +495,17 @@ def test_a_file_missing_from_a_py_test_is_reported():
       targets, ("tests", "test_support"), "deps", "//:main"))
   # One library to add for both: the one that reaches the other.
   [problem] = _modules_out_of_reach(
-      without_cli, ["tf_objckpt/__main__.py", "tf_objckpt/cli.py"])
+      without_cli, ["tf_objckpt/__main__.py", "tf_objckpt/tools/cli.py"])
   assert re.fullmatch(
-      r"tf_objckpt/__main__.py, tf_objckpt/cli.py missing from the runfiles "
-      r"of \d+ py_tests "
+      r"tf_objckpt/__main__.py, tf_objckpt/tools/cli.py missing from the "
+      r"runfiles of \d+ py_tests "
       r'\(.*\): add "//:main" to the deps of "test_support" in tests/BUILD, '
       "which every py_test depends on", problem), problem
   without_import = _index(_without(
-      targets, ("", "util"), "deps", ":async_checkpoint"))
-  assert ('BUILD: py_library "util" imports tf_objckpt/async_checkpoint.py: '
-          'add ":async_checkpoint" to its deps'
-          in _missing_imports(without_import))
+      targets, ("", "checkpoint"), "deps", ":async_checkpoint"))
+  assert ('BUILD: py_library "checkpoint" imports '
+          'tf_objckpt/engine/async_checkpoint.py: add ":async_checkpoint" to '
+          'its deps' in _missing_imports(without_import))
 
 
 def test_targets_are_unique_and_their_sources_and_deps_exist():

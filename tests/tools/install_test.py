@@ -230,7 +230,7 @@ def test_the_wheel_holds_every_module_the_command_and_the_requirements(wheel):
         archive.read(f"{info}/METADATA").decode())
   assert sorted(name for name in names
                 if name.startswith("tf_objckpt/")) == modules
-  assert "tf-objckpt = tf_objckpt.cli:run" in entry_points.splitlines()
+  assert "tf-objckpt = tf_objckpt.tools.cli:run" in entry_points.splitlines()
   requires = {requirement.name: requirement.specifier for requirement in
               map(Requirement, metadata.get_all("Requires-Dist"))}
   tensorflow, python = _setup_specifiers()

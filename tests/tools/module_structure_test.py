@@ -1,9 +1,12 @@
 """Checks the shape of the package: layers, one I/O engine, no import cycles.
 
-Every module starts with a docstring saying its job and stays under 1,000
-lines; imports between tf_objckpt modules, lazy ones included, form no
-cycle; and only the I/O engine (`functional_saver`) issues checkpoint file
-ops or opens checkpoints for reading.
+`LAYERS` is the package's one layer table: every module, or the subpackage
+holding it, has a layer, and a module imports only modules of its own layer
+or of layers below it, lazy imports included. Each subpackage's docstring
+names its layer. Every module starts with a docstring saying its job and
+stays under 1,000 lines; imports between tf_objckpt modules form no cycle;
+and only the I/O engine (`functional_saver`) issues checkpoint file ops or
+opens checkpoints for reading.
 """
 
 import ast
@@ -15,8 +18,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_MODULES = sorted(glob.glob(os.path.join(ROOT, "tf_objckpt", "*.py")))
-_ENGINE = "functional_saver"
+_MODULES = sorted(glob.glob(os.path.join(ROOT, "tf_objckpt", "**", "*.py"),
+                            recursive=True))
+_ENGINE = "tf_objckpt.functional_saver"
 # TensorFlow's modules whose ops read or write checkpoint files, its
 # checkpoint readers, and file ops added by name (as to a FunctionDef).
 _FILE_IO = re.compile(
@@ -25,24 +29,78 @@ _FILE_IO = re.compile(
     r"op(_type)?=\"(SaveV2|RestoreV2|MergeV2Checkpoints|ShardedFilename|"
     r"ShardedFilespec|SaveSlices)\"")
 
+# The layers, lowest first: a module may import its own layer and those
+# before it. The foundation is what every layer shares.
+LAYER_ORDER = ("foundation", "engine", "plans", "objects", "api", "tools")
+# Each top-level module (TensorFlow's names) and each subpackage, by layer.
+LAYERS = {
+    "tf_objckpt.version": "foundation",
+    "tf_objckpt.object_identity": "foundation",
+    "tf_objckpt.trackable_utils": "foundation",
+    "tf_objckpt.engine": "engine",
+    "tf_objckpt.functional_saver": "engine",
+    "tf_objckpt.saveable_object": "engine",
+    "tf_objckpt.restoring": "plans",
+    "tf_objckpt.restore": "plans",
+    "tf_objckpt.saveable_object_util": "plans",
+    "tf_objckpt.base": "objects",
+    "tf_objckpt.tracking": "objects",
+    "tf_objckpt.data_structures": "objects",
+    "tf_objckpt.graph_view": "objects",
+    "tf_objckpt.api": "api",
+    "tf_objckpt.inspection": "api",
+    "tf_objckpt.v1": "api",
+    "tf_objckpt.util": "api",
+    "tf_objckpt.checkpoint": "api",
+    "tf_objckpt.saver": "api",
+    "tf_objckpt.checkpoint_management": "api",
+    "tf_objckpt.tools": "tools",
+    "tf_objckpt.__main__": "tools",
+    # The package's root loads its public names lazily, by name.
+    "tf_objckpt": "tools",
+}
 
-def _name(path):
-  return os.path.splitext(os.path.basename(path))[0]
+
+def module_name(path):
+  """`tf_objckpt/engine/commit.py` -> `tf_objckpt.engine.commit`."""
+  relative = os.path.relpath(os.path.splitext(path)[0], ROOT)
+  name = relative.replace(os.sep, ".")
+  return name[:-len(".__init__")] if name.endswith(".__init__") else name
 
 
-def _imported_modules(path):
-  """The tf_objckpt modules `path` imports, at any depth of its code."""
+_KNOWN = {module_name(path) for path in _MODULES}
+
+
+def imported_modules(source, name):
+  """The tf_objckpt modules `source` (module `name`) imports, at any depth."""
   imported = set()
-  for node in ast.walk(ast.parse(open(path).read())):
-    if isinstance(node, ast.ImportFrom) and node.module:
-      if node.module == "tf_objckpt":
-        imported.update(alias.name for alias in node.names)
-      elif node.module.startswith("tf_objckpt."):
-        imported.add(node.module.split(".")[1])
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.ImportFrom) and node.module and (
+        node.module.split(".")[0] == "tf_objckpt"):
+      for alias in node.names:
+        submodule = f"{node.module}.{alias.name}"
+        imported.add(submodule if submodule in _KNOWN else node.module)
     elif isinstance(node, ast.Import):
-      imported.update(alias.name.split(".")[1] for alias in node.names
-                      if alias.name.startswith("tf_objckpt."))
-  return imported - {_name(path)}
+      imported.update(alias.name for alias in node.names
+                      if alias.name.split(".")[0] == "tf_objckpt")
+  return imported - {name}
+
+
+def layer_of(name):
+  """The layer of module `name`: its own entry, or its package's."""
+  while name not in LAYERS:
+    if "." not in name:
+      raise KeyError(name)
+    name = name.rsplit(".", 1)[0]
+  return LAYERS[name]
+
+
+def upward_imports(source, name):
+  """`(imported, its layer)` for each import of `source` above its layer."""
+  rank = LAYER_ORDER.index(layer_of(name))
+  return sorted((imported, layer_of(imported))
+                for imported in imported_modules(source, name)
+                if LAYER_ORDER.index(layer_of(imported)) > rank)
 
 
 def _cycle(graph):
@@ -77,23 +135,59 @@ def test_cycle_finder_finds_cycles():
 
 
 def test_no_import_cycles():
-  graph = {_name(path): _imported_modules(path) for path in _MODULES
-           if _name(path) != "__init__"}
+  graph = {module_name(path): imported_modules(open(path).read(),
+                                               module_name(path))
+           for path in _MODULES if module_name(path) != "tf_objckpt"}
   assert _cycle(graph) is None, " -> ".join(_cycle(graph))
 
 
-@pytest.mark.parametrize("path", _MODULES, ids=_name)
+@pytest.mark.parametrize("path", _MODULES, ids=module_name)
+def test_module_has_a_layer_and_imports_only_down(path):
+  name = module_name(path)
+  upward = upward_imports(open(path).read(), name)
+  assert not upward, (
+      f"{name} ({layer_of(name)}) imports a higher layer: "
+      + ", ".join(f"{imported} ({layer})" for imported, layer in upward))
+
+
+def test_layer_check_catches_an_upward_import():
+  planted = ("def write():\n"
+             "  from tf_objckpt import util  # Lazy, and up two layers.\n")
+  assert upward_imports(planted, "tf_objckpt.engine.commit") == [
+      ("tf_objckpt.util", "api")]
+  assert upward_imports(planted, "tf_objckpt.tools.cli") == []
+
+
+def test_every_layer_entry_exists():
+  assert not set(LAYERS) - _KNOWN
+
+
+@pytest.mark.parametrize(
+    "package", sorted(name for name in LAYERS if name in _KNOWN and
+                      os.path.isdir(os.path.join(ROOT, *name.split(".")))
+                      and name != "tf_objckpt"))
+def test_subpackage_docstring_states_its_layer(package):
+  path = os.path.join(ROOT, *package.split("."), "__init__.py")
+  docstring = ast.get_docstring(ast.parse(open(path).read()))
+  layer = LAYERS[package]
+  number = LAYER_ORDER.index(layer)
+  assert f"Layer {number} of {len(LAYER_ORDER) - 1} ({layer}" in docstring, (
+      f"{package}'s docstring does not say 'Layer {number} of "
+      f"{len(LAYER_ORDER) - 1} ({layer}...'")
+
+
+@pytest.mark.parametrize("path", _MODULES, ids=module_name)
 def test_module_is_small_and_says_its_job(path):
   source = open(path).read()
-  assert source.count("\n") <= 1000, f"{_name(path)} is over 1,000 lines"
+  assert source.count("\n") <= 1000, f"{module_name(path)} is over 1,000 lines"
   docstring = ast.get_docstring(ast.parse(source))
   assert docstring and docstring.split("\n")[0].strip(), (
-      f"{_name(path)} has no docstring saying its job")
+      f"{module_name(path)} has no docstring saying its job")
 
 
-@pytest.mark.parametrize("path", _MODULES, ids=_name)
+@pytest.mark.parametrize("path", _MODULES, ids=module_name)
 def test_only_the_engine_touches_checkpoint_files(path):
-  if _name(path) == _ENGINE:
+  if module_name(path) == _ENGINE:
     assert _FILE_IO.search(open(path).read())
     return
   offending = [f"{number}: {line.strip()}" for number, line in

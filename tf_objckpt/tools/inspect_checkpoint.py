@@ -8,7 +8,7 @@ names. Totals (values, bytes, shards) end the listing.
 
 import json
 
-from tf_objckpt import checkpoint_listing
+from tf_objckpt.inspection import checkpoint_listing
 
 _VALUE_ATTRIBUTE = "VARIABLE_VALUE"
 _INDENT = "  "

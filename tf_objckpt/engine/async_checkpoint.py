@@ -25,9 +25,9 @@ import weakref
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.engine import variable_values
 from tf_objckpt import functional_saver
 from tf_objckpt import saveable_object
-from tf_objckpt import saveable_object_util
 
 # Writers that may hold an error no call has raised yet (see `_report_all`).
 _writers = weakref.WeakSet()
@@ -57,7 +57,7 @@ class Snapshot:
   def __init__(self, saveables):
     """Reads every value of `saveables` now (eagerly)."""
     specs = [spec for saveable in saveables for spec in saveable.specs]
-    values = iter(saveable_object_util.spec_tensors(specs))
+    values = iter(variable_values.spec_tensors(specs))
     self._saveables = []
     for saveable in saveables:
       frozen_specs = []

@@ -18,11 +18,11 @@ from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.platform import tf_logging as logging
 
-from tf_objckpt import bundle_index
-from tf_objckpt import checkpoint_listing
 from tf_objckpt import checkpoint_management
+from tf_objckpt.engine import bundle_index
 from tf_objckpt import functional_saver
-from tf_objckpt import verify_checkpoint
+from tf_objckpt.inspection import checkpoint_listing
+from tf_objckpt.inspection import verify_checkpoint
 
 # Problems a warning or a line of `verify --all` names; the rest are counted.
 _PROBLEMS_SHOWN = 3

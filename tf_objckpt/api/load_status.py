@@ -18,9 +18,11 @@ from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt import data_structures
 from tf_objckpt import functional_saver
-from tf_objckpt import object_graph_check
+from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt import object_identity
-from tf_objckpt import restore_report
+from tf_objckpt.restoring import name_based
+from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.restoring import restore_report
 from tf_objckpt import saveable_object_util
 
 
@@ -579,3 +581,45 @@ class NameBasedSaverStatus(_LoadStatus):
 
   def initialize_or_restore(self, session=None):
     self.run_restore_ops(session=session)
+
+
+def restore_by_names(save_path, reader, graph_view, assignment_map=None):
+  """Starts a name-based restore of a checkpoint with no object graph.
+
+  `assignment_map` maps checkpoint names to the program's (see
+  `name_matching`).
+
+  Returns:
+    A `NameBasedSaverStatus`.
+
+  Raises:
+    NotFoundError, InvalidArgumentError, ValueError: Executing eagerly, if a
+      value does not fit its variable; nothing is assigned then.
+  """
+  name_based.conversion_hint.log_once(save_path)
+  keys = reader.get_variable_to_shape_map().keys()
+  if not context.executing_eagerly():
+    return NameBasedSaverStatus(
+        name_based.NameBasedRestoreCoordinator(
+            save_path, keys, _objects_below, assignment_map=assignment_map),
+        graph_view=graph_view)
+  coordinator = name_based.NameBasedRestoreCoordinator(
+      save_path, keys, _objects_below,
+      functional_saver.CheckpointValues(save_path, reader, save_path),
+      assignment_map)
+  objects = graph_view.list_objects()
+  for obj in objects:
+    obj._maybe_initialize_trackable()  # pylint: disable=protected-access
+  coordinator.check(objects)
+  try:
+    for obj in objects:
+      obj._name_based_restores.add(coordinator)  # pylint: disable=protected-access
+      obj._name_based_attribute_restore(coordinator)  # pylint: disable=protected-access
+  finally:
+    coordinator.forget_checked()
+  return NameBasedSaverStatus(coordinator, graph_view=graph_view)
+
+
+def _objects_below(trackable):
+  """The objects `trackable` depends on, directly or not, itself excluded."""
+  return graph_view_lib.ObjectGraphView(trackable).list_objects()[1:]

@@ -18,8 +18,8 @@ import typing
 
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 
+from tf_objckpt.api import load_status
 from tf_objckpt import checkpoint_management
-from tf_objckpt import load_status
 from tf_objckpt import saver as saver_lib
 from tf_objckpt import util
 

@@ -17,11 +17,11 @@ from typing import NamedTuple, Optional
 
 from tensorflow.python.framework import errors
 
-from tf_objckpt import checkpoint_listing
-from tf_objckpt import bundle_index
+from tf_objckpt.engine import bundle_index
 from tf_objckpt import functional_saver
-from tf_objckpt import object_graph_check
-from tf_objckpt import restore_report
+from tf_objckpt.inspection import checkpoint_listing
+from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.restoring import restore_report
 
 # Values are read in batches of at most this many bytes (and keys), so that
 # memory stays bounded whatever the checkpoint's size.

@@ -13,7 +13,7 @@ import os
 import runpy
 import sys
 
-from tf_objckpt import patching
+from tf_objckpt.tools import patching
 
 EXIT_UNCAUGHT_EXCEPTION = 1
 EXIT_CANNOT_OPEN = 2  # As Python's, for a script it cannot open.

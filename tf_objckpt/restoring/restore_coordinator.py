@@ -19,11 +19,11 @@ from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt import functional_saver
-from tf_objckpt import keras3_slots
-from tf_objckpt import object_graph_check
 from tf_objckpt import object_identity
 from tf_objckpt import restore
-from tf_objckpt import restore_plan
+from tf_objckpt.restoring import keras3_slots
+from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils
 

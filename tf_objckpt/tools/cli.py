@@ -167,7 +167,7 @@ def _load_tensorflow_quietly():
 
 def _find(path):
   """The checkpoint prefix at PATH; says on stderr how it was found."""
-  from tf_objckpt import checkpoint_listing  # pylint: disable=g-import-not-at-top
+  from tf_objckpt.inspection import checkpoint_listing  # pylint: disable=g-import-not-at-top
   prefix, note = checkpoint_listing.find_checkpoint(path)
   if note:
     print(note, file=sys.stderr)
@@ -176,12 +176,12 @@ def _find(path):
 
 def _open(path, strict=True):
   """Opens the checkpoint at PATH (see `_find`)."""
-  from tf_objckpt import checkpoint_listing  # pylint: disable=g-import-not-at-top
+  from tf_objckpt.inspection import checkpoint_listing  # pylint: disable=g-import-not-at-top
   return checkpoint_listing.open_listing(_find(path), strict=strict)
 
 
 def _inspect(args):
-  from tf_objckpt import inspect_checkpoint  # pylint: disable=g-import-not-at-top
+  from tf_objckpt.tools import inspect_checkpoint  # pylint: disable=g-import-not-at-top
   text, code = inspect_checkpoint.run(
       _open(args.path), keys=args.keys, as_json_output=args.json,
       values=args.values)
@@ -192,7 +192,7 @@ def _inspect(args):
 def _verify(args):
   if args.all:
     return _verify_all(args.path)
-  from tf_objckpt import verify_checkpoint  # pylint: disable=g-import-not-at-top
+  from tf_objckpt.inspection import verify_checkpoint  # pylint: disable=g-import-not-at-top
   listing = _open(args.path, strict=False)
   result = verify_checkpoint.verify(listing)
   print("\n".join(verify_checkpoint.report_lines(listing, result)))
@@ -203,8 +203,8 @@ def _verify_all(directory):
   """One line per checkpoint of `directory`: intact, or what is damaged."""
   # pylint: disable=g-import-not-at-top
   from tensorflow.python.lib.io import file_io
-  from tf_objckpt import checkpoint_listing
-  from tf_objckpt import intact_restore
+  from tf_objckpt.api import intact_restore
+  from tf_objckpt.inspection import checkpoint_listing
   # pylint: enable=g-import-not-at-top
   if not file_io.is_directory(directory):
     raise checkpoint_listing.NoCheckpointError(
@@ -224,7 +224,7 @@ def _verify_all(directory):
 
 
 def _diff(args):
-  from tf_objckpt import diff_checkpoints  # pylint: disable=g-import-not-at-top
+  from tf_objckpt.tools import diff_checkpoints  # pylint: disable=g-import-not-at-top
   listing_a, listing_b = _open(args.path_a), _open(args.path_b)
   print(f"A: {listing_a.path}\nB: {listing_b.path}")
   differences = diff_checkpoints.diff(listing_a, listing_b, atol=args.atol)
@@ -235,7 +235,7 @@ def _diff(args):
 
 
 def _convert(args):
-  from tf_objckpt import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  from tf_objckpt.tools import convert_checkpoint  # pylint: disable=g-import-not-at-top
   prefix = _find(args.path)
   try:
     mapping = convert_checkpoint.parse_mapping(args.map)
@@ -256,7 +256,7 @@ def _convert(args):
 
 def _run(args):
   # Imported when used: the switch imports the v1 Saver (see tf_objckpt).
-  from tf_objckpt import run_script  # pylint: disable=g-import-not-at-top
+  from tf_objckpt.tools import run_script  # pylint: disable=g-import-not-at-top
   return run_script.run(args.script, args.args)
 
 
@@ -274,8 +274,8 @@ def main(argv=None):
     _load_tensorflow_quietly()
   # pylint: disable=g-import-not-at-top
   from tensorflow.python.framework import errors
-  from tf_objckpt import checkpoint_listing
-  from tf_objckpt import verify_checkpoint
+  from tf_objckpt.inspection import checkpoint_listing
+  from tf_objckpt.inspection import verify_checkpoint
   # pylint: enable=g-import-not-at-top
   try:
     return _COMMANDS[args.command](args)

@@ -22,8 +22,8 @@ from tensorflow.python.trackable import base as tf_base
 from tf_objckpt import checkpoint_management
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
-from tf_objckpt import name_matching
-from tf_objckpt import restore_plan
+from tf_objckpt.restoring import name_matching
+from tf_objckpt.restoring import restore_plan
 from tf_objckpt import util
 
 # At most this many names are listed per section of the report.

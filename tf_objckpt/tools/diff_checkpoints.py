@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tf_objckpt import checkpoint_listing
 from tf_objckpt import functional_saver
+from tf_objckpt.inspection import checkpoint_listing
 
 _BATCH_BYTES = 64 << 20
 _OBJECT_GRAPH_KEY = checkpoint_listing.OBJECT_GRAPH_KEY

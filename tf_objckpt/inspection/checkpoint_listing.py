@@ -20,9 +20,9 @@ from tensorflow.python.lib.io import file_io
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import checkpoint_management
-from tf_objckpt import bundle_index
+from tf_objckpt.engine import bundle_index
 from tf_objckpt import functional_saver
-from tf_objckpt import object_graph_check
+from tf_objckpt.restoring import object_graph_check
 
 OBJECT_GRAPH_KEY = tf_base.OBJECT_GRAPH_PROTO_KEY
 _ATTRIBUTES = "/.ATTRIBUTES/"

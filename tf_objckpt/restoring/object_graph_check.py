@@ -16,7 +16,7 @@ import bisect
 from tensorflow.python.framework import errors
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt import restore_plan
+from tf_objckpt.restoring import restore_plan
 from tf_objckpt import trackable_utils
 
 # At most this many problems are spelled out in one error message.

@@ -15,7 +15,7 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
 
-from tf_objckpt import bundle_index
+from tf_objckpt.engine import bundle_index
 from tf_objckpt import functional_saver
 
 

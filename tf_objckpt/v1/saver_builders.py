@@ -22,8 +22,9 @@ from tensorflow.python.ops import variables
 from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 from tensorflow.python.util import compat
 
+from tf_objckpt.engine import variable_values
 from tf_objckpt import functional_saver
-from tf_objckpt import restore_plan
+from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
 
@@ -167,7 +168,7 @@ class BaseSaverBuilder(object):
     del restore_sequentially  # Unused.
     restored = []
     for saveable in saveables:
-      device = (saveable_object_util.set_cpu0(saveable.device)
+      device = (variable_values.set_cpu0(saveable.device)
                 if saveable.device else None)
       with ops.device(device):
         restored.extend(self.restore_op(
@@ -213,7 +214,7 @@ class BaseSaverBuilder(object):
     Returns:
       A string tensor evaluating to `checkpoint_prefix` after the merge.
     """
-    writers = [(saveable_object_util.set_cpu0(device),
+    writers = [(variable_values.set_cpu0(device),
                 lambda shard_prefix, group=group: self._AddSaveOps(
                     shard_prefix, group))
                for device, group in per_device]

@@ -24,14 +24,12 @@ from tensorflow.python.ops import variables
 from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt import functional_saver
-from tf_objckpt import graph_view as graph_view_lib
-from tf_objckpt import load_status
-from tf_objckpt import name_matching
 from tf_objckpt import object_identity
 from tf_objckpt import restore
-from tf_objckpt import restore_plan
+from tf_objckpt.restoring import name_matching
+from tf_objckpt.restoring import restore_plan
+from tf_objckpt.restoring import v1_optimizer_state
 from tf_objckpt import saveable_object_util
-from tf_objckpt import v1_optimizer_state
 
 
 class _ConversionHint:
@@ -52,23 +50,26 @@ class _ConversionHint:
         "restored by object.", save_path)
 
 
-_conversion_hint = _ConversionHint()
+conversion_hint = _ConversionHint()
 
 
 class NameBasedRestoreCoordinator:
   """The state of restoring a name-based (v1 `Saver`) checkpoint."""
 
-  def __init__(self, save_path, checkpoint_keys, values=None,
+  def __init__(self, save_path, checkpoint_keys, objects_below, values=None,
                assignment_map=None):
     """Restores `save_path`.
 
     Args:
       save_path: The checkpoint's path.
       checkpoint_keys: The keys of its values.
+      objects_below: Lists the objects a trackable depends on, directly or
+        not (the object graph's walk, which is a layer above this one).
       values: Its `functional_saver.CheckpointValues` (eager only).
       assignment_map: Optional, see `name_matching.NameMatcher`.
     """
     self.save_path = save_path
+    self._objects_below = objects_below
     self._values = values
     self._checkpoint_keys = frozenset(checkpoint_keys)
     self._matcher = name_matching.NameMatcher(self._checkpoint_keys,
@@ -193,8 +194,7 @@ class NameBasedRestoreCoordinator:
     Objects without Keras 3 variables below them are left as TensorFlow
     leaves them.
     """
-    below = [obj for obj in graph_view_lib.ObjectGraphView(
-        trackable).list_objects()[1:]
+    below = [obj for obj in self._objects_below(trackable)
              if obj._update_uid < self.restore_uid]  # pylint: disable=protected-access
     if not any(_keras3_variable_value(obj) is not None for obj in below):
       return
@@ -299,40 +299,3 @@ def _keras3_variable_value(trackable):
       isinstance(value, variables.Variable)):
     return value
   return None
-
-
-def restore_by_names(save_path, reader, graph_view, assignment_map=None):
-  """Starts a name-based restore of a checkpoint with no object graph.
-
-  `assignment_map` maps checkpoint names to the program's (see
-  `name_matching`).
-
-  Returns:
-    A `NameBasedSaverStatus`.
-
-  Raises:
-    NotFoundError, InvalidArgumentError, ValueError: Executing eagerly, if a
-      value does not fit its variable; nothing is assigned then.
-  """
-  _conversion_hint.log_once(save_path)
-  keys = reader.get_variable_to_shape_map().keys()
-  if not context.executing_eagerly():
-    return load_status.NameBasedSaverStatus(
-        NameBasedRestoreCoordinator(save_path, keys,
-                                    assignment_map=assignment_map),
-        graph_view=graph_view)
-  coordinator = NameBasedRestoreCoordinator(
-      save_path, keys,
-      functional_saver.CheckpointValues(save_path, reader, save_path),
-      assignment_map)
-  objects = graph_view.list_objects()
-  for obj in objects:
-    obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-  coordinator.check(objects)
-  try:
-    for obj in objects:
-      obj._name_based_restores.add(coordinator)  # pylint: disable=protected-access
-      obj._name_based_attribute_restore(coordinator)  # pylint: disable=protected-access
-  finally:
-    coordinator.forget_checked()
-  return load_status.NameBasedSaverStatus(coordinator, graph_view=graph_view)

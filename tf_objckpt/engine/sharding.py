@@ -23,14 +23,14 @@ from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_util
 from tensorflow.python.ops import array_ops
 
-from tf_objckpt import saveable_object_util
-from tf_objckpt import tf_compat
+from tf_objckpt.engine import tf_compat
+from tf_objckpt.engine import variable_values
 
 
 @functools.lru_cache(maxsize=None)
 def task_of(device: str) -> str:
   """The CPU of the task owning `device`: where its tensors are written."""
-  return saveable_object_util.set_cpu0(device or "/cpu:0")
+  return variable_values.set_cpu0(device or "/cpu:0")
 
 
 def group_by_task(saveables) -> dict:
@@ -93,7 +93,7 @@ def _shardable_tensors(task, saveables):
   specs = [spec for saveable in saveables for spec in saveable.specs]
   owners = [saveable for saveable in saveables for _ in saveable.specs]
   with ops.device(task):
-    tensors = saveable_object_util.spec_tensors(specs)
+    tensors = variable_values.spec_tensors(specs)
   shardable = []
   for spec, owner, tensor in zip(specs, owners, tensors):
     if tensor is None:  # An uninitialized variable: nothing to save.

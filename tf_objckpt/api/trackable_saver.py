@@ -1,0 +1,355 @@
+"""`TrackableSaver`: saves and restores the objects of one root trackable.
+
+A save gathers the root's saveables and object graph (`graph_view`) and
+writes them through the I/O engine (`functional_saver`); a restore walks the
+checkpointed object graph (`restore`) and returns a load status
+(`load_status`). Checkpoints without an object graph (the v1 name-based
+`Saver`'s) are restored by variable names. `Checkpoint` and `CheckpointV1`
+(`tf_objckpt.checkpoint`) are built on it.
+"""
+
+import contextlib
+import copy
+import gc
+import os
+
+from tensorflow.python.checkpoint import checkpoint_options
+from tensorflow.python.client import session as session_lib
+from tensorflow.python.eager import context
+from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor_util
+from tensorflow.python.lib.io import file_io
+from tensorflow.python.ops import array_ops
+from tensorflow.python.util import compat
+
+from tf_objckpt.api import intact_restore
+from tf_objckpt.api import load_status
+from tf_objckpt import base
+from tf_objckpt import checkpoint_management
+from tf_objckpt.engine import async_checkpoint
+from tf_objckpt.engine import commit
+from tf_objckpt.engine import sharding
+from tf_objckpt.engine import tf_compat
+from tf_objckpt.engine import transfer_log
+from tf_objckpt import functional_saver
+from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt import restore
+from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.restoring import restore_coordinator
+
+
+@contextlib.contextmanager
+def _garbage_collection_paused():
+  """Pauses Python's cyclic garbage collector for one save or restore.
+
+  A save or restore allocates a few small objects per variable; with the
+  collector on, those allocations trigger full collections that walk the
+  whole (large) TensorFlow heap, which costs more than the save itself.
+  Nothing here creates reference cycles worth collecting early.
+  """
+  was_enabled = gc.isenabled()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if was_enabled:
+      gc.enable()
+
+
+class CheckpointOptions(checkpoint_options.CheckpointOptions):
+  """`tf.train.CheckpointOptions`, with durable saves.
+
+  With `durable=True`, a save flushes the checkpoint's files and directory
+  to disk (fsync) before the state file lists it, and the state file
+  before older checkpoints are deleted, so that a power loss cannot leave
+  a listed checkpoint unreadable. Only for local paths: elsewhere the save
+  raises `UnimplementedError` before writing anything. Accepted wherever
+  TensorFlow's options are; TensorFlow's classes ignore `durable`.
+
+  `assignment_map` maps names of a name-based (v1 `Saver`) checkpoint to the
+  program's, as for `tf.compat.v1.train.init_from_checkpoint`, for names
+  not matched otherwise (see `name_matching`).
+  """
+
+  __slots__ = ("durable", "assignment_map")
+
+  def __init__(self, *args, durable=False, assignment_map=None, **kwargs):
+    tf_compat.check_options_arguments(kwargs)
+    super().__init__(*args, **kwargs)
+    self.durable = durable
+    self.assignment_map = assignment_map
+
+
+class _SessionWithFeedDictAdditions(session_lib.SessionInterface):
+  """A session wrapper that adds fixed feeds to every `run`."""
+
+  def __init__(self, session, feed_additions):
+    self._wrapped_session = session
+    self._feed_additions = feed_additions
+
+  def run(self, fetches, feed_dict=None, **kwargs):
+    feed_dict = dict(feed_dict or {})
+    feed_dict.update(self._feed_additions)
+    return self._wrapped_session.run(fetches=fetches, feed_dict=feed_dict,
+                                     **kwargs)
+
+
+class TrackableSaver:
+  """Saves and restores a root trackable and everything it depends on.
+
+  Values are matched to objects by their paths of local names, so
+  checkpoints survive renaming variables and moving code. When graph
+  building, the save op is built once and rebuilt only if the object graph
+  changes; the path, the object graph and Python state are fed, and restore
+  ops are cached per checkpoint key, so repeated calls add no ops.
+
+  Holds nothing that keeps the root's objects alive (see `ObjectGraphView`).
+  """
+
+  def __init__(self, graph_view):
+    """Configures saving for `graph_view`'s root.
+
+    Created while graph building, the saver keeps each object's saveables
+    (in the view), so that its saves and restores reuse their ops.
+    """
+    if not context.executing_eagerly():
+      graph_view.cache_saveables()
+    self._graph_view = graph_view
+    self._restore_path_tensor = None  # Fed with the path (graph mode).
+    self._save_feeds = None  # (path tensor, object graph tensor), fed.
+    self._last_save_key = None
+    self._save_path_tensor = None  # The cached save's result.
+    self._restore_op_cache = restore_coordinator.RestoreOpCache()
+
+  def __deepcopy__(self, memo):
+    """A saver of the copy of the root; ops and caches are not copied."""
+    copied = TrackableSaver.__new__(TrackableSaver)
+    memo[id(self)] = copied
+    copied.__init__(copy.deepcopy(self._graph_view, memo))
+    return copied
+
+  def _gather_saveables(self, object_graph_tensor=None):
+    """The saveables to write, the object graph's included."""
+    saveables, graph_proto, feed_additions = (
+        self._graph_view.serialize_object_graph())
+    serialized = graph_proto.SerializeToString()
+    if object_graph_tensor is not None:
+      feed_additions[object_graph_tensor] = serialized
+    else:
+      with ops.device("/cpu:0"):
+        object_graph_tensor = constant_op.constant(serialized)
+    saveables.append(base.NoRestoreSaveable(
+        tensor=object_graph_tensor, name=base.OBJECT_GRAPH_PROTO_KEY))
+    return saveables, serialized, feed_additions
+
+  def _save_cached_when_graph_building(self, file_prefix, object_graph_tensor,
+                                       options, in_place=True):
+    """Builds the save op, or reuses it while the object graph is unchanged.
+
+    Args:
+      file_prefix: The path prefix, a string tensor.
+      object_graph_tensor: The tensor fed with the object graph (graph
+        mode, with a session), or None.
+      options: Optional `tf.train.CheckpointOptions`.
+      in_place: False if the prefix's directory was not created here (the
+        prefix is a tensor): a missing directory then fails the save, as in
+        TensorFlow, rather than being made by an in-place write.
+
+    Returns:
+      (the path tensor, evaluating to `file_prefix` once written; the feed
+      dict to run it with).
+    """
+    saveables, serialized_graph, feed_additions = self._gather_saveables(
+        object_graph_tensor=object_graph_tensor)
+    cache_key = (serialized_graph, functional_saver.io_device(options),
+                 sharding.callback_key(options), in_place)
+    if (self._last_save_key != cache_key or
+        context.executing_eagerly() or ops.inside_function()):
+      with ops.device("/cpu:0"):
+        save_op = functional_saver.Saver(saveables).save(
+            file_prefix, options, in_place=in_place)
+        self._save_path_tensor = file_prefix
+        if save_op is not None:  # Graph building: the path, once written.
+          with ops.control_dependencies([save_op]):
+            self._save_path_tensor = array_ops.identity(file_prefix)
+      self._last_save_key = cache_key
+    return self._save_path_tensor, feed_additions
+
+  def _feed_tensors(self):
+    """The graph-mode tensors fed with the file prefix and object graph."""
+    if self._save_feeds is None:
+      with ops.device("/cpu:0"):
+        self._save_feeds = (constant_op.constant(b""),
+                            constant_op.constant(b""))
+    return self._save_feeds
+
+  def build_save_ops(self, options=None):
+    """Builds the graph-mode save ops now, without running them.
+
+    A session sends its whole graph again at each run that finds new ops,
+    so building everything a first save needs before running anything
+    saves that cost.
+    """
+    with _garbage_collection_paused():
+      self._save_cached_when_graph_building(*self._feed_tensors(), options)
+
+  def save(self, file_prefix, checkpoint_number=None, session=None,
+           options=None):
+    """Writes a checkpoint of the root and its dependencies.
+
+    Args:
+      file_prefix: The path prefix of the checkpoint files.
+      checkpoint_number: If given, appended to the prefix as "-N".
+      session: The session to run the save in when graph building (default:
+        the default session). Ignored eagerly.
+      options: Optional `tf.train.CheckpointOptions`.
+
+    Returns:
+      The checkpoint path (a tensor inside a `tf.function`).
+
+    Raises:
+      RuntimeError: When graph building without a session to run in.
+    """
+    prefix, base = file_prefix, None
+    if checkpoint_number:
+      prefix, base = f"{file_prefix}-{checkpoint_number:d}", file_prefix
+    started = transfer_log.start()
+    with _garbage_collection_paused(), commit.saving(
+        prefix, base=base, make_directory=True):
+      path = self._save(file_prefix, checkpoint_number, session, options)
+    transfer_log.saved(prefix, started)
+    return path
+
+  def _save(self, file_prefix, checkpoint_number, session, options):
+    use_session = (not context.executing_eagerly() and
+                   not ops.inside_function())
+    if checkpoint_number:
+      file_prefix = f"{file_prefix}-{checkpoint_number:d}"
+    feed_dict = {}
+    if use_session:
+      session = load_status.default_session(
+          session, f"save checkpoint to {file_prefix!r}")
+      file_prefix_tensor, object_graph_tensor = self._feed_tensors()
+      feed_dict[file_prefix_tensor] = file_prefix
+    else:
+      with ops.device("/cpu:0"):
+        file_prefix_tensor = ops.convert_to_tensor(file_prefix,
+                                                   dtype=dtypes.string)
+      object_graph_tensor = None
+    prefix_is_tensor = tensor_util.is_tf_type(file_prefix)
+    if not prefix_is_tensor:
+      file_io.recursive_create_dir(os.path.dirname(file_prefix))
+    save_path, feed_additions = self._save_cached_when_graph_building(
+        file_prefix_tensor, object_graph_tensor, options,
+        in_place=not prefix_is_tensor)
+    feed_dict.update(feed_additions)
+    return session.run(save_path, feed_dict) if use_session else save_path
+
+  def snapshot(self):
+    """What a save would write now, read off the objects (eagerly).
+
+    Returns:
+      An `async_checkpoint.Snapshot`, to write later from any thread.
+    """
+    with _garbage_collection_paused():
+      saveables, _, _ = self._gather_saveables()
+      return async_checkpoint.Snapshot(saveables)
+
+  def restore(self, save_path, options=None, check_values_first=False):
+    """Restores a checkpoint into the root and its dependencies.
+
+    Existing objects are restored now (eagerly) or get restore ops (graph
+    building); objects added later are restored when they are tracked.
+    Checkpoints without an object graph are restored by variable names.
+
+    Args:
+      save_path: A checkpoint path, or None to only initialize.
+      options: Optional `tf.train.CheckpointOptions`.
+      check_values_first: Read every value of the checkpoint before
+        anything is assigned or any restore op is built, so that a damaged
+        value raises first even if it would be read later (restore ops,
+        restore-on-create). Eagerly this costs about nothing more.
+
+    Returns:
+      A `CheckpointLoadStatus`, `NameBasedSaverStatus`, or, for None, an
+      `InitializationOnlyStatus`.
+    """
+    if save_path is None:
+      return load_status.InitializationOnlyStatus(self._graph_view,
+                                                  restore_uid=ops.uid())
+    save_path = compat.as_str(os.fspath(save_path))
+    started = transfer_log.start()
+    with _garbage_collection_paused():
+      status = self._restore(save_path, options, check_values_first)
+    transfer_log.restored_status(save_path, started, status)
+    return status
+
+  def _restore(self, save_path, options, check_values_first=False):
+    with checkpoint_management.explaining_directories(save_path):
+      reader = functional_saver.open_reader(save_path)
+    object_graph_proto = functional_saver.read_object_graph(reader, save_path)
+    if object_graph_proto is None:
+      if check_values_first:
+        intact_restore.CheckedValues(
+            save_path, reader, save_path).check_every_value()
+      return load_status.restore_by_names(
+          save_path, reader, self._graph_view,
+          getattr(options, "assignment_map", None))
+    feed_dict = None
+    if context.executing_eagerly():
+      with ops.device("/cpu:0"):
+        path_tensor = constant_op.constant(save_path)
+    else:
+      if self._restore_path_tensor is None:
+        with ops.device("/cpu:0"):
+          self._restore_path_tensor = constant_op.constant(b"")
+      path_tensor = self._restore_path_tensor
+      feed_dict = {path_tensor: save_path}
+    values_class = (intact_restore.CheckedValues if check_values_first
+                    else functional_saver.CheckpointValues)
+    values = values_class(save_path, reader, path_tensor, options)
+    object_graph_check.check_object_graph(object_graph_proto, save_path,
+                                          values.shapes)
+    if check_values_first:
+      values.check_every_value()
+    checkpoint = restore_coordinator.CheckpointRestoreCoordinator(
+        object_graph_proto=object_graph_proto, values=values,
+        restore_op_cache=self._restore_op_cache,
+        graph_view=self._graph_view, options=options)
+    restore.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
+    self._restore_attached_dependencies(checkpoint)
+    if check_values_first:
+      values.drop_unawaited()
+    checkpoint.raise_mismatch()
+    if not context.executing_eagerly():
+      checkpoint.group_built_restore_ops()
+    return load_status.CheckpointLoadStatus(checkpoint, feed_dict=feed_dict,
+                                            graph_view=self._graph_view)
+
+  def _restore_attached_dependencies(self, checkpoint):
+    """Restores objects attached to the root without being its dependencies."""
+    root_children = {child.local_name: child.node_id for child
+                     in checkpoint.object_graph_proto.nodes[0].children}
+    for reference in self._graph_view.attached_dependencies:
+      node_id = root_children.get(reference.name)
+      if (reference.name != "root" and node_id is not None and
+          node_id not in checkpoint.objects_by_node_id):
+        restore.CheckpointPosition(checkpoint, node_id).restore(reference.ref)
+
+
+def frozen_saver(root_trackable):
+  """A saver of `root_trackable`'s objects as they are now.
+
+  Later structural changes are not seen; restoring needs a checkpoint with
+  exactly this object graph. Its checkpoints are ordinary object-based
+  checkpoints.
+  """
+  return functional_saver.Saver(
+      graph_view_lib.ObjectGraphView(root_trackable).frozen_saveable_objects())
+
+
+def saver_with_op_caching(obj):
+  """A `TrackableSaver` for `obj` that caches saveables when graph building."""
+  return TrackableSaver(graph_view_lib.ObjectGraphView(obj))

@@ -1,0 +1,582 @@
+"""Object-based checkpoints: `Checkpoint`, `CheckpointV1` and their helpers.
+
+TensorFlow 2's name for this module (`tensorflow.python.checkpoint.
+checkpoint`); `util` is its TensorFlow 1 name and holds the same names.
+`Checkpoint` saves numbered checkpoints of the objects given to it, and
+restores them by walking the checkpoint's object graph; `TrackableSaver`
+(`api.trackable_saver`) does the work, and a restore returns a load status
+(`api.load_status`).
+"""
+
+import contextlib
+import inspect
+import os
+import weakref
+
+from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
+from tensorflow.python.eager import context
+from tensorflow.python.eager import def_function
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import ops
+from tensorflow.python.framework import tensor_shape
+from tensorflow.python.framework import tensor_util
+from tensorflow.python.lib.io import file_io
+from tensorflow.python.ops import variable_scope
+from tensorflow.python.ops import variable_v1
+from tensorflow.python.platform import tf_logging as logging
+from tensorflow.python.trackable import base as tf_base
+from tensorflow.python.trackable import data_structures as tf_data_structures
+from tensorflow.python.util import compat
+
+from tf_objckpt.api import intact_restore
+from tf_objckpt.api import load_status
+from tf_objckpt.api import trackable_saver
+from tf_objckpt import base
+from tf_objckpt import checkpoint_management
+from tf_objckpt import data_structures
+from tf_objckpt.engine import async_checkpoint
+from tf_objckpt.engine import commit
+from tf_objckpt import functional_saver
+from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt import restore
+from tf_objckpt.restoring import object_graph_check
+from tf_objckpt import tracking
+# Part of this module's API, as in TensorFlow.
+# pylint: disable=unused-import
+from tf_objckpt.api.load_status import CheckpointLoadStatus
+from tf_objckpt.api.load_status import InitializationOnlyStatus
+from tf_objckpt.api.load_status import NameBasedSaverStatus
+from tf_objckpt.api.load_status import streaming_restore
+from tf_objckpt.api.trackable_saver import CheckpointOptions
+from tf_objckpt.api.trackable_saver import frozen_saver
+from tf_objckpt.api.trackable_saver import saver_with_op_caching
+from tf_objckpt.api.trackable_saver import TrackableSaver
+# pylint: enable=unused-import
+
+
+def _new_resource_variable(name, shape, dtype, initializer=None,
+                           partition_info=None, **kwargs):
+  """Creates a resource variable, never reusing one (unlike get_variable)."""
+  dtype = dtypes.as_dtype(dtype)
+  shape_object = tensor_shape.as_shape(shape)
+  if (type(initializer) is tf_base.CheckpointInitialValueCallable and  # pylint: disable=unidiomatic-typecheck
+      isinstance(initializer.checkpoint_position, restore.CheckpointPosition)):
+    # Our value, queued by a TensorFlow owner: check it as ours checks.
+    initializer.checkpoint_position.check_initial_value(shape, dtype)
+  with ops.init_scope():
+    if initializer is None:
+      store = variable_scope._get_default_variable_store()  # pylint: disable=protected-access
+      initializer, from_value = store._get_default_initializer(  # pylint: disable=protected-access
+          name=name, shape=shape_object, dtype=dtype)
+    else:
+      from_value = not callable(initializer)
+    if from_value:
+      if shape is not None:
+        raise ValueError(
+            f"Variable {name!r} was given both a constant initializer and a "
+            "shape. If initializer is a constant, do not specify shape.")
+      initial_value = initializer
+    else:
+      if inspect.isclass(initializer):  # An initializer class: make one.
+        initializer = initializer(dtype=dtype)
+
+      shape_list = None if shape is None else shape_object.as_list()
+      kwargs_for_initializer = {"dtype": dtype}
+      if "partition_info" in inspect.signature(initializer).parameters:
+        kwargs_for_initializer["partition_info"] = partition_info
+
+      def initial_value():
+        return initializer(shape_list, **kwargs_for_initializer)
+
+    # A full shape is passed on so that a restored initial value of another
+    # shape is an error rather than a variable of the wrong shape.
+    if shape is not None and shape_object.is_fully_defined():
+      kwargs["shape"] = shape_object
+    return variable_v1.VariableV1(initial_value=initial_value, name=name,
+                                dtype=dtype.base_dtype, use_resource=True,
+                                **kwargs)
+
+
+# TensorFlow's session lookup, shared: tf_keras registers its provider there.
+get_session = tf_checkpoint_lib.get_session
+register_session_provider = tf_checkpoint_lib.register_session_provider
+
+
+class ObjectGraphProtoPrettyPrinter:
+  """Names the nodes of a `TrackableObjectGraph` as messages name objects.
+
+  `node_names[node_id]` is "(root).model.kernel", or for a slot variable
+  "(root).optimizer's state 'm' for (root).model.kernel". Built on first
+  use.
+  """
+
+  def __init__(self, object_graph_proto):
+    self._object_graph_proto = object_graph_proto
+    self._node_names = None
+
+  @property
+  def node_names(self):
+    """`{node id: name}` of the nodes reachable from the root."""
+    if self._node_names is None:
+      paths = object_graph_check.NodePaths(self._object_graph_proto)
+      names = (paths[node_id] for node_id in range(len(paths)))
+      self._node_names = {node_id: name for node_id, name in enumerate(names)
+                          if not name.startswith("<unreachable")}
+    return self._node_names
+
+
+def add_variable(trackable, name, shape=None, dtype=dtypes.float32,
+                 initializer=None, trainable=True):
+  """Creates a variable tracked by `trackable` as `name`.
+
+  Variable scopes do not influence it. If a restore is waiting for `name`,
+  the variable starts with the checkpointed value and `initializer` is never
+  called.
+  """
+  add_tracked = trackable._add_variable_with_custom_getter  # pylint: disable=protected-access
+  return add_tracked(name=name, shape=shape, dtype=dtype,
+                     initializer=initializer, getter=_new_resource_variable,
+                     trainable=trainable)
+
+
+def object_metadata(save_path):
+  """Returns the parsed `TrackableObjectGraph` of a checkpoint.
+
+  Raises:
+    ValueError: If the checkpoint is name-based (has no object graph).
+  """
+  proto = functional_saver.read_object_graph(
+      functional_saver.open_reader(save_path), save_path)
+  if proto is None:
+    raise ValueError(
+        f"The specified checkpoint \"{save_path}\" does not appear to be "
+        f"object-based (saved with TF2) since it is missing the key "
+        f"\"{base.OBJECT_GRAPH_PROTO_KEY}\": it has no object graph, so it "
+        "was probably written by a name-based (TF1) Saver.")
+  return proto
+
+
+def list_objects(root_trackable):
+  """Every object saved with `root_trackable`, slot variables included."""
+  view = graph_view_lib.ObjectGraphView(root_trackable)
+  return view.list_objects()
+
+
+def gather_initializers(root_trackable):
+  """The initializers of every object saved with `root_trackable`."""
+  return [obj.initializer for obj in list_objects(root_trackable)
+          if getattr(obj, "initializer", None) is not None]
+
+
+@contextlib.contextmanager
+def capture_dependencies(template):
+  """Tracks variables created in this scope as dependencies of `template`.
+
+  Needs `template.variable_scope` to be active. A variable is tracked under
+  its name relative to the template's scope; a nested template that
+  captures its own variables becomes a dependency instead of them.
+  """
+  scope = template.variable_scope.name
+  # Passed down to creators below this one, so that a nested template's
+  # creator can tell this template to track it.
+  this_template = (template, scope)
+
+  def relative(name):
+    return name[len(scope) + 1:]
+
+  def creator(next_creator, name, initial_value, trackable_parent=None,
+              **kwargs):
+    kwargs["trackable_parent"] = this_template
+    if name is None or not name.startswith(scope):
+      return next_creator(name=name, initial_value=initial_value, **kwargs)
+    if trackable_parent:  # Created in a nested template: track that one.
+      nested, nested_scope = trackable_parent
+      template._track_trackable(nested, name=relative(nested_scope),  # pylint: disable=protected-access
+                                overwrite=True)
+      return next_creator(name=name, initial_value=initial_value, **kwargs)
+
+    def create_with_full_name(initializer, **inner_kwargs):
+      inner_kwargs.pop("name")  # The scope-relative name; keep the full one.
+      return next_creator(initial_value=initializer, name=name,
+                          **inner_kwargs)
+
+    add_tracked = template._add_variable_with_custom_getter  # pylint: disable=protected-access
+    return add_tracked(initializer=initial_value, name=relative(name),
+                       getter=create_with_full_name, overwrite=True,
+                       **kwargs)
+
+  with variable_scope.variable_creator_scope(creator):
+    yield
+
+
+def _check_trackable(name, value, accept_weak_references):
+  """Returns `value` (dereferenced if a weak reference) if it is trackable.
+
+  Raises:
+    ValueError: If it is not.
+  """
+  if accept_weak_references and isinstance(value, weakref.ref):
+    value = value()
+  if not isinstance(value, (tf_base.Trackable, def_function.Function)):
+    # TensorFlow's phrases: `CheckpointV1` (no weak references) does not
+    # name the argument.
+    expecting = (f"{name} to be a trackable object" if accept_weak_references
+                 else "a trackable object")
+    raise ValueError(
+        f"`Checkpoint` was expecting {expecting} (an object derived from "
+        f"`Trackable`), got {value!r} of type {type(value).__name__}, for "
+        f"{name!r}. Only trackable objects (variables, modules, layers, "
+        "optimizers, ...) can be checkpointed.")
+  return value
+
+
+def _assign_trackable_arguments(checkpoint, kwargs):
+  """Assigns `kwargs` as attributes of `checkpoint`, requiring trackables.
+
+  Returns:
+    `{name: trackable}` in name order, weak references dereferenced.
+
+  Raises:
+    ValueError: If a value is not trackable.
+  """
+  assigned = {}
+  for name, value in sorted(kwargs.items(), key=lambda item: item[0]):
+    if isinstance(value, tf_data_structures.NoDependency):
+      value = value.value  # Tracked all the same, as TensorFlow does.
+    setattr(checkpoint, name, value)
+    assigned[name] = _check_trackable(
+        name, getattr(checkpoint, name),
+        accept_weak_references=checkpoint._ACCEPTS_WEAK_REFERENCES)  # pylint: disable=protected-access
+  return assigned
+
+
+class _CheckpointBase(tracking.AutoTrackable):
+  """What `Checkpoint` and `CheckpointV1` share: objects and a save counter."""
+
+  # Whether arguments may be weak references to trackables.
+  _ACCEPTS_WEAK_REFERENCES = False
+  # Whether the asynchronous option is honoured (TensorFlow's `CheckpointV1`
+  # saves synchronously).
+  _ASYNC_SAVES = False
+
+  def __init__(self, **kwargs):
+    super().__init__()
+    _assign_trackable_arguments(self, kwargs)
+    self._save_counter = None  # Created lazily, for restore-on-create.
+    self._save_assign_op = None
+    self._saver = trackable_saver.saver_with_op_caching(self)
+
+  def _maybe_create_save_counter(self):
+    if self._save_counter is None:
+      with ops.device("/cpu:0"):
+        self._save_counter = data_structures.NoDependency(add_variable(
+            self, name="save_counter", initializer=0, dtype=dtypes.int64,
+            trainable=False))
+      self._attach_save_counter()
+
+  def _attach_save_counter(self):
+    """Hook for `Checkpoint(root=...)`, whose save counter is attached."""
+
+  @property
+  def save_counter(self):
+    """An int64 variable counting saves; numbers the checkpoints."""
+    self._maybe_create_save_counter()
+    return self._save_counter
+
+  @functional_saver.one_save_at_a_time
+  def _write(self, file_prefix, session=None, options=None,
+             numbered_from=None):
+    """Writes a checkpoint, then runs the options' write callbacks.
+
+    If anything fails, callbacks included, the files written are removed
+    (see `commit.saving`). Durable writes are flushed to disk before the
+    callbacks run. Asynchronous writes (`Checkpoint`, eagerly) return once
+    the values are read; the rest runs in the background.
+
+    Args:
+      file_prefix: Where to write.
+      session: The session to run a graph-mode save in.
+      options: Optional `tf.train.CheckpointOptions`.
+      numbered_from: For `save()`, the prefix `file_prefix` is numbered
+        from: leftovers of its other saves are cleaned up too (see
+        `commit.saving`), and the state file's temporary files.
+
+    Returns:
+      The path written.
+    """
+    self._finish_pending_write()
+    file_prefix = _as_path(file_prefix)
+    if getattr(options, "durable", False):
+      commit.check_durable(file_prefix)
+    if self._writes_in_background(options):
+      snapshot = self._saver.snapshot()
+      if tensor_util.is_tf_type(file_prefix):
+        file_prefix = file_prefix.numpy()
+      file_prefix = compat.as_str(file_prefix)
+      self._async_writer().start(lambda: self._commit_write(
+          file_prefix, snapshot.write, options, numbered_from))
+      return file_prefix
+
+    def write_now(prefix, options):
+      return self._saver.save(file_prefix=prefix, session=session,
+                              options=options)
+
+    return self._commit_write(file_prefix, write_now, options, numbered_from)
+
+  def _commit_write(self, file_prefix, write, options, numbered_from):
+    """Runs `write(file_prefix, options)` and the callbacks as one save."""
+    state_file = numbered_from and checkpoint_management.STATE_FILENAME
+    with commit.saving(file_prefix, base=numbered_from, state_file=state_file,
+                       make_directory=True) as save:
+      output = write(file_prefix, options)
+      if tensor_util.is_tf_type(output):
+        if not context.executing_eagerly():
+          return output  # Inside a function: the path is a tensor.
+        output = output.numpy()
+      output = compat.as_str(output)
+      if getattr(options, "durable", False):
+        save.sync()
+      _run_write_callbacks(options, output)
+      return output
+
+  def _writes_in_background(self, options):
+    """Whether this save is asynchronous; graph building, never (warned)."""
+    if not (self._ASYNC_SAVES and async_checkpoint.requested(options)):
+      return False
+    if context.executing_eagerly():
+      return True
+    logging.warning("Saving async checkpoint in graph mode is currently not "
+                    "supported; switching to regular sync checkpoint instead "
+                    "(asynchronous saves are for eager execution).")
+    return False
+
+  def _async_writer(self):
+    """This checkpoint's background writer, created on first use."""
+    if getattr(self, "_pending_writes", None) is None:
+      self._pending_writes = async_checkpoint.AsyncWriter()
+    return self._pending_writes
+
+  def _finish_pending_write(self):
+    """Waits for a pending asynchronous write; raises its error, if any."""
+    writer = getattr(self, "_pending_writes", None)
+    if writer is not None:
+      writer.sync()
+
+  @functional_saver.one_save_at_a_time
+  def _save(self, file_prefix, session=None, options=None):
+    """Increments the save counter, writes, and updates the state file."""
+    self._finish_pending_write()
+    file_prefix = _as_path(file_prefix)
+    durable = getattr(options, "durable", False)
+    if durable:
+      commit.check_durable(file_prefix)
+    graph_building = not context.executing_eagerly()
+    if graph_building:
+      if ops.inside_function():
+        raise NotImplementedError(
+            "Calling tf.train.Checkpoint.save() from a function is not "
+            "supported, as save() modifies saving metadata in ways not "
+            "supported by TensorFlow Operations. Consider using "
+            "tf.train.Checkpoint.write(), a lower-level API which does not "
+            "update metadata. tf.train.latest_checkpoint and related APIs will "
+            "not see this checkpoint.")
+      session = load_status.default_session(
+          session, f"save checkpoint to {file_prefix!r}")
+      new_counter = self._save_counter is None
+    if graph_building:
+      if self._save_assign_op is None:  # Built once, then run at each save.
+        self._save_assign_op = data_structures.NoDependency(
+            self._increment_save_counter())
+        self._saver.build_save_ops(options)
+      if new_counter:
+        session.run(self.save_counter.initializer)
+      count = session.run(self._save_assign_op)
+    else:
+      count = self._increment_save_counter().numpy()
+
+    def update_checkpoint_state(save_path):
+      record_latest = checkpoint_management.update_checkpoint_state_internal
+      record_latest(save_dir=os.path.dirname(file_prefix),
+                    model_checkpoint_path=save_path,
+                    all_model_checkpoint_paths=[save_path],
+                    save_relative_paths=True, durable=durable)
+
+    options = checkpoint_management.with_write_callback(
+        options, update_checkpoint_state)
+    return self._write(f"{file_prefix}-{count:d}", session=session,
+                       options=options, numbered_from=file_prefix)
+
+  def _increment_save_counter(self):
+    """Adds one to the save counter; returns the new count (or its op)."""
+    with ops.colocate_with(self.save_counter):
+      return self.save_counter.assign_add(1, read_value=True)
+
+  def _restore(self, save_path, options=None, check_values_first=False):
+    """Restores the objects and the save counter.
+
+    The save counter is created first, so that every restore, the first
+    included, finds the same objects (and, graph building, the same restore
+    ops to run together). A pending asynchronous write finishes first.
+    """
+    self._finish_pending_write()
+    self._maybe_create_save_counter()
+    status = self._saver.restore(save_path=save_path, options=options,
+                                 check_values_first=check_values_first)
+    if isinstance(status, load_status.NameBasedSaverStatus):
+      status.add_to_optionally_restored(self.save_counter)
+    return status
+
+  def _restore_newest_intact(self, candidates):
+    """Restores the newest intact checkpoint of `candidates` (newest first).
+
+    What `CheckpointManager.restore_or_initialize` calls on checkpoints
+    whose restores are all-or-nothing; see `intact_restore`.
+
+    Returns:
+      The restored path, and the damaged paths skipped.
+    """
+    return intact_restore.restore_newest_intact(
+        lambda path: self._restore(path, check_values_first=True), candidates)
+
+
+def _as_path(file_prefix):
+  """A path-like prefix as a string; strings and tensors unchanged."""
+  if isinstance(file_prefix, os.PathLike):
+    return os.fspath(file_prefix)
+  return file_prefix
+
+
+def _run_write_callbacks(options, save_path):
+  """Calls each write callback of `options`, with the path if it takes one.
+
+  Raises:
+    AssertionError: If a callback takes more than one argument.
+  """
+  for callback in getattr(options, "experimental_write_callbacks", None) or ():
+    num_parameters = len(inspect.signature(callback).parameters)
+    if num_parameters == 0:
+      callback()
+    elif num_parameters == 1:
+      callback(save_path)
+    else:
+      raise AssertionError(
+          "Checkpoint write callbacks must take 0 or 1 arguments (the "
+          f"checkpoint path); {callback} takes {num_parameters}.")
+
+
+class CheckpointV1(_CheckpointBase):
+  """Groups trackable objects for saving and restoring (TF1 API).
+
+  Like `Checkpoint`, but `save`, `write` and `restore` work when graph
+  building too: they run in `session` (default: the default session), and
+  restores return restore ops to run with `run_restore_ops` or
+  `initialize_or_restore`.
+  """
+
+  def write(self, file_prefix, session=None, options=None):
+    """Writes a checkpoint at `file_prefix`, without numbering or state."""
+    return self._write(file_prefix, session=session, options=options)
+
+  def save(self, file_prefix, session=None, options=None):
+    """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
+    return self._save(file_prefix, session=session, options=options)
+
+  def restore(self, save_path, options=None):
+    """Restores from `save_path`; returns a load status."""
+    return self._restore(save_path, options=options)
+
+
+class Checkpoint(_CheckpointBase):
+  """Groups trackable objects for saving and restoring (TF2 API).
+
+  Keyword arguments become dependencies under their names:
+
+    checkpoint = Checkpoint(model=model, optimizer=optimizer)
+    path = checkpoint.save("/tmp/training/ckpt")
+    checkpoint.restore(path).assert_consumed()
+
+  Restoring before variables exist restores them when they are created.
+  With `root=obj`, `obj` itself is the root of the saved object graph and
+  the other arguments (and the save counter) are attached to it.
+  """
+
+  _ACCEPTS_WEAK_REFERENCES = True
+  _ASYNC_SAVES = True
+
+  def __init__(self, root=None, **kwargs):
+    if root is None:
+      self._attached_dependencies = None
+      super().__init__(**kwargs)
+      return
+    tracking.AutoTrackable.__init__(self)  # pylint: disable=non-parent-init-called
+    self._root = root
+    root_object = _check_trackable("root", root, accept_weak_references=True)
+    root_object._maybe_initialize_trackable()  # pylint: disable=protected-access
+    kwargs["root"] = root
+    # Held weakly by the graph view (this checkpoint holds them), so that
+    # restores deferred in the root do not form cycles through them.
+    attached = []
+    for name, value in _assign_trackable_arguments(self, kwargs).items():
+      existing = root_object._lookup_dependency(name)  # pylint: disable=protected-access
+      if existing is None:
+        attached.append(graph_view_lib.WeakTrackableReference(name, value))
+      elif existing is not value:
+        raise ValueError(
+            f"Cannot create a Checkpoint with keyword argument {name} if "
+            f"root.{name} already exists.")
+    self._attached_dependencies = data_structures.NoDependency(attached)
+    existing_counter = root_object._lookup_dependency("save_counter")  # pylint: disable=protected-access
+    self._save_counter = data_structures.NoDependency(existing_counter)
+    self._save_assign_op = None
+    self._saver = trackable_saver.TrackableSaver(graph_view_lib.ObjectGraphView(
+        root, attached_dependencies=attached))
+
+  def _attach_save_counter(self):
+    if self._attached_dependencies is None:
+      return
+    # Held strongly, unlike the other attached objects: a load status may
+    # outlive this checkpoint, and still finds the counter through the view.
+    self._attached_dependencies.append(
+        base.TrackableReference("save_counter", self._save_counter))
+    root = self._saver._graph_view.root  # pylint: disable=protected-access
+    waiting = root._deferred_dependencies.pop("save_counter", ())  # pylint: disable=protected-access
+    if waiting:
+      waiting[0].restore(self._save_counter)
+
+  def write(self, file_prefix, options=None):
+    """Writes a checkpoint at `file_prefix`, without numbering or state."""
+    return self._write(file_prefix, options=options)
+
+  def save(self, file_prefix, options=None):
+    """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
+    return self._save(file_prefix, options=options)
+
+  def read(self, save_path, options=None):
+    """Restores a checkpoint written by `write` (no save counter handling)."""
+    self._finish_pending_write()
+    return self._saver.restore(save_path=save_path, options=options)
+
+  def restore(self, save_path, options=None):
+    """Restores from `save_path` (a checkpoint or a SavedModel directory).
+
+    Returns:
+      A load status.
+    """
+    return self._restore(_saved_model_variables_path(save_path),
+                         options=options)
+
+  def sync(self):
+    """Waits for the pending asynchronous write; raises its error, if any."""
+    self._finish_pending_write()
+
+
+def _saved_model_variables_path(save_path):
+  """The checkpoint inside a SavedModel directory, else `save_path`."""
+  if save_path is None:
+    return None
+  path = _as_path(save_path)
+  if file_io.is_directory(path) and any(
+      file_io.file_exists(os.path.join(path, name))
+      for name in ("saved_model.pb", "saved_model.pbtxt")):
+    return os.path.join(path, "variables", "variables")
+  return save_path

@@ -1,0 +1,8 @@
+"""One checkpoint as data: its listing and the check of its integrity.
+
+Layer 4 of 5 (api). `checkpoint_listing` models one checkpoint (keys,
+shapes, files, object graph); `verify_checkpoint` finds what is damaged.
+The command line prints them, and the manager's fallback to the newest
+intact checkpoint (`api.intact_restore`) decides by them. It may use every
+layer below and the API layer; never the tools.
+"""
