@@ -23,7 +23,6 @@ import time
 
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
 
 import tf_objckpt

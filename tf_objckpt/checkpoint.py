@@ -36,7 +36,6 @@ from tf_objckpt import checkpoint_management
 from tf_objckpt import data_structures
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
-from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt import restore
 from tf_objckpt.restoring import object_graph_check
@@ -51,6 +50,8 @@ from tf_objckpt.api.trackable_saver import CheckpointOptions
 from tf_objckpt.api.trackable_saver import frozen_saver
 from tf_objckpt.api.trackable_saver import saver_with_op_caching
 from tf_objckpt.api.trackable_saver import TrackableSaver
+from tf_objckpt.engine import reads
+from tf_objckpt.engine import writes
 # pylint: enable=unused-import
 
 
@@ -145,8 +146,8 @@ def object_metadata(save_path):
   Raises:
     ValueError: If the checkpoint is name-based (has no object graph).
   """
-  proto = functional_saver.read_object_graph(
-      functional_saver.open_reader(save_path), save_path)
+  proto = reads.read_object_graph(
+      reads.open_reader(save_path), save_path)
   if proto is None:
     raise ValueError(
         f"The specified checkpoint \"{save_path}\" does not appear to be "
@@ -283,7 +284,7 @@ class _CheckpointBase(tracking.AutoTrackable):
     self._maybe_create_save_counter()
     return self._save_counter
 
-  @functional_saver.one_save_at_a_time
+  @writes.one_save_at_a_time
   def _write(self, file_prefix, session=None, options=None,
              numbered_from=None):
     """Writes a checkpoint, then runs the options' write callbacks.
@@ -362,7 +363,7 @@ class _CheckpointBase(tracking.AutoTrackable):
     if writer is not None:
       writer.sync()
 
-  @functional_saver.one_save_at_a_time
+  @writes.one_save_at_a_time
   def _save(self, file_prefix, session=None, options=None):
     """Increments the save counter, writes, and updates the state file."""
     self._finish_pending_write()

@@ -30,7 +30,7 @@ from tensorflow.python.util import deprecation
 
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import commit
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import writes
 
 STATE_FILENAME = "checkpoint"
 _V2_DATA_GLOB = ".data-?????-of-?????"
@@ -758,7 +758,7 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         return False, step
     return True, step
 
-  @functional_saver.one_save_at_a_time
+  @writes.one_save_at_a_time
   def save(self, checkpoint_number=None, check_interval=True, options=None):
     """Writes a new checkpoint and deletes the ones no longer kept.
 

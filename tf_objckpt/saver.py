@@ -34,7 +34,6 @@ from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import commit
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
-from tf_objckpt import functional_saver
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt.v1 import saver_builders
 # Re-exported: the builders are part of this module's API, as in TensorFlow.
@@ -48,6 +47,7 @@ from tf_objckpt.checkpoint_management import get_checkpoint_state  # pylint: dis
 from tf_objckpt.checkpoint_management import latest_checkpoint  # pylint: disable=unused-import
 from tf_objckpt.checkpoint_management import remove_checkpoint  # pylint: disable=unused-import
 from tf_objckpt.checkpoint_management import update_checkpoint_state  # pylint: disable=unused-import
+from tf_objckpt.engine import reads
 
 # The SaverDef fields naming graph elements.
 _SAVER_DEF_NAME_FIELDS = ("filename_tensor_name", "save_tensor_name",
@@ -644,15 +644,15 @@ class Saver(object):
           err, "a mismatch between the current graph and the graph"
       ) from None
     except (errors.DataLossError, errors.OutOfRangeError) as err:
-      raise functional_saver.damage_named(prefix, err) from err
+      raise reads.damage_named(prefix, err) from err
 
   def _restored_values(self, prefix):
     """(shape, dtype name) of each value a restore of `prefix` read."""
     plan = None
     if not context.executing_eagerly():
       plan = self._restore_plan(ops.get_default_graph())
-    values = functional_saver.CheckpointValues(
-        prefix, functional_saver.open_reader(prefix), prefix)
+    values = reads.CheckpointValues(
+        prefix, reads.open_reader(prefix), prefix)
     keys = ([entry.key for entry in plan.entries] if plan is not None
             else list(values.shapes))
     return [(values.shapes[key], values.dtypes[key].name) for key in keys
@@ -868,8 +868,8 @@ def object_graph_key_mapping(checkpoint_path):
   Raises:
     NotFoundError: if the checkpoint has no object graph.
   """
-  graph_proto = functional_saver.read_object_graph(
-      functional_saver.open_reader(checkpoint_path), checkpoint_path)
+  graph_proto = reads.read_object_graph(
+      reads.open_reader(checkpoint_path), checkpoint_path)
   if graph_proto is None:
     raise errors.NotFoundError(
         None, None,

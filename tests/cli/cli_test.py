@@ -141,7 +141,7 @@ def test_inspect_json_and_values(checkpoints):
   kernel = tf.train.load_checkpoint(prefix).get_tensor(KERNEL)
   assert "[0, 1, 2, 3, 4, ...] (1000 values; min 0, max 999, " \
       "mean 499.5)" in result.stdout
-  assert f"{kernel[0, 0]:.4f}"[:5] in result.stdout
+  assert f"{kernel[0, 0]:.6g}" in result.stdout  # As printed: 6 digits.
 
   result = tl.run_cli("inspect", prefix, "--values", "no/such/key")
   assert result.returncode == 2

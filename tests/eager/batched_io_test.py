@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import tuning
 
 
 def _eager_module(scale):
@@ -39,7 +39,7 @@ def test_eager_many_variables_round_trip(tmp_path, writer):
 
 def test_eager_threaded_read_matches_tensorflow(tmp_path, monkeypatch):
   """A read split across threads gives every variable its own value."""
-  monkeypatch.setattr(functional_saver, "_PARALLEL_READ_MIN_BYTES", 0)
+  monkeypatch.setattr(tuning.TUNING, "parallel_read_min_bytes", 0)
   saved = _eager_module(scale=1)
   path = tl.write("tf", tmp_path / "ckpt", m=saved)
   fresh = _eager_module(scale=5)
@@ -55,7 +55,7 @@ def test_eager_threaded_read_of_a_corrupt_file_names_it(tmp_path,
   TensorFlow fails too, with an IndexError from deep inside; we raise
   DataLossError, as for any unreadable checkpoint, and assign nothing.
   """
-  monkeypatch.setattr(functional_saver, "_PARALLEL_READ_MIN_BYTES", 0)
+  monkeypatch.setattr(tuning.TUNING, "parallel_read_min_bytes", 0)
   path = tl.write("ours", tmp_path / "ckpt", m=_eager_module(scale=1))
   data_file = path + ".data-00000-of-00001"
   with open(data_file, "r+b") as f:

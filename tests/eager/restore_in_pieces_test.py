@@ -1,6 +1,6 @@
 """Large eager restores read and assign a piece of the values at a time.
 
-A restore of more than twice `functional_saver._RESTORE_PIECE_BYTES` holds
+A restore of more than twice `tuning.TUNING.restore_piece_bytes` holds
 one piece of values at a time rather than a copy of the whole model, and
 reuses the memory each piece frees. Every piece but the last is read once
 beforehand, so a damaged value still fails the restore before anything is
@@ -16,7 +16,8 @@ import pytest
 import tensorflow as tf
 
 import testlib as tl
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import reads
+from tf_objckpt.engine import tuning
 
 _PIECE_BYTES = 16 << 10
 _SHAPE = [32, 32]  # 4 KiB of float32.
@@ -25,16 +26,16 @@ _SHAPE = [32, 32]  # 4 KiB of float32.
 @pytest.fixture(name="small_pieces")
 def _small_pieces(monkeypatch):
   """Shrinks pieces to 16 KiB; yields the piece counts of each restore."""
-  monkeypatch.setattr(functional_saver, "_RESTORE_PIECE_BYTES", _PIECE_BYTES)
+  monkeypatch.setattr(tuning.TUNING, "restore_piece_bytes", _PIECE_BYTES)
   counts = []
-  split = functional_saver.CheckpointValues._pieces  # pylint: disable=protected-access
+  split = reads.CheckpointValues._pieces  # pylint: disable=protected-access
 
   def counting(values, units):
     pieces = split(values, units)
     counts.append(len(pieces))
     return pieces
 
-  monkeypatch.setattr(functional_saver.CheckpointValues, "_pieces", counting)
+  monkeypatch.setattr(reads.CheckpointValues, "_pieces", counting)
   return counts
 
 
@@ -154,6 +155,6 @@ def test_a_large_restore_holds_one_piece_of_values(tmp_path):
     completed = tl.run_python(_PEAK_MEMORY_SCRIPT, impl, prefix, "read")
     assert completed.returncode == 0, completed.stderr[-2000:]
     added[impl] = json.loads(completed.stdout.splitlines()[-1])["added"]
-  piece_mib = functional_saver._RESTORE_PIECE_BYTES >> 20  # pylint: disable=protected-access
+  piece_mib = tuning.TUNING.restore_piece_bytes >> 20  # pylint: disable=protected-access
   assert added["ours"] < 3 * piece_mib, added
   assert added["tf"] > 400, added

@@ -3,7 +3,7 @@
 With 16 or more plain resource variables on a CPU, graph-mode saves read
 variables through `_VarHandlesOp` + `_ReadVariablesOp`, and restores read
 and assign batches of them through calls of a function added to the
-graph's library (`functional_saver.restore_variables`). These tests check,
+graph's library (`engine.graph_restores.restore_variables`). These tests check,
 against `tf.compat.v1.train.Checkpoint`, that such checkpoints have
 TensorFlow's keys and values, restore both ways and fail as TensorFlow's,
 and that such graphs behave as TensorFlow's: across two CPUs and on a
@@ -26,7 +26,7 @@ from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.python.ops import resource_variable_ops
 
 import testlib as tl
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import tuning
 
 _COUNT = 40
 
@@ -99,7 +99,7 @@ def test_restore_in_batches_of_bytes(tmp_path, monkeypatch, batch_bytes):
   variable each); each is one call of a function of its own, which finds
   its variables by name. 64 bytes make several batches, 1 MiB one.
   """
-  monkeypatch.setattr(functional_saver, "GRAPH_RESTORE_BATCH_BYTES",
+  monkeypatch.setattr(tuning.TUNING, "graph_restore_batch_bytes",
                       batch_bytes)
   expected, path = _save_mixed("tf", str(tmp_path / "ckpt"))
   with tl.GraphProgram("ours") as reader:

@@ -15,7 +15,6 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import util
 from tf_objckpt.api import trackable_saver
 
 

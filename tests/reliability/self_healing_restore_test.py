@@ -25,7 +25,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 import testlib as tl
 import tf_objckpt
 from tf_objckpt.engine import bundle_index
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import tuning
 from tf_objckpt.tools import cli
 
 _SIZE = 64
@@ -191,7 +191,7 @@ def test_graph_mode_falls_back_before_building_restore_ops(saved, tmp_path,
 def test_checkpoints_beyond_two_pieces_are_checked_a_piece_at_a_time(
     saved, tmp_path, monkeypatch, on_create):
   # Too large to keep: checked a piece at a time, then read again.
-  monkeypatch.setattr(functional_saver, "_RESTORE_PIECE_BYTES", _SIZE)
+  monkeypatch.setattr(tuning.TUNING, "restore_piece_bytes", _SIZE)
   directory, words = _damaged_copy(saved, tmp_path, "flipped", 1)
   with tl.captured_logs(logging.WARNING) as messages:
     result, value, _, _ = _restore_eagerly(directory, on_create)

@@ -20,7 +20,8 @@ from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import reads
+from tf_objckpt.engine import tuning
 from tf_objckpt.inspection import checkpoint_listing
 from tf_objckpt.inspection import verify_checkpoint
 
@@ -28,7 +29,7 @@ from tf_objckpt.inspection import verify_checkpoint
 _PROBLEMS_SHOWN = 3
 
 
-class CheckedValues(functional_saver.CheckpointValues):
+class CheckedValues(reads.CheckpointValues):
   """A restore's `CheckpointValues` that reads every value before any use.
 
   `check_every_value` reads (so checks the checksum of) every value of the
@@ -41,14 +42,14 @@ class CheckedValues(functional_saver.CheckpointValues):
 
   def check_every_value(self):
     """Reads every value now; a damaged one raises (see the class)."""
-    specs = [functional_saver.KeyToRead(key, "", dtype)
+    specs = [reads.KeyToRead(key, "", dtype)
              for key, dtype in self.dtypes.items()]
-    sizes = [functional_saver.byte_size(self.shapes[spec.name], spec.dtype)
+    sizes = [reads.byte_size(self.shapes[spec.name], spec.dtype)
              for spec in specs]
-    piece_bytes = functional_saver._RESTORE_PIECE_BYTES  # pylint: disable=protected-access
+    piece_bytes = tuning.TUNING.restore_piece_bytes
     keep = context.executing_eagerly() and sum(sizes) <= 2 * piece_bytes
     with context.eager_mode():
-      for run in functional_saver._runs_of_bytes(sizes, piece_bytes):  # pylint: disable=protected-access
+      for run in reads.runs_of_bytes(sizes, piece_bytes):  # pylint: disable=protected-access
         values = self._restore_v2(specs[run])
         if keep:
           self._read_ahead.update(

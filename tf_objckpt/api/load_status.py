@@ -17,7 +17,7 @@ from tensorflow.python.framework import tensor_shape
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt import data_structures
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import reads
 from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt import object_identity
 from tf_objckpt.restoring import name_based
@@ -351,7 +351,7 @@ class CheckpointLoadStatus(_LoadStatus):
     try:
       self._run_restore_ops(session)
     except (errors.DataLossError, errors.OutOfRangeError) as e:
-      raise functional_saver.damage_named(
+      raise reads.damage_named(
           self._checkpoint.values.save_path, e) from e
 
   def _run_restore_ops(self, session):
@@ -605,7 +605,7 @@ def restore_by_names(save_path, reader, graph_view, assignment_map=None):
         graph_view=graph_view)
   coordinator = name_based.NameBasedRestoreCoordinator(
       save_path, keys, _objects_below,
-      functional_saver.CheckpointValues(save_path, reader, save_path),
+      reads.CheckpointValues(save_path, reader, save_path),
       assignment_map)
   objects = graph_view.list_objects()
   for obj in objects:

@@ -30,6 +30,7 @@ from tf_objckpt import base
 from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
+from tf_objckpt.engine import reads
 from tf_objckpt.engine import sharding
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
@@ -163,7 +164,7 @@ class TrackableSaver:
     """
     saveables, serialized_graph, feed_additions = self._gather_saveables(
         object_graph_tensor=object_graph_tensor)
-    cache_key = (serialized_graph, functional_saver.io_device(options),
+    cache_key = (serialized_graph, reads.io_device(options),
                  sharding.callback_key(options), in_place)
     if (self._last_save_key != cache_key or
         context.executing_eagerly() or ops.inside_function()):
@@ -288,8 +289,8 @@ class TrackableSaver:
 
   def _restore(self, save_path, options, check_values_first=False):
     with checkpoint_management.explaining_directories(save_path):
-      reader = functional_saver.open_reader(save_path)
-    object_graph_proto = functional_saver.read_object_graph(reader, save_path)
+      reader = reads.open_reader(save_path)
+    object_graph_proto = reads.read_object_graph(reader, save_path)
     if object_graph_proto is None:
       if check_values_first:
         intact_restore.CheckedValues(
@@ -308,7 +309,7 @@ class TrackableSaver:
       path_tensor = self._restore_path_tensor
       feed_dict = {path_tensor: save_path}
     values_class = (intact_restore.CheckedValues if check_values_first
-                    else functional_saver.CheckpointValues)
+                    else reads.CheckpointValues)
     values = values_class(save_path, reader, path_tensor, options)
     object_graph_check.check_object_graph(object_graph_proto, save_path,
                                           values.shapes)

@@ -25,14 +25,13 @@ import weakref
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_values
 from tf_objckpt import functional_saver
 from tf_objckpt import saveable_object
 
 # Writers that may hold an error no call has raised yet (see `_report_all`).
 _writers = weakref.WeakSet()
-# Checkpoint objects whose writes can run at the same time.
-_WRITE_THREADS = 4
 _pool = None
 _pool_lock = threading.Lock()
 
@@ -87,7 +86,8 @@ def _executor():
   with _pool_lock:
     if _pool is None:
       _pool = concurrent.futures.ThreadPoolExecutor(
-          max_workers=_WRITE_THREADS, thread_name_prefix="tf_objckpt_async")
+          max_workers=tuning.TUNING.async_write_threads,
+          thread_name_prefix="tf_objckpt_async")
     return _pool
 
 

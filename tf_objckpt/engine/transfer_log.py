@@ -16,7 +16,7 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import bundle_index
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import reads
 
 
 def start():
@@ -67,7 +67,7 @@ def restored(path, started, values):
   kinds = collections.Counter((tuple(shape or ()), dtype)
                               for shape, dtype in values)
   num_bytes = sum(
-      count * functional_saver.byte_size(shape, dtypes.as_dtype(dtype))
+      count * reads.byte_size(shape, dtypes.as_dtype(dtype))
       for (shape, dtype), count in kinds.items())
   _log("Restored checkpoint", compat.as_str(path), len(values), num_bytes,
        started)

@@ -7,12 +7,12 @@ tensor costs Grappler, which optimizes the subgraph of every new
 
 - eagerly, the variables of a device are read by one `_ReadVariablesOp`;
 - graph building, a save reads variables in batches of at most
-  `GRAPH_BATCH_SIZE`: a `_VarHandlesOp` makes their handles (it looks them
-  up by container and shared name, so it reaches the variables of the
-  session), then one `_ReadVariablesOp` reads them;
+  `graph_batch_size` (`tuning`): a `_VarHandlesOp` makes their handles (it
+  looks them up by container and shared name, so it reaches the variables
+  of the session), then one `_ReadVariablesOp` reads them;
 - graph building, a restore reads and assigns batches of variables, given
   their handles from here, through one function call each (the I/O
-  engine's `functional_saver.restore_variables`).
+  engine's `graph_restores.restore_variables`).
 
 Only plain resource variables on a CPU are batched (`batch_key`); others
 take the per-variable path.
@@ -38,12 +38,7 @@ from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import resource_variable_ops
 
-GRAPH_BATCH_SIZE = 64
-# Fewer variables than this are not worth batched ops when graph building:
-# they would add ops where each variable's own handle and read exist.
-_GRAPH_BATCH_MIN = 16
-# Eager ops with fewer tensors than this keep TensorFlow's default execution.
-_DIRECT_KERNELS_MIN = 32
+from tf_objckpt.engine import tuning
 
 _UNKNOWN_SHAPE = tensor_shape_pb2.TensorShapeProto(unknown_rank=True)
 _FIRST_CPU = "/device:CPU:0"
@@ -61,7 +56,8 @@ def direct_kernels(tensor_count):
   same values. The last caller to leave restores TensorFlow's setting.
   Outside eager execution, or for few tensors, does nothing.
   """
-  if tensor_count < _DIRECT_KERNELS_MIN or not context.executing_eagerly():
+  if (tensor_count < tuning.TUNING.direct_kernels_min or
+      not context.executing_eagerly()):
     yield
     return
   _count_direct_kernels_user(1)
@@ -125,7 +121,7 @@ def _colocated_elsewhere(node):
 
 def worth_batching(count):
   """Whether `count` variables of one `batch_key` are worth batching."""
-  return context.executing_eagerly() or count >= _GRAPH_BATCH_MIN
+  return context.executing_eagerly() or count >= tuning.TUNING.graph_batch_min
 
 
 def read_variables(variables):
@@ -138,8 +134,9 @@ def read_variables(variables):
           attrs=("N", len(variables), "dtypes", _dtype_enums(variables)),
           ctx=context.context())
   values = []
-  for start in range(0, len(variables), GRAPH_BATCH_SIZE):
-    batch = variables[start:start + GRAPH_BATCH_SIZE]
+  batch_size = tuning.TUNING.graph_batch_size
+  for start in range(0, len(variables), batch_size):
+    batch = variables[start:start + batch_size]
     with ops.colocate_with(batch[0].handle.op):
       values.extend(create_op(
           "_ReadVariablesOp", "ReadVariables", variable_handles(batch),

@@ -12,14 +12,9 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import gen_resource_variable_ops
 
+from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 from tf_objckpt import saveable_object
-
-# Variables read by one batched op at most: an eager op with many more
-# inputs costs far more to build, in time and memory (16,384 variables read
-# by one op add about 160 MiB to a save's peak, 256 at a time about 15 MiB).
-READ_BATCH_LIMIT = 256
-
 
 def set_cpu0(device_string: str) -> str:
   """Returns `device_string` with the device replaced by CPU:0.
@@ -82,9 +77,9 @@ class VariableValueSpec(saveable_object.SaveSpec):
 def spec_tensors(specs):
   """The tensors to save for `specs` (None for uninitialized variables).
 
-  Plain variables on a CPU are read a batch (of at most
-  `READ_BATCH_LIMIT`) at a time (`variable_batches`), which costs far less
-  than one read op each.
+  Plain variables on a CPU are read a batch (of at most `read_batch_limit`,
+  see `tuning`) at a time (`variable_batches`), which costs far less than
+  one read op each.
   """
   tensors = [None] * len(specs)
   batches = {}
@@ -101,9 +96,10 @@ def spec_tensors(specs):
     else:
       variables = [specs[index].variable for index in indices]
       values = []
-      for start in range(0, len(variables), READ_BATCH_LIMIT):
+      limit = tuning.TUNING.read_batch_limit
+      for start in range(0, len(variables), limit):
         values.extend(variable_batches.read_variables(
-            variables[start:start + READ_BATCH_LIMIT]))
+            variables[start:start + limit]))
     for index, value in zip(indices, values):
       tensors[index] = value
   return tensors

@@ -21,7 +21,7 @@ from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import reads
 from tf_objckpt.restoring import object_graph_check
 
 OBJECT_GRAPH_KEY = tf_base.OBJECT_GRAPH_PROTO_KEY
@@ -135,7 +135,7 @@ class Listing:
     self.object_graph_error = object_graph_error
     self.num_shards = index.num_shards if index else 1
     # The engine's reader: dtypes, shapes and single values.
-    self.checkpoint = functional_saver.CheckpointValues(path, reader, path)
+    self.checkpoint = reads.CheckpointValues(path, reader, path)
     self.values = _values(path, self.checkpoint, index)
     self.node_paths = (object_graph_check.NodePaths(object_graph, "/")
                        if object_graph is not None else None)
@@ -225,7 +225,7 @@ def _values(path, checkpoint, index):
       file = bundle_index.data_file_name(path, entry.shard_id,
                                             index.num_shards)
     else:
-      size = functional_saver.byte_size(shape, dtype)
+      size = reads.byte_size(shape, dtype)
       file = path if index is None else ""
     values[key] = Value(key, dtype.name, tuple(shape), int(size), file)
   return values
@@ -243,10 +243,10 @@ def open_listing(path, strict=True):
     NotFoundError: If there is no checkpoint there.
     DataLossError: If its index (or, strict, its object graph) is damaged.
   """
-  reader = functional_saver.open_reader(path)
+  reader = reads.open_reader(path)
   index = bundle_index.read_if_present(path)
   try:
-    object_graph = functional_saver.read_object_graph(reader, path)
+    object_graph = reads.read_object_graph(reader, path)
   except errors.DataLossError as e:
     if strict:
       raise

@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 from tensorflow.python.framework import errors
 
 from tf_objckpt.engine import bundle_index
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import reads
 from tf_objckpt.inspection import checkpoint_listing
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_report
@@ -223,7 +223,7 @@ def op_error_text(error):
 
 def _read(listing, values):
   checkpoint = listing.checkpoint
-  functional_saver.eager_restore_v2(
+  reads.eager_restore_v2(
       listing.path, [value.key for value in values], [""] * len(values),
       [checkpoint.dtypes[value.key] for value in values],
       [value.bytes for value in values], "/cpu:0")

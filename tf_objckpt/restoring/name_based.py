@@ -23,7 +23,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import variables
 from tensorflow.python.platform import tf_logging as logging
 
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import reads
 from tf_objckpt import object_identity
 from tf_objckpt import restore
 from tf_objckpt.restoring import name_matching
@@ -65,7 +65,7 @@ class NameBasedRestoreCoordinator:
       checkpoint_keys: The keys of its values.
       objects_below: Lists the objects a trackable depends on, directly or
         not (the object graph's walk, which is a layer above this one).
-      values: Its `functional_saver.CheckpointValues` (eager only).
+      values: Its `reads.CheckpointValues` (eager only).
       assignment_map: Optional, see `name_matching.NameMatcher`.
     """
     self.save_path = save_path
@@ -87,8 +87,8 @@ class NameBasedRestoreCoordinator:
     """The checkpoint's dtypes and shapes (a `CheckpointValues`)."""
     if self._values is not None:
       return self._values
-    return functional_saver.CheckpointValues(
-        self.save_path, functional_saver.open_reader(self.save_path),
+    return reads.CheckpointValues(
+        self.save_path, reads.open_reader(self.save_path),
         self.save_path)
 
   def globally_named_object_attributes(self, trackable, record_unused=True):
@@ -215,7 +215,7 @@ class NameBasedRestoreCoordinator:
     for saveable in saveables:
       specs = saveable.specs
       with ops.device("/cpu:0"):
-        restored = functional_saver.restore_v2(
+        restored = reads.restore_v2(
             self.save_path, [spec.name for spec in specs],
             [spec.slice_spec for spec in specs],
             [self._values.dtypes[spec.name] for spec in specs])
@@ -240,7 +240,7 @@ class NameBasedRestoreCoordinator:
     def read_value(shape=None, dtype=None):
       del shape, dtype  # Checked above.
       with ops.device("/cpu:0"):
-        value = functional_saver.restore_v2(self.save_path, [key], [""],
+        value = reads.restore_v2(self.save_path, [key], [""],
                                             [self._values.dtypes[key]])[0]
       return value if source.scale is None else value * source.scale
 

@@ -18,6 +18,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.engine import reads
 from tf_objckpt import functional_saver
 from tf_objckpt import object_identity
 from tf_objckpt import restore
@@ -80,7 +81,7 @@ class CheckpointRestoreCoordinator:
 
     Args:
       object_graph_proto: The checkpoint's TrackableObjectGraph.
-      values: The checkpoint's `functional_saver.CheckpointValues`.
+      values: The checkpoint's `reads.CheckpointValues`.
       restore_op_cache: The saver's `RestoreOpCache`, shared by all its
         restores, so graph-mode restores reuse ops.
       graph_view: The `ObjectGraphView` of the objects being restored.
@@ -303,7 +304,7 @@ class CheckpointRestoreCoordinator:
       units = [(saveable.specs, functools.partial(_restore_eagerly, saveable))
                for saveable in saveables]
       units.extend(
-          ([functional_saver.KeyToRead(key, "", variable.dtype)],
+          ([reads.KeyToRead(key, "", variable.dtype)],
            functools.partial(saveable_object_util.assign_restored, variable))
           for key, variable in variables)
       self.values.restore_in_pieces(units)

@@ -20,7 +20,7 @@ from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import checkpoint_management
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import reads
 from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt.restoring import name_matching
 from tf_objckpt.restoring import restore_plan
@@ -167,10 +167,10 @@ def convert(save_path, out_prefix, objects, mapping=None,
       a value does not fit its variable; nothing is written then.
   """
   assert context.executing_eagerly(), "convert runs eagerly"
-  reader = functional_saver.open_reader(save_path)
-  if functional_saver.read_object_graph(reader, save_path) is not None:
+  reader = reads.open_reader(save_path)
+  if reads.read_object_graph(reader, save_path) is not None:
     raise ValueError(f"{save_path!r} is already an object-based checkpoint.")
-  values = functional_saver.CheckpointValues(save_path, reader, save_path)
+  values = reads.CheckpointValues(save_path, reader, save_path)
   checkpoint = _checkpoint_of(objects)
   match = match_variables(checkpoint, values.shapes, mapping)
   if match.unmatched and not allow_partial:
@@ -192,7 +192,7 @@ def _assign(save_path, values, matched):
   restore_plan.check(restore_plan.RestorePlan(entries), save_path,
                      values.dtypes, values.shapes, shape_error=ValueError)
   tensors = values.read([
-      functional_saver.KeyToRead(key, "", values.dtypes[key])
+      reads.KeyToRead(key, "", values.dtypes[key])
       for _, _, key, _ in matched]) if matched else []
   for (_, variable, _, _), tensor in zip(matched, tensors):
     variable.assign(tensor)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tf_objckpt import functional_saver
+from tf_objckpt.engine import reads
 from tf_objckpt.inspection import checkpoint_listing
 
 _BATCH_BYTES = 64 << 20
@@ -118,7 +118,7 @@ def _batches(keys, values):
 
 def _read(listing, keys):
   checkpoint = listing.checkpoint
-  return functional_saver.eager_restore_v2(
+  return reads.eager_restore_v2(
       listing.path, keys, [""] * len(keys),
       [checkpoint.dtypes[key] for key in keys],
       [listing.values[key].bytes for key in keys], "/cpu:0")

@@ -22,7 +22,9 @@ from tensorflow.python.ops import variables
 from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 from tensorflow.python.util import compat
 
+from tf_objckpt.engine import reads
 from tf_objckpt.engine import variable_values
+from tf_objckpt.engine import writes
 from tf_objckpt import functional_saver
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saveable_object
@@ -92,9 +94,9 @@ def verify_restore_plan(save_path, plan, eager=False):
   if not plan.entries:
     return
   try:
-    values = functional_saver.CheckpointValues(
+    values = reads.CheckpointValues(
         compat.as_str(save_path),
-        functional_saver.open_reader(compat.as_str(save_path)), None)
+        reads.open_reader(compat.as_str(save_path)), None)
   except errors.OpError:
     return
   restore_plan.check(
@@ -146,9 +148,9 @@ class BaseSaverBuilder(object):
         slices.append(spec.slice_spec)
         tensors.append(spec.tensor)
     if self._write_version == saver_pb2.SaverDef.V2:
-      return functional_saver.save_v2(filename_tensor, names, slices, tensors)
+      return writes.save_v2(filename_tensor, names, slices, tensors)
     if self._write_version == saver_pb2.SaverDef.V1:
-      return functional_saver.save_v1(filename_tensor, names, slices, tensors)
+      return writes.save_v1(filename_tensor, names, slices, tensors)
     raise _UnexpectedWriteVersionError(
         "Unexpected write_version: %r" % (self._write_version,))
 
@@ -181,7 +183,7 @@ class BaseSaverBuilder(object):
     del preferred_shard  # Unused.
     restored = []
     for spec in saveable.specs:
-      restored.extend(functional_saver.restore_v2(
+      restored.extend(reads.restore_v2(
           filename_tensor, [spec.name], [spec.slice_spec], [spec.dtype]))
     return restored
 
@@ -219,7 +221,7 @@ class BaseSaverBuilder(object):
                     shard_prefix, group))
                for device, group in per_device]
     # The merge runs beside the last shard.
-    return functional_saver.write_shards(
+    return writes.write_shards(
         checkpoint_prefix, writers, shard_filename=self.sharded_filename,
         graph_compatible=True)
 
@@ -237,7 +239,7 @@ class BaseSaverBuilder(object):
         shard_file = self.sharded_filename(filename_tensor, index, num_shards)
         written.append(self._AddSaveOps(shard_file, group))
     with ops.control_dependencies(written):
-      return functional_saver.sharded_filespec(filename_tensor, num_shards)
+      return writes.sharded_filespec(filename_tensor, num_shards)
 
   def _AddRestoreOps(self,
                      filename_tensor,
@@ -435,7 +437,7 @@ class BulkSaverBuilder(BaseSaverBuilder):
         dtypes_.append(spec.dtype)
     # Values are read on the CPU, as TensorFlow's savers do.
     with ops.device("cpu:0"):
-      return functional_saver.restore_v2(filename_tensor, names, slices,
+      return reads.restore_v2(filename_tensor, names, slices,
                                          dtypes_)
 
 

@@ -1,0 +1,129 @@
+"""Graph-mode restores of many plain variables through few ops.
+
+Graph building, plain variables are restored in batches of about
+`graph_restore_batch_bytes` (`tuning`), each by one call of a function that
+finds them by name (`_VarHandlesOp`), reads their values (`RestoreV2`) and
+assigns them. Grappler, which runs on the first `Session.run` of a restore
+and costs about 5 ms per optimizer pass per thousand edges, sees only the
+calls and the path they read.
+"""
+
+import hashlib
+
+from tensorflow.core.framework import attr_value_pb2
+from tensorflow.core.framework import function_pb2
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import function
+from tensorflow.python.framework import ops
+from tensorflow.python.util import compat
+
+from tf_objckpt.engine import reads
+from tf_objckpt.engine import tuning
+from tf_objckpt.engine import variable_batches
+
+
+def restore_variables(file_prefix, variables, names, slices, handle_nodes):
+  """Ops restoring `variables` (of one `batch_key`) from a checkpoint.
+
+  Variables are restored in batches of about `graph_restore_batch_bytes`,
+  each by one call of a function that finds them by name (`_VarHandlesOp`),
+  reads their values (`RestoreV2`) and assigns them. Grappler, which runs
+  on the first `Session.run` of a restore and costs about 5 ms per
+  optimizer pass per thousand edges, sees only the calls and the path they
+  read: handles, keys and values stay inside the calls.
+
+  Args:
+    file_prefix: The checkpoint path, a string tensor.
+    variables: Resource variables.
+    names: Their checkpoint keys.
+    slices: Their `shape_and_slice` strings.
+    handle_nodes: The NodeDefs of their handle ops.
+
+  Returns:
+    The op restoring each variable (one per batch), in order.
+  """
+  restore_ops = []
+  for batch in _byte_batches(variables):
+    restore_op = _call_restore_function(
+        file_prefix, variables[batch], names[batch], slices[batch],
+        handle_nodes[batch])
+    restore_ops.extend([restore_op] * len(variables[batch]))
+  return restore_ops
+
+
+def _byte_batches(variables):
+  """Slices of `variables` holding about `graph_restore_batch_bytes` each."""
+  sizes = [reads.byte_size(variable.shape.as_list()
+                     if variable.shape.is_fully_defined() else [],
+                     variable.dtype.base_dtype) for variable in variables]
+  return reads.runs_of_bytes(sizes, tuning.TUNING.graph_restore_batch_bytes)
+
+
+def _call_restore_function(file_prefix, variables, names, slices,
+                           handle_nodes):
+  """One call of a function restoring `variables`.
+
+  The call names the function as its op, so the function runs on the
+  device of its variables like any op, without the placement and
+  partitioning that a `PartitionedCall` does when it first runs.
+  """
+  graph = ops.get_default_graph()
+  definition = _restore_function(
+      variable_batches.handle_attrs(variables, shapes=False,
+                                    handle_nodes=handle_nodes),
+      names, slices)
+  function_name = definition.signature.name
+  if not graph._is_function(function_name):  # pylint: disable=protected-access
+    library = function_pb2.FunctionDefLibrary(function=[definition])
+    for defined_function in function.from_library(library):
+      defined_function.add_to_graph(graph)
+  with ops.colocate_with(variables[0].handle.op):
+    return variable_batches.create_op(
+        function_name, "RestoreVariables", [file_prefix], [],
+        _disable_call_shape_inference=attr_value_pb2.AttrValue(b=True))
+
+
+def _restore_function(handle_attrs, names, slices):
+  """The FunctionDef restoring the variables `handle_attrs` finds.
+
+  Its one input is the checkpoint path; the keys and slices it reads are
+  constants of its body. It finds the variables by container and shared
+  name, on the device it runs on (its caller is colocated with them).
+  `_noinline` keeps Grappler from copying its body into the graph, and
+  `_tf_data_function` from optimizing it with the graph (there is nothing
+  in it to optimize). Named after its content, so that the same name in any
+  graph (one imported from another program's meta graph, say) means the
+  same function.
+  """
+  definition = function_pb2.FunctionDef()
+  signature = definition.signature
+  signature.is_stateful = True
+  signature.input_arg.add(name="prefix", type=dtypes.string.as_datatype_enum)
+  definition.attr["_noinline"].b = True
+  definition.attr["_tf_data_function"].b = True
+  for name, strings in (("names", names), ("slices", slices)):
+    constant = definition.node_def.add(name=name, op="Const")
+    constant.attr["dtype"].type = dtypes.string.as_datatype_enum
+    value = constant.attr["value"].tensor
+    value.dtype = dtypes.string.as_datatype_enum
+    value.tensor_shape.dim.add(size=len(strings))
+    value.string_val.extend(compat.as_bytes(string) for string in strings)
+  dtype_enums = handle_attrs["dtypes"].list.type
+  count = len(dtype_enums)
+  handles = definition.node_def.add(name="handles", op="_VarHandlesOp")
+  handles.attr["N"].i = count
+  for attr, value in handle_attrs.items():
+    handles.attr[attr].CopyFrom(value)
+  values = definition.node_def.add(
+      name="values", op="RestoreV2",
+      input=["prefix", "names:output:0", "slices:output:0"])
+  values.attr["dtypes"].CopyFrom(handle_attrs["dtypes"])
+  for index in range(count):
+    assign = definition.node_def.add(
+        name=f"assign{index}", op="AssignVariableOp",
+        input=[f"handles:resources:{index}", f"values:tensors:{index}"])
+    assign.attr["dtype"].type = dtype_enums[index]
+  digest = hashlib.sha256(
+      definition.SerializeToString(deterministic=True)).hexdigest()[:16]
+  signature.name = f"tf_objckpt_restore_variables_{count}_{digest}"
+  return definition

@@ -1,0 +1,392 @@
+"""Opening checkpoints and reading their values: the engine's reads.
+
+Every opening of a checkpoint for reading, and every `RestoreV2` outside
+the graph-mode restore functions (`graph_restores`), is issued here:
+`open_reader` and `read_object_graph` (their errors name the damaged file),
+and `CheckpointValues`, what one restore reads: eagerly, values of existing
+objects a piece at a time (`restore_in_pieces`), values of objects not
+created yet read ahead, large reads split across threads; graph building,
+one read op per value. A read that fails names the checkpoint, the key and
+the data file (`damage_named` for reads that ran in a session).
+"""
+
+import concurrent.futures
+import math
+
+from google.protobuf import message
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+from tensorflow.python.eager import context
+from tensorflow.python.framework import dtypes
+from tensorflow.python.framework import errors
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import io_ops
+from tensorflow.python.trackable import base as tf_base
+from tensorflow.python.training import py_checkpoint_reader
+
+from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import tuning
+from tf_objckpt.engine import variable_batches
+
+_read_pool = None
+
+
+def open_reader(save_path):
+  """Opens a checkpoint's index, raising TensorFlow errors that name it.
+
+  Raises:
+    NotFoundError: If no checkpoint exists at `save_path`.
+    DataLossError: If the checkpoint's files are corrupt.
+  """
+  try:
+    return py_checkpoint_reader.NewCheckpointReader(save_path)
+  except errors.NotFoundError as e:
+    raise errors.NotFoundError(
+        None, None,
+        f"Error when restoring from checkpoint or SavedModel at "
+        f"{save_path!r}: no checkpoint found there ({e.message}). Please "
+        "double-check that the path is correct. You may be missing the "
+        "checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from e
+  except (errors.OpError, IndexError) as e:
+    # An index whose footer points past its end fails as an IndexError.
+    raise errors.DataLossError(
+        None, None,
+        f"The checkpoint at {save_path!r} is corrupt or truncated and cannot "
+        f"be read: its index file "
+        f"{bundle_index.index_file_name(save_path)!r} is damaged: "
+        f"{getattr(e, 'message', e)}") from e
+
+
+def read_object_graph(reader, save_path):
+  """The checkpoint's TrackableObjectGraph, or None if it is name-based.
+
+  Raises:
+    DataLossError: If the stored object graph is damaged.
+  """
+  if not reader.has_tensor(tf_base.OBJECT_GRAPH_PROTO_KEY):
+    return None
+  proto = trackable_object_graph_pb2.TrackableObjectGraph()
+  # A damaged file fails as a bad proto, or in the reader: as an OpError, or
+  # as an IndexError for a read past the end of a truncated data file.
+  try:
+    proto.ParseFromString(reader.get_tensor(tf_base.OBJECT_GRAPH_PROTO_KEY))
+  except (message.DecodeError, errors.OpError, IndexError) as e:
+    raise errors.DataLossError(
+        None, None,
+        f"The object graph stored in checkpoint {save_path!r} is corrupt"
+        f"{in_data_file(save_path, tf_base.OBJECT_GRAPH_PROTO_KEY)}: "
+        f"{e}") from e
+  return proto
+
+
+def in_data_file(save_path, key):
+  """' (data file <name>)' for the file holding `key`, or '' if unknown."""
+  try:
+    data_file = bundle_index.read_bundle_index(save_path).data_file_of(key)
+  except errors.OpError:
+    return ""
+  return "" if data_file is None else f" (data file {data_file!r})"
+
+
+def damage_named(save_path, error):
+  """`error`, from a read of `save_path`, retold naming the damaged file.
+
+  Graph-mode reads fail inside a session with TensorFlow's message, which
+  says neither the key nor the file. This finds them, reading the
+  checkpoint's values one at a time (only after a failure), and returns an
+  error of the same type whose message names both; `error` itself if no
+  single value fails to read.
+  """
+  try:
+    reader = open_reader(save_path)
+  except errors.OpError as open_error:
+    return type(error)(error.node_def, error.op, open_error.message)
+  for key in sorted(reader.get_variable_to_shape_map()):
+    try:
+      reader.get_tensor(key)
+    except (errors.OpError, IndexError) as e:
+      return type(error)(
+          error.node_def, error.op,
+          f"Failed to read values from checkpoint {save_path!r}: checkpoint "
+          f"key {key!r}{in_data_file(save_path, key)} cannot be read: {e}")
+  return error
+
+
+def restore_v2(file_prefix, names, slices, dtypes_):
+  """One `RestoreV2` reading `names` (on the current device)."""
+  with variable_batches.direct_kernels(len(names)):
+    return io_ops.restore_v2(file_prefix, names, slices, dtypes_)
+
+
+def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
+                     device):
+  """RestoreV2 of `names`, executing eagerly; large reads use threads.
+
+  Args:
+    file_prefix: The checkpoint path, a string tensor.
+    names: The checkpoint keys to read.
+    slices: Their `shape_and_slice` strings.
+    dtypes_: Their dtypes.
+    byte_sizes: Their (approximate) sizes, to balance the threads.
+    device: The device to read on.
+
+  Returns:
+    The values, in the order of `names`.
+  """
+  chunks = _balanced_chunks(byte_sizes)
+
+  def read(chunk):
+    with ops.device(device):
+      return restore_v2(
+          file_prefix, [names[i] for i in chunk], [slices[i] for i in chunk],
+          [dtypes_[i] for i in chunk])
+
+  if len(chunks) == 1:
+    return read(chunks[0])
+  global _read_pool
+  if _read_pool is None:
+    _read_pool = concurrent.futures.ThreadPoolExecutor(
+        tuning.TUNING.read_threads - 1, thread_name_prefix="tf_objckpt_read")
+  others = [_read_pool.submit(read, chunk) for chunk in chunks[1:]]
+  values = list(read(chunks[0]))
+  for future in others:
+    values.extend(future.result())
+  return values
+
+
+def _balanced_chunks(byte_sizes):
+  """Splits indices into runs of about equal cost, one per read thread."""
+  costs = [size + tuning.TUNING.lookup_cost_bytes for size in byte_sizes]
+  total = sum(costs)
+  count = min(tuning.TUNING.read_threads, len(costs))
+  if total < tuning.TUNING.parallel_read_min_bytes or count < 2:
+    return [range(len(costs))]
+  chunks, start, filled = [], 0, 0
+  for index, cost in enumerate(costs):
+    filled += cost
+    if filled >= total * (len(chunks) + 1) / count and index + 1 < len(
+        costs):
+      chunks.append(range(start, index + 1))
+      start = index + 1
+  chunks.append(range(start, len(costs)))
+  return chunks
+
+
+def byte_size(dims, dtype):
+  """About how many bytes a value of shape `dims` and `dtype` takes."""
+  return math.prod(dims) * (64 if dtype is dtypes.string else dtype.size)
+
+
+class KeyToRead:
+  """The name, slice and dtype of one value to read (a minimal SaveSpec)."""
+
+  __slots__ = ("name", "slice_spec", "dtype")
+
+  def __init__(self, name, slice_spec, dtype):
+    self.name = name
+    self.slice_spec = slice_spec
+    self.dtype = dtype
+
+
+class CheckpointValues:
+  """What one restore reads from a checkpoint: its dtypes, shapes, values.
+
+  Eager restores of existing objects read and assign their values in
+  pieces (`restore_in_pieces`). Eager reads of values for objects not
+  created yet are read ahead: a key announced with `await_key` is read
+  together with the next read (up to a byte budget) and kept until asked
+  for, so creating N variables after a restore costs one `RestoreV2`, not N.
+  """
+
+  def __init__(self, save_path, reader, path_tensor, options=None):
+    """Reads `save_path` through `reader` (see `open_reader`).
+
+    Args:
+      save_path: The checkpoint path, a string (for messages).
+      reader: A reader opened on it.
+      path_tensor: A string tensor holding (or fed) the path.
+      options: Optional `tf.train.CheckpointOptions`: the device to read on.
+    """
+    self.save_path = save_path
+    self.path_tensor = path_tensor
+    # Interned DTypes, so that dtype checks are identity checks.
+    self.dtypes = {
+        key: dtypes.as_dtype(dtype_enum) for key, dtype_enum in
+        reader._GetVariableToDataTypeMap().items()}  # pylint: disable=protected-access
+    self.shapes = reader.get_variable_to_shape_map()
+    self._reader = reader
+    self._device = io_device(options) or "/cpu:0"
+    self._awaited = {}  # Keys of values waiting for their objects (ordered).
+    self._read_ahead = {}  # (key, slice) -> value read ahead.
+    # Eager reads take the path tensor; graph building, the path itself.
+    self._eager_path = (path_tensor if context.executing_eagerly()
+                        else save_path)
+    self.pieces_need_checking = True  # False once all values were read.
+
+  def python_value(self, key):
+    """The value of `key` as a numpy value (Python state)."""
+    return self._reader.get_tensor(key)
+
+  def await_key(self, key):
+    """Announces that `key` will be read eagerly once its object exists."""
+    if context.executing_eagerly():
+      self._awaited[key] = None
+
+  def read_one(self, key, shape_and_slice=""):
+    """Reads one value: a tensor now (eager), or a read op (graph)."""
+    if not context.executing_eagerly():
+      with ops.init_scope(), ops.device(self._device):
+        value, = restore_v2(self.path_tensor, [key], [shape_and_slice],
+                            [self.dtypes[key]])
+      return value
+    return self.read([KeyToRead(key, shape_and_slice, self.dtypes.get(key))])[0]
+
+  def read(self, specs):
+    """Reads the values of `specs` eagerly, reading ahead awaited values."""
+    if not specs:  # An object that saves nothing (RestoreV2 needs a key).
+      return []
+    if not self._read_ahead and not self._awaited:
+      return self._restore_v2(specs)
+    wanted = [(spec.name, spec.slice_spec) for spec in specs]
+    missing = [spec for spec, key in zip(specs, wanted)
+               if key not in self._read_ahead]
+    if missing:
+      to_read = missing + self._read_ahead_specs(
+          {spec.name for spec in missing})
+      try:
+        values = self._restore_v2(to_read)
+      except errors.OpError:
+        if len(to_read) == len(missing):
+          raise
+        # A value read ahead may be the unreadable one; it must not fail
+        # this read. Read only what is wanted; the rest is read when needed.
+        to_read = missing
+        values = self._restore_v2(to_read)
+      for spec, value in zip(to_read, values):
+        self._read_ahead[(spec.name, spec.slice_spec)] = value
+    for name, _ in wanted:
+      self._awaited.pop(name, None)
+    return [self._read_ahead.pop(key) for key in wanted]
+
+  def restore_in_pieces(self, units):
+    """Reads the values of `units` eagerly and hands each unit its own.
+
+    A large restore reads and restores a piece of at most about
+    `restore_piece_bytes` at a time, so that it holds one piece of values,
+    not a second copy of the model, and each piece reuses the memory the
+    previous one freed (new memory costs page faults, and on many virtual
+    machines the host's work on first touch: 300 MiB of values restore
+    about 3x faster in pieces there). Damage is still found before anything
+    is restored: every piece but the last is read once beforehand (reading
+    checks each value's checksum) and dropped, and the last is restored
+    first.
+
+    Args:
+      units: `(specs, restore)` pairs; `restore(values)` is called with the
+        values of `specs`, in order.
+    """
+    if not units:
+      return
+    pieces = self._pieces(units)
+    for piece in pieces[:-1] if self.pieces_need_checking else ():
+      unread = [spec for specs, _ in piece for spec in specs
+                if (spec.name, spec.slice_spec) not in self._read_ahead]
+      if unread:
+        self._restore_v2(unread)
+    for piece in pieces[-1:] + pieces[:-1]:
+      values = self.read([spec for specs, _ in piece for spec in specs])
+      start = 0
+      with variable_batches.direct_kernels(len(values)):
+        for specs, restore_unit in piece:
+          restore_unit(values[start:start + len(specs)])
+          start += len(specs)
+      del values  # Freed before the next piece is read into new memory.
+
+  def _pieces(self, units):
+    """Splits `units` into runs of at most about `restore_piece_bytes`.
+
+    Restores of up to twice that are read whole: below it, reading values
+    twice costs more than new memory does.
+    """
+    sizes = [sum(byte_size(self.shapes.get(spec.name, ()), spec.dtype)
+                 for spec in specs) for specs, _ in units]
+    total = sum(sizes)
+    if total <= 2 * tuning.TUNING.restore_piece_bytes:
+      return [units]
+    target = total / math.ceil(total / tuning.TUNING.restore_piece_bytes)
+    return [units[run] for run in runs_of_bytes(sizes, target)]
+
+  def _read_ahead_specs(self, excluded):
+    budget = tuning.TUNING.read_ahead_budget_bytes
+    extra = []
+    for key in self._awaited:
+      if key in excluded or (key, "") in self._read_ahead:
+        continue
+      budget -= byte_size(self.shapes[key], self.dtypes[key])
+      if budget < 0:
+        break
+      extra.append(KeyToRead(key, "", self.dtypes[key]))
+    return extra
+
+  def _restore_v2(self, specs):
+    """One eager RestoreV2 of `specs`; errors name the checkpoint and key."""
+    try:
+      return self._read_unchecked(specs)
+    except errors.OpError as e:
+      failing = self._unreadable(specs) or specs[0]
+      raise type(e)(
+          e.node_def, e.op,
+          f"Failed to read values from checkpoint {self.save_path!r}: "
+          f"checkpoint key {failing.name!r}"
+          f"{in_data_file(self.save_path, failing.name)} cannot be read: "
+          f"{e.message}") from e
+
+  def _read_unchecked(self, specs):
+    return eager_restore_v2(
+        self._eager_path, [spec.name for spec in specs],
+        [spec.slice_spec for spec in specs],
+        [spec.dtype.base_dtype for spec in specs],
+        [byte_size(self.shapes.get(spec.name, ()), spec.dtype)
+         for spec in specs],
+        self._device)
+
+  def _unreadable(self, specs):
+    """The first of `specs` that fails to read alone, found by bisection.
+
+    Only called once a read has failed, so that the error names the value
+    that is damaged rather than the first one of the read. None if every
+    half reads (the failure did not come from one value).
+    """
+    while len(specs) > 1:
+      half = len(specs) // 2
+      try:
+        self._read_unchecked(specs[:half])
+      except errors.OpError:
+        specs = specs[:half]
+        continue
+      specs = specs[half:]
+    try:
+      self._read_unchecked(specs)
+    except errors.OpError:
+      return specs[0]
+    return None
+
+
+def runs_of_bytes(sizes, limit):
+  """Consecutive slices of `sizes` adding up to at most `limit` bytes each.
+
+  A run exceeds `limit` only when its first item alone does.
+  """
+  if not sizes:
+    return []
+  runs, start, filled = [], 0, 0
+  for index, size in enumerate(sizes):
+    if index > start and filled + size > limit:
+      runs.append(slice(start, index))
+      start, filled = index, 0
+    filled += size
+  return runs + [slice(start, len(sizes))]
+
+
+def io_device(options):
+  """The device `options` asks to read and write on, or None."""
+  return getattr(options, "experimental_io_device", None)

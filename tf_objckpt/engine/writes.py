@@ -1,0 +1,182 @@
+"""Writing checkpoint files: `SaveV2`, the shard names, the merge.
+
+A save writes one shard per device group, under a temporary prefix
+(eagerly from parallel threads, one per core at most), then
+`MergeV2Checkpoints` makes them one checkpoint (`write_shards`); a single
+shard is written in place. Saves of one process run one at a time
+(`one_save_at_a_time`).
+"""
+
+import concurrent.futures
+import contextlib
+import functools
+import os
+import threading
+
+from tensorflow.python.eager import context
+from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import device as pydev
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import array_ops
+from tensorflow.python.ops import gen_io_ops
+from tensorflow.python.ops import io_ops
+from tensorflow.python.ops import string_ops
+
+from tf_objckpt.engine import commit
+from tf_objckpt.engine import tuning
+from tf_objckpt.engine import variable_batches
+
+# Held by each save of this process (see `one_save_at_a_time`).
+_SAVE_LOCK = threading.RLock()
+_write_pool = None
+
+
+def one_save_at_a_time(save):
+  """Decorates a save so that saves from several threads run in turn.
+
+  A save numbers its checkpoint, writes it and updates the state file; run
+  together from two threads, saves could share a number or record each
+  other's paths. Serialized, each returns a distinct, complete checkpoint
+  whose number is its own count. Nested saves (a manager's save calling a
+  checkpoint's write) run on.
+  """
+
+  @functools.wraps(save)
+  def save_alone(*args, **kwargs):
+    with _SAVE_LOCK:
+      return save(*args, **kwargs)
+
+  return save_alone
+
+
+def save_v2(file_prefix, names, slices, tensors):
+  """One `SaveV2` writing `tensors` under `names` (a V2 checkpoint)."""
+  with variable_batches.direct_kernels(len(tensors)):
+    return io_ops.save_v2(file_prefix, names, slices, tensors)
+
+
+def save_v1(filename, names, slices, tensors):
+  """One `SaveSlices` writing a V1 checkpoint file."""
+  return io_ops._save(  # pylint: disable=protected-access
+      filename=filename, tensor_names=names, tensors=tensors,
+      tensor_slices=slices)
+
+
+def sharded_filename(filename_tensor, shard, num_shards):
+  """The prefix with the `-SSSSS-of-NNNNN` suffix of one shard."""
+  return gen_io_ops.sharded_filename(filename_tensor, shard, num_shards)
+
+
+def sharded_filespec(file_prefix, num_shards):
+  """The glob-free filespec of all shards of a V1 checkpoint."""
+  return gen_io_ops.sharded_filespec(file_prefix, num_shards)
+
+
+def temp_shard_prefix(file_prefix):
+  """Where shards are written before the merge: `<prefix>_temp/part`.
+
+  On S3, where renames are not atomic anyway, `<prefix>.part` instead.
+  """
+  with ops.device("CPU"):
+    on_s3 = string_ops.regex_full_match(file_prefix, "^s3://.*")
+    suffix = array_ops.where(on_s3, constant_op.constant(".part"),
+                             constant_op.constant(os.path.normpath(
+                                 commit.TEMP_DIR_SUFFIX + "/part")))
+    return string_ops.string_join([file_prefix, suffix])
+
+
+def write_shards(file_prefix, shard_writers, merge_device=None,
+                 shard_filename=sharded_filename, graph_compatible=False,
+                 other_prefixes=()):
+  """Writes shards under a temporary prefix, then merges them into one.
+
+  Args:
+    file_prefix: The checkpoint prefix, a string tensor.
+    shard_writers: `(device, write)` pairs: `write(shard_prefix)` writes one
+      shard on `device` and returns its op (or a tensor depending on it).
+    merge_device: The device to merge on; None for the last shard's.
+    shard_filename: Names shard `index` of `num_shards` under a prefix.
+    graph_compatible: Build the v1 `Saver`'s graph: the shard count is a
+      constant named "num_shards", and the result is `file_prefix` once
+      merged rather than the merge op.
+    other_prefixes: Checkpoints written already (by registered savers),
+      merged first.
+
+  Returns:
+    The `MergeV2Checkpoints` op (or `file_prefix` depending on it), run once
+    every shard is written.
+  """
+  temp_prefix = temp_shard_prefix(file_prefix)
+  num_shards = len(shard_writers)
+  if graph_compatible:
+    num_shards = constant_op.constant(num_shards, name="num_shards")
+
+  def name_and_write(index, write):
+    shard_prefix = shard_filename(temp_prefix, index, num_shards)
+    return shard_prefix, write(shard_prefix)
+
+  named_and_written = _write_each(
+      [(device, functools.partial(name_and_write, index, write))
+       for index, (device, write) in enumerate(shard_writers)])
+  shard_prefixes = [shard_prefix for shard_prefix, _ in named_and_written]
+  written = [write for _, write in named_and_written]
+  device = shard_writers[-1][0] if shard_writers else None
+  with ops.control_dependencies(written), ops.device(merge_device or device):
+    merge = gen_io_ops.merge_v2_checkpoints(
+        list(other_prefixes) + shard_prefixes, file_prefix,
+        delete_old_dirs=True)
+    if not graph_compatible:
+      return merge
+    with ops.control_dependencies([merge]):
+      return array_ops.identity(file_prefix)
+
+
+def _write_each(writes):
+  """Runs each `(device, write)` on its device; returns their results.
+
+  Eagerly, writes on this process's devices run at once, one thread each
+  (up to the number of cores): SaveV2 releases the GIL while it copies,
+  checksums and writes. Graph building, the ops are built in order and the
+  session runs them in parallel.
+  """
+  if not (context.executing_eagerly() and len(writes) > 1 and
+          _all_local([device for device, _ in writes])):
+    return [_run_on(device, write) for device, write in writes]
+  global _write_pool
+  if _write_pool is None:
+    _write_pool = concurrent.futures.ThreadPoolExecutor(
+        tuning.TUNING.write_threads, thread_name_prefix="tf_objckpt_write")
+  futures = [_write_pool.submit(_run_on, device, write, eager=True)
+             for device, write in writes]
+  # Every write ends before any error is raised, so that the cleanup of a
+  # failed save finds no write still running.
+  concurrent.futures.wait(futures)
+  return [future.result() for future in futures]
+
+
+def _all_local(devices):
+  """Whether eager ops on `devices` may be issued from several threads.
+
+  Only on devices of this process, executing synchronously: remote ops and
+  asynchronous ones are queued per thread, so another thread could use a
+  tensor before the op making it has run.
+  """
+  if context.is_async():
+    return False
+  host = _task_of(context.context().host_address_space())
+  return all(pydev.DeviceSpec.from_string(device or "").job is None or
+             _task_of(device) == host for device in devices)
+
+
+def _task_of(device):
+  spec = pydev.DeviceSpec.from_string(device or "")
+  return spec.job, spec.replica or 0, spec.task or 0
+
+
+def _run_on(device, write, eager=False):
+  """Calls `write()` on `device` (eagerly, in a thread of its own)."""
+  with contextlib.ExitStack() as stack:
+    if eager:  # A new thread's default mode may not be the caller's.
+      stack.enter_context(context.eager_mode())
+    stack.enter_context(ops.device(device))
+    return write()
