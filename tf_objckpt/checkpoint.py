@@ -51,6 +51,7 @@ from tf_objckpt.api.trackable_saver import frozen_saver
 from tf_objckpt.api.trackable_saver import saver_with_op_caching
 from tf_objckpt.api.trackable_saver import TrackableSaver
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import state_file
 from tf_objckpt.engine import writes
 # pylint: enable=unused-import
 
@@ -326,8 +327,9 @@ class _CheckpointBase(tracking.AutoTrackable):
 
   def _commit_write(self, file_prefix, write, options, numbered_from):
     """Runs `write(file_prefix, options)` and the callbacks as one save."""
-    state_file = numbered_from and checkpoint_management.STATE_FILENAME
-    with commit.saving(file_prefix, base=numbered_from, state_file=state_file,
+    state_filename = numbered_from and state_file.STATE_FILENAME
+    with commit.saving(file_prefix, base=numbered_from,
+                       state_file=state_filename,
                        make_directory=True) as save:
       output = write(file_prefix, options)
       if tensor_util.is_tf_type(output):

@@ -14,16 +14,13 @@ and others not; the error then names every missing and unexpected key.
 
 import math
 import os
-import threading
 import time
 import weakref
 
-from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.client import session as session_lib
 from tensorflow.python.eager import context
 from tensorflow.python.framework import errors
-from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import gfile
 from tensorflow.python.platform import tf_logging as logging
@@ -32,26 +29,42 @@ from tensorflow.python.util import compat
 
 from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import commit
+from tf_objckpt.engine import reads
+from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
 from tf_objckpt.restoring import restore_plan
+from tf_objckpt.v1 import meta_graphs
+from tf_objckpt.v1 import object_based_names
 from tf_objckpt.v1 import saver_builders
-# Re-exported: the builders are part of this module's API, as in TensorFlow.
-from tf_objckpt.v1.saver_builders import BaseSaverBuilder  # pylint: disable=unused-import
-from tf_objckpt.v1.saver_builders import BulkSaverBuilder  # pylint: disable=unused-import
-# Re-exported, as TensorFlow's saver module does.
-from tf_objckpt.checkpoint_management import checkpoint_exists  # pylint: disable=unused-import
-from tf_objckpt.checkpoint_management import generate_checkpoint_state_proto  # pylint: disable=unused-import
-from tf_objckpt.checkpoint_management import get_checkpoint_mtimes  # pylint: disable=unused-import
-from tf_objckpt.checkpoint_management import get_checkpoint_state  # pylint: disable=unused-import
-from tf_objckpt.checkpoint_management import latest_checkpoint  # pylint: disable=unused-import
-from tf_objckpt.checkpoint_management import remove_checkpoint  # pylint: disable=unused-import
-from tf_objckpt.checkpoint_management import update_checkpoint_state  # pylint: disable=unused-import
-from tf_objckpt.engine import reads
+# Re-exported: TensorFlow's saver module has these names.
+# pylint: disable=unused-import
+from tf_objckpt.checkpoint_management import checkpoint_exists
+from tf_objckpt.checkpoint_management import generate_checkpoint_state_proto
+from tf_objckpt.checkpoint_management import get_checkpoint_mtimes
+from tf_objckpt.checkpoint_management import get_checkpoint_state
+from tf_objckpt.checkpoint_management import latest_checkpoint
+from tf_objckpt.checkpoint_management import remove_checkpoint
+from tf_objckpt.checkpoint_management import update_checkpoint_state
+from tf_objckpt.v1.meta_graphs import export_meta_graph
+from tf_objckpt.v1.object_based_names import object_graph_key_mapping
+from tf_objckpt.v1.saver_builders import BaseSaverBuilder
+from tf_objckpt.v1.saver_builders import BulkSaverBuilder
+# pylint: enable=unused-import
 
 # The SaverDef fields naming graph elements.
 _SAVER_DEF_NAME_FIELDS = ("filename_tensor_name", "save_tensor_name",
                           "restore_op_name")
+
+
+def _wrap_restore_error_with_msg(err, extra_verbiage):
+  """The same error type as `err`, with a hint about its likely cause."""
+  message = (
+      "Restoring from checkpoint failed. This is most likely due to {} from "
+      "the checkpoint. Please ensure that you have not altered the graph "
+      "expected based on the checkpoint. Original error:\n\n{}").format(
+          extra_verbiage, err.message)
+  return err.__class__(err.node_def, err.op, message)
 
 
 def _get_saver_or_default():
@@ -620,7 +633,7 @@ class Saver(object):
           "The passed save_path is not a valid checkpoint: " + prefix)
     logging.info("Restoring parameters from %s", prefix)
     started = transfer_log.start()
-    with checkpoint_management.explaining_directories(prefix):
+    with state_file.explaining_directories(prefix):
       self._restore_naming_errors(sess, prefix)
     if transfer_log.enabled():
       transfer_log.restored(prefix, started, self._restored_values(prefix))
@@ -663,11 +676,6 @@ class Saver(object):
 # Meta graphs.
 # ----------------------------------------------------------------------------
 
-# Depth of `import_meta_graph` calls in progress on this thread: savers
-# recreated from SAVERS collections meanwhile are ours, not TensorFlow's.
-_IMPORTING = threading.local()
-
-
 def import_meta_graph(meta_graph_or_file,
                       clear_devices=False,
                       import_scope=None,
@@ -696,33 +704,13 @@ def import_meta_graph(meta_graph_or_file,
   return saver
 
 
-_NO_GRAPH_WHEN_EAGER = (
-    "Exporting/importing meta graphs is not supported when eager execution "
-    "is enabled. No graph exists when eager execution is enabled.")
-
-
 def _import_meta_graph_with_return_elements(
     meta_graph_or_file, clear_devices=False,
     import_scope=None, return_elements=None, **kwargs):
   """`import_meta_graph` that also returns the requested graph elements."""
-  if context.executing_eagerly():
-    raise RuntimeError(_NO_GRAPH_WHEN_EAGER)
-  meta_graph_def = meta_graph_or_file
-  if not isinstance(meta_graph_def, meta_graph_pb2.MetaGraphDef):
-    meta_graph_def = meta_graph.read_meta_graph_file(meta_graph_def)
-
-  _IMPORTING.depth = getattr(_IMPORTING, "depth", 0) + 1
-  try:
-    import_scoped = meta_graph.import_scoped_meta_graph_with_return_elements
-    imported_vars, elements = (
-        import_scoped(
-            meta_graph_def,
-            clear_devices=clear_devices,
-            import_scope=import_scope,
-            return_elements=return_elements,
-            **kwargs))
-  finally:
-    _IMPORTING.depth -= 1
+  meta_graph_def, imported_vars, elements = meta_graphs.imported(
+      meta_graph_or_file, clear_devices, import_scope, return_elements,
+      **kwargs)
   saver = _create_saver_from_imported_meta_graph(
       meta_graph_def, import_scope, imported_vars)
   return saver, elements
@@ -745,141 +733,12 @@ def _create_saver_from_imported_meta_graph(
   return None
 
 
-def export_meta_graph(filename=None,
-                      meta_info_def=None,
-                      graph_def=None,
-                      saver_def=None,
-                      collection_list=None,
-                      as_text=False,
-                      graph=None,
-                      export_scope=None,
-                      clear_devices=False,
-                      clear_extraneous_savers=False,
-                      strip_default_attrs=False,
-                      save_debug_info=False,
-                      **kwargs):
-  """Returns a `MetaGraphDef` of a graph, optionally writing it to a file.
-
-  Args:
-    filename: file to write the proto to, if any.
-    meta_info_def: a `MetaInfoDef` to include.
-    graph_def: the `GraphDef` to include (default: from `graph`).
-    saver_def: the `SaverDef` to include.
-    collection_list: collections to include (default: all).
-    as_text: write the text format.
-    graph: the graph (default: the default graph).
-    export_scope: only export this name scope, stripped from names.
-    clear_devices: remove device placements.
-    clear_extraneous_savers: drop the ops and SaverDefs of other savers.
-    strip_default_attrs: drop default-valued attributes.
-    save_debug_info: also write the GraphDebugInfo.
-    **kwargs: passed to `export_scoped_meta_graph`.
-
-  Raises:
-    ValueError: if the `GraphDef` is larger than 2GB.
-    RuntimeError: when executing eagerly, unless `graph_def` and `graph` are
-      both given.
-  """
-  if context.executing_eagerly() and (graph_def is None or graph is None):
-    raise RuntimeError(_NO_GRAPH_WHEN_EAGER)
-  exported, _ = meta_graph.export_scoped_meta_graph(
-      filename=filename,
-      meta_info_def=meta_info_def,
-      graph_def=graph_def,
-      saver_def=saver_def,
-      collection_list=collection_list,
-      as_text=as_text,
-      graph=graph,
-      export_scope=export_scope,
-      clear_devices=clear_devices,
-      clear_extraneous_savers=clear_extraneous_savers,
-      strip_default_attrs=strip_default_attrs,
-      save_debug_info=save_debug_info,
-      **kwargs)
-  return exported
-
-
-def _wrap_restore_error_with_msg(err,
-                                 extra_verbiage):
-  """The same error type as `err`, with a hint about its likely cause."""
-  message = (
-      "Restoring from checkpoint failed. This is most likely due to {} from "
-      "the checkpoint. Please ensure that you have not altered the graph "
-      "expected based on the checkpoint. Original error:\n\n{}").format(
-          extra_verbiage, err.message)
-  return err.__class__(err.node_def, err.op, message)
-
-
-def _saver_to_proto(saver, export_scope=None):
-  # Either kind of saver (ours or TensorFlow's) converts itself.
-  return saver.to_proto(export_scope=export_scope)
-
-
-def _register_saver_proto_functions():
-  """Makes the SAVERS collection round-trip through meta graphs.
-
-  TensorFlow registers its own conversion for the collection. We take the
-  registration over: each saver converts itself on export, and on import
-  the savers become ours inside `import_meta_graph` and TensorFlow's
-  otherwise, so `tf.compat.v1.train.import_meta_graph` behaves unchanged.
-  """
-  key = ops.GraphKeys.SAVERS
-  registry = ops._proto_function_registry  # pylint: disable=protected-access
-  try:
-    tf_from_proto = registry.lookup(key)[2]
-  except LookupError:
-    tf_from_proto = None
-  # After a reload of this module, delegate to TensorFlow's, not our old one.
-  tf_from_proto = getattr(tf_from_proto, "tf_from_proto", tf_from_proto)
-
-  def saver_from_proto(saver_def, import_scope=None):
-    if getattr(_IMPORTING, "depth", 0) or tf_from_proto is None:
-      return Saver.from_proto(saver_def, import_scope=import_scope)
-    return tf_from_proto(saver_def, import_scope=import_scope)
-
-  saver_from_proto.tf_from_proto = tf_from_proto
-  registry._registry.pop(key, None)  # pylint: disable=protected-access
-  ops.register_proto_function(
-      key,
-      proto_type=saver_pb2.SaverDef,
-      to_proto=_saver_to_proto,
-      from_proto=saver_from_proto)
-
-
-_register_saver_proto_functions()
+meta_graphs.register_saver_proto_functions(Saver.from_proto)
 
 
 # ----------------------------------------------------------------------------
 # Object-based checkpoints read by name.
 # ----------------------------------------------------------------------------
-
-
-def object_graph_key_mapping(checkpoint_path):
-  """Maps variable names to keys in an object-based checkpoint.
-
-  Args:
-    checkpoint_path: prefix of a checkpoint written by `tf.train.Checkpoint`
-      (or `tf_objckpt.Checkpoint`).
-
-  Returns:
-    A dict from each attribute's `full_name` (the variable name it had when
-    saved) to its checkpoint key.
-
-  Raises:
-    NotFoundError: if the checkpoint has no object graph.
-  """
-  graph_proto = reads.read_object_graph(
-      reads.open_reader(checkpoint_path), checkpoint_path)
-  if graph_proto is None:
-    raise errors.NotFoundError(
-        None, None,
-        f"Checkpoint {checkpoint_path!r} has no object graph: it is not "
-        "object-based.")
-  return {
-      attribute.full_name: attribute.checkpoint_key
-      for node in graph_proto.nodes
-      for attribute in node.attributes
-  }
 
 
 def saver_from_object_based_checkpoint(
@@ -907,41 +766,11 @@ def saver_from_object_based_checkpoint(
     NotFoundError: if some variables have no key in the checkpoint.
   """
   del builder  # The remapped saver uses the default builder, as TF's does.
-  if names_to_keys is None:
-    try:
-      names_to_keys = object_graph_key_mapping(
-          checkpoint_path)
-    except errors.NotFoundError:
-      raise ValueError(
-          f"Checkpoint in {checkpoint_path} not an object-based checkpoint."
-      ) from None
-  if var_list is None:
-    var_list = saver_builders.all_saveables()
-  saveables = saver_builders.saveables_from_var_list(var_list)
-  current = {spec.name for saveable in saveables for spec in saveable.specs}
-  previous = set(names_to_keys)
-  missing = current - previous
-  if missing:
-    raise errors.NotFoundError(None, None, (
-        "\n\nExisting variables not in the checkpoint: {}"
-        "\n\nVariables names when this checkpoint was written which don't "
-        "exist now: {}\n\n({} variable name(s) did match)\n\n"
-        "Could not find some variables in the checkpoint (see names above). "
-        "Saver was attempting to load an object-based checkpoint (saved "
-        "using tf.train.Checkpoint or tf.keras.Model.save_weights) using "
-        "variable names. If the checkpoint was written with eager execution "
-        "enabled, variable names may have changed (for example a missing "
-        "'_1' suffix), or there may be new variables which did not exist "
-        "when it was written. Construct a Saver(var_list=...) with only the "
-        "variables which previously existed, as a dictionary keyed by the "
-        "old names if names changed.").format(
-            ", ".join(sorted(missing)), ", ".join(sorted(previous - current)),
-            len(previous & current)))
+  saveables = object_based_names.remapped_saveables(
+      checkpoint_path, var_list, names_to_keys,
+      rename=cached_saver is None)
   if cached_saver is not None:
     return cached_saver
-  for saveable in saveables:
-    for spec in saveable.specs:
-      spec.name = names_to_keys[spec.name]
   # Keyed by a renamed spec: the slices of a partitioned variable share the
   # saveable name and would otherwise collapse into one entry.
   return Saver({saveable.specs[0].name: saveable for saveable in saveables})

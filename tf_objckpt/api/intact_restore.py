@@ -21,6 +21,7 @@ from tensorflow.python.platform import tf_logging as logging
 from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tuning
 from tf_objckpt.inspection import checkpoint_listing
 from tf_objckpt.inspection import verify_checkpoint
@@ -94,7 +95,7 @@ def all_checkpoints(directory):
 
   Returns:
     The prefixes the state file lists, newest first, then the others the
-    directory's files show (`checkpoint_management.directory_checkpoints`).
+    directory's files show (`state_file.directory_checkpoints`).
   """
   state = checkpoint_management.get_checkpoint_state(directory)
   listed = []
@@ -103,7 +104,7 @@ def all_checkpoints(directory):
         state.all_model_checkpoint_paths)]
   listed = list(dict.fromkeys(os.path.normpath(path) for path in listed))
   return listed + [
-      path for path in checkpoint_management.directory_checkpoints(directory)
+      path for path in state_file.directory_checkpoints(directory)
       if os.path.normpath(path) not in listed]
 
 

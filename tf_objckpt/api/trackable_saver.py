@@ -27,11 +27,11 @@ from tensorflow.python.util import compat
 from tf_objckpt.api import intact_restore
 from tf_objckpt.api import load_status
 from tf_objckpt import base
-from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import sharding
+from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
 from tf_objckpt import functional_saver
@@ -288,7 +288,7 @@ class TrackableSaver:
     return status
 
   def _restore(self, save_path, options, check_values_first=False):
-    with checkpoint_management.explaining_directories(save_path):
+    with state_file.explaining_directories(save_path):
       reader = reads.open_reader(save_path)
     object_graph_proto = reads.read_object_graph(reader, save_path)
     if object_graph_proto is None:
