@@ -34,6 +34,8 @@ from tf_objckpt.engine import variable_values
 from tf_objckpt import object_identity
 from tf_objckpt import saveable_object
 from tf_objckpt import trackable_utils
+# TensorFlow's name here for the engine's function.
+from tf_objckpt.engine.variable_values import set_cpu0  # pylint: disable=unused-import
 
 VARIABLE_VALUE_KEY = trackable_utils.VARIABLE_VALUE_KEY
 _REF_VARIABLE_OPS = frozenset(["Variable", "VariableV2", "AutoReloadVariable"])

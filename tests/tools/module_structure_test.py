@@ -49,6 +49,7 @@ LAYERS = {
     "tf_objckpt.tracking": "objects",
     "tf_objckpt.data_structures": "objects",
     "tf_objckpt.graph_view": "objects",
+    "tf_objckpt.objects": "objects",
     "tf_objckpt.api": "api",
     "tf_objckpt.inspection": "api",
     "tf_objckpt.v1": "api",
