@@ -4,9 +4,9 @@
 holding it, has a layer, and a module imports only modules of its own layer
 or of layers below it, lazy imports included. Each subpackage's docstring
 names its layer. Every module starts with a docstring saying its job and
-stays at most 800 lines long; imports between tf_objckpt modules form no cycle;
-and only the I/O engine's reads, writes and graph-mode restore functions
-issue checkpoint file ops or open checkpoints for reading.
+is at most 800 lines long; imports between tf_objckpt modules form no
+cycle; and only the I/O engine's reads, writes and graph-mode restore
+functions issue checkpoint file ops or open checkpoints for reading.
 """
 
 import ast
