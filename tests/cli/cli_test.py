@@ -344,7 +344,7 @@ def test_console_script_runs_the_same_main():
   assert '"tf-objckpt = tf_objckpt.tools.cli:run"' in setup
   result = tl.run_python(
       "import sys; sys.argv = ['tf-objckpt', 'verify', '--help']\n"
-      "from tf_objckpt import cli; cli.run()")
+      "from tf_objckpt.tools import cli; cli.run()")
   assert result.returncode == 0
   assert result.stdout.startswith("usage: tf-objckpt verify")
 

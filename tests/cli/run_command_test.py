@@ -75,7 +75,7 @@ def test_the_script_sees_what_python_shows_it_but_our_classes(tmp_path):
   expected_view, actual_view = (json.loads(expected.stdout),
                                 json.loads(actual.stdout))
   assert expected_view.pop("checkpoint") == "tensorflow.python.checkpoint.checkpoint"
-  assert actual_view.pop("checkpoint") == "tf_objckpt.util"
+  assert actual_view.pop("checkpoint") == "tf_objckpt.checkpoint"
   assert actual_view == expected_view
   assert actual_view["name"] == "__main__"
   assert actual_view["path0"] == str(tmp_path / "project")
@@ -110,6 +110,6 @@ def test_the_console_script_runs_it_too(tmp_path):
   result = _run([console_script, "run", script, "x"], tmp_path)
   assert result.returncode == 5, result.stderr[-3000:]
   view = json.loads(result.stdout)
-  assert view["checkpoint"] == "tf_objckpt.util"
+  assert view["checkpoint"] == "tf_objckpt.checkpoint"
   assert view["argv"] == ["x"]
   assert view["path0"] == str(tmp_path / "project")
