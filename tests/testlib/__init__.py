@@ -27,9 +27,10 @@ module of the package defines once:
 from testlib.impls import (
     Impl, IMPLS, OWNERS, PAIRS, other, by_impl, agreed, tensorflow_patched)
 from testlib.checkpoints import (
-    OBJECT_GRAPH_KEY, object_graph, signature, values, assert_values_equal,
-    assert_same_checkpoint, write, write_both, snapshot, MANY, mixed_value,
-    function_library_names, variable_values, assert_variables_equal)
+    OBJECT_GRAPH_KEY, object_graph, signature, keys, values,
+    assert_values_equal, assert_same_checkpoint, write, write_both,
+    write_with_saver, snapshot, MANY, mixed_value, function_library_names,
+    variable_values, assert_variables_equal)
 from testlib.files import (
     files_under, assert_same_files, leftovers, bytes_under, file_layout)
 from testlib.outcomes import (
@@ -43,7 +44,7 @@ from testlib.graph import (
 from testlib.keras_models import (
     KERAS_3, FLAVORS, MODEL_KINDS, keras_module, make_optimizer,
     create_optimizer_variables, make_model, training_data, train_step,
-    trained)
+    untrained, trained)
 from testlib.processes import (
     REPO_ROOT, time_limit, run_python, child_env, run_cli, start_python,
     kill_group, finish, terminate_after_line)

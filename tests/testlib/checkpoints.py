@@ -35,6 +35,11 @@ def signature(path):
   return {key: (tuple(shapes[key]), dtypes[key].name) for key in shapes}
 
 
+def keys(path):
+  """Every key of the checkpoint at `path`, the object graph's too, sorted."""
+  return sorted(signature(path))
+
+
 def values(path, as_lists=False):
   """`{key: value}` of every key but the object graph.
 
@@ -89,6 +94,28 @@ def write_both(tmp_path, **objects):
   """Writes the same objects with both; returns `{impl: path}`."""
   return {impl: write(impl, tmp_path / impl / "ckpt", **objects)
           for impl in impls.IMPLS}
+
+
+def write_with_saver(impl, prefix, by_name, eager=False):
+  """Writes `by_name`, `{name: value}`, with `impl`'s v1 `Saver`.
+
+  The variables are made eagerly with `eager`, else with
+  `tf.compat.v1.get_variable` in a graph of their own, and named as the
+  keys of `by_name`. The parent directory of `prefix` must exist.
+
+  Returns:
+    The path of the checkpoint.
+  """
+  saver_cls = impls.IMPLS[impl].Saver
+  if eager:
+    variables = [tf.Variable(value, name=name)
+                 for name, value in by_name.items()]
+    return saver_cls(variables).save(None, os.fspath(prefix))
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
+                 for name, value in by_name.items()]
+    session.run(tf.compat.v1.global_variables_initializer())
+    return saver_cls(variables).save(session, os.fspath(prefix))
 
 
 def snapshot(tmp_path, **objects):

@@ -107,6 +107,7 @@ def make_model(flavor, kind, built=True, explicit_build=True):
 
 
 def training_data():
+  """Fixed inputs and targets for `train_step`."""
   rng = np.random.RandomState(0)
   return rng.rand(16, 4).astype(np.float32), rng.rand(16, 2).astype(np.float32)
 
@@ -118,6 +119,14 @@ def train_step(model, optimizer):
     loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
   variables = model.trainable_variables
   optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+
+
+def untrained(flavor, kind):
+  """A model and its optimizer with all their variables, before training."""
+  model = make_model(flavor, kind)
+  optimizer = make_optimizer(flavor)
+  create_optimizer_variables(flavor, optimizer, model.trainable_variables)
+  return model, optimizer
 
 
 def trained(flavor, kind):
