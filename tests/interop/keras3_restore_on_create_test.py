@@ -22,8 +22,8 @@ _X = np.random.RandomState(1).rand(6, 5).astype(np.float32)
 _Y = np.random.RandomState(2).rand(6, 2).astype(np.float32)
 
 
-class Scale(keras.layers.Layer):
-  """A custom layer creating its weights in `build()`."""
+class ScaleAndOffset(keras.layers.Layer):
+  """A custom layer creating its two weights in `build()`."""
 
   def build(self, input_shape):
     self.scale = self.add_weight(shape=(input_shape[-1],),
@@ -41,7 +41,7 @@ class Block(keras.layers.Layer):
   def __init__(self):
     super().__init__()
     self.shared = keras.layers.Dense(5, activation="tanh")
-    self.scale = Scale()
+    self.scale = ScaleAndOffset()
 
   def call(self, inputs):
     return self.scale(self.shared(self.shared(inputs)))
@@ -79,13 +79,13 @@ class Transformer(keras.Model):
 
 def _sequential():
   return keras.Sequential([keras.layers.Dense(4, activation="relu"),
-                           Scale(), keras.layers.Dense(2)])
+                           ScaleAndOffset(), keras.layers.Dense(2)])
 
 
 def _functional():
   inputs = keras.Input((5,))
   hidden = keras.layers.Dense(4, activation="relu")(inputs)
-  return keras.Model(inputs, keras.layers.Dense(2)(Scale()(hidden)))
+  return keras.Model(inputs, keras.layers.Dense(2)(ScaleAndOffset()(hidden)))
 
 
 MODELS = {
