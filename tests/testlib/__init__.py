@@ -29,8 +29,8 @@ from testlib.impls import (
 from testlib.checkpoints import (
     OBJECT_GRAPH_KEY, object_graph, signature, keys, values,
     assert_values_equal, assert_same_checkpoint, write, write_both,
-    write_with_saver, snapshot, MANY, mixed_value, function_library_names,
-    variable_values, assert_variables_equal)
+    write_with_saver, snapshot, MANY, mixed_value, variable_values,
+    assert_variables_equal)
 from testlib.files import (
     files_under, assert_same_files, leftovers, bytes_under, file_layout)
 from testlib.outcomes import (
@@ -39,8 +39,9 @@ from testlib.outcomes import (
 from testlib.state_objects import (
     Counter, Recorder, NumpyWrapper, StringState, TfStringState)
 from testlib.graph import (
-    GraphProgram, in_graph_programs, write_in_graph, rewrite_without,
-    GRAPH_OPTIMIZERS, VARIABLE_KINDS, v1_dense, GraphModel, labelled)
+    GraphProgram, in_graph_programs, write_in_graph, function_library_names,
+    rewrite_without, GRAPH_OPTIMIZERS, VARIABLE_KINDS, v1_dense, GraphModel,
+    labelled)
 from testlib.keras_models import (
     KERAS_3, FLAVORS, MODEL_KINDS, keras_module, make_optimizer,
     create_optimizer_variables, make_model, training_data, train_step,

@@ -142,12 +142,6 @@ def mixed_value(index, scale):
   return (np.ones(shape) * (index * scale % 7)).astype(dtype)
 
 
-def function_library_names(graph):
-  """The sorted names of the functions in `graph`'s library."""
-  return sorted(function.signature.name
-                for function in graph.as_graph_def().library.function)
-
-
 def variable_values(variables):
   """The numpy values of a list of variables."""
   return [np.asarray(v.numpy()) for v in variables]

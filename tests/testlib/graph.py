@@ -2,7 +2,9 @@
 
 `GraphProgram` is one run of a graph-mode program with either
 implementation; `GraphModel` is a small model trained by a v1 optimizer in
-one, so its checkpoints hold slot and non-slot variables.
+one, so its checkpoints hold slot and non-slot variables. The other
+helpers write checkpoints from a graph, and read a graph's function
+library.
 """
 
 import contextlib
@@ -104,6 +106,12 @@ def write_in_graph(impl, prefix, **initial_values):
     program.initialize()
     return program.lib.CheckpointV1(root=root).write(
         prefix, session=program.session)
+
+
+def function_library_names(graph):
+  """The sorted names of the functions in `graph`'s library."""
+  return sorted(function.signature.name
+                for function in graph.as_graph_def().library.function)
 
 
 def rewrite_without(path, key):

@@ -18,8 +18,6 @@ import tempfile
 # The checkout (or Bazel's runfiles tree) the tests run from.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-
-
 _PR_SET_PDEATHSIG = 1
 
 
