@@ -17,7 +17,7 @@ import tensorflow as tf
 import testlib as tl
 
 
-def _values():
+def _values_to_save():
   return {
       "matrix": np.arange(600, dtype=np.float32).reshape(20, 30),
       "vector": np.arange(50, dtype=np.int64),
@@ -31,7 +31,7 @@ def _values():
 
 def _variables(zeros=False):
   return {name: tf.Variable(np.zeros_like(value) if zeros else value)
-          for name, value in _values().items()}
+          for name, value in _values_to_save().items()}
 
 
 class OneKeyPerShard(tf.train.experimental.ShardingCallback):
@@ -88,7 +88,7 @@ def _check_restores(path):
   for impl, lib in tl.IMPLS.items():
     variables = _variables(zeros=True)
     lib.Checkpoint(**variables).read(path).assert_existing_objects_matched()
-    for name, value in _values().items():
+    for name, value in _values_to_save().items():
       np.testing.assert_array_equal(variables[name].numpy(), value,
                                     err_msg=f"{name} read by {impl}")
 
@@ -148,7 +148,7 @@ def test_graph_mode_matches_tensorflow(tmp_path, policy):
   for impl in tl.IMPLS:
     with tl.GraphProgram(impl) as program:
       variables = {name: program.variable(name, value)
-                   for name, value in _values().items()}
+                   for name, value in _values_to_save().items()}
       program.initialize()
       checkpoint = program.lib.CheckpointV1(**variables)
       options = _options(_POLICIES[policy]())

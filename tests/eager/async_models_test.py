@@ -34,13 +34,6 @@ def _model_weights(model, optimizer):
   return tl.variable_values(_variables(model, optimizer))
 
 
-def _fresh(flavor):
-  model = tl.make_model(flavor, "functional")
-  optimizer = tl.make_optimizer(flavor)
-  tl.create_optimizer_variables(flavor, optimizer, model.trainable_variables)
-  return model, optimizer
-
-
 @pytest.mark.parametrize("flavor", tl.FLAVORS)
 def test_keras_model_and_optimizer(tmp_path, flavor):
   model, optimizer = tl.trained(flavor, "functional")
@@ -55,7 +48,7 @@ def test_keras_model_and_optimizer(tmp_path, flavor):
   assert tl.object_graph(path) == tl.object_graph(synchronous)
   tl.assert_values_equal(tl.values(synchronous), tl.values(path))
   for impl, lib in tl.IMPLS.items():
-    restored_model, restored_optimizer = _fresh(flavor)
+    restored_model, restored_optimizer = tl.untrained(flavor, "functional")
     status = lib.Checkpoint(model=restored_model,
                             optimizer=restored_optimizer).read(path)
     status.assert_existing_objects_matched()

@@ -15,17 +15,13 @@ import testlib as tl
 import tf_objckpt
 
 
-def _keys(path):
-  return sorted(tl.signature(path))
-
-
 @pytest.mark.parametrize("impl", tl.IMPLS)
 def test_write_accepts_a_path_like_prefix(tmp_path, impl):
   checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(1.0))
   path = checkpoint.write(tmp_path / "ckpt")
   assert path == os.fspath(tmp_path / "ckpt")
   assert isinstance(path, str)
-  assert _keys(path) == ["_CHECKPOINTABLE_OBJECT_GRAPH",
+  assert tl.keys(path) == ["_CHECKPOINTABLE_OBJECT_GRAPH",
                          "v/.ATTRIBUTES/VARIABLE_VALUE"]
 
 
@@ -132,7 +128,7 @@ def test_root_may_be_a_weak_reference(tmp_path, impl):
   module.v = tf.Variable(1.0)
   path = tl.IMPLS[impl].Checkpoint(weakref.ref(module)).write(
       os.fspath(tmp_path / "ckpt"))
-  assert _keys(path) == ["_CHECKPOINTABLE_OBJECT_GRAPH",
+  assert tl.keys(path) == ["_CHECKPOINTABLE_OBJECT_GRAPH",
                          "v/.ATTRIBUTES/VARIABLE_VALUE"]
   fresh = tf.Module()
   fresh.v = tf.Variable(0.0)

@@ -61,7 +61,7 @@ def _observe(mod, manager, directory, result):
           **_snapshot(directory)}
 
 
-def _run_both(tmp_path, clock, scenario, relative=False):
+def _run_both_modules(tmp_path, clock, scenario, relative=False):
   """Runs `scenario(mod, directory)` for both modules; returns observations."""
   results = {}
   for name, lib in tl.IMPLS.items():
@@ -101,7 +101,7 @@ def test_max_to_keep_deletes_oldest(tmp_path, clock):
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=3)
     return _save_n(mod, m, d, clock, 6)
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   last = obs[-1]
   assert last["checkpoints"] == ["<dir>/ckpt-4", "<dir>/ckpt-5",
                                  "<dir>/ckpt-6"]
@@ -114,7 +114,7 @@ def test_max_to_keep_none_keeps_everything(tmp_path, clock):
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=None)
     return _save_n(mod, m, d, clock, 5)
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   assert len(obs[-1]["checkpoints"]) == 5
 
 
@@ -129,7 +129,7 @@ def test_keep_checkpoint_every_n_hours(tmp_path, clock):
     out.append(_observe(mod, m, d, None))
     return out + _save_n(mod, m, d, clock, 5, step=HOUR / 2)
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   kept = [f for f in obs[-1]["files"] if f.endswith(".index")]
   assert len(kept) > 2  # Some were preserved beyond max_to_keep.
   assert len(obs[-1]["checkpoints"]) == 2
@@ -144,7 +144,7 @@ def test_recovery_with_new_settings(tmp_path, clock):
     out.append(_observe(mod, m, d, None))
     return out + _save_n(mod, m, d, clock, 2)
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   assert len(obs[4]["checkpoints"]) == 4
   assert obs[-1]["checkpoints"] == ["<dir>/ckpt-1", "<dir>/ckpt-2"]
 
@@ -160,7 +160,7 @@ def test_recovery_when_clock_went_backwards(tmp_path, clock):
     out.append(_observe(mod, m, d, None))
     return out + _save_n(mod, m, d, clock, 3)
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   # The new checkpoint object numbers from 1 again, over the old files.
   assert obs[-1]["checkpoints"] == ["<dir>/ckpt-2", "<dir>/ckpt-3"]
   assert "ckpt-4.index" in obs[-1]["files"]
@@ -175,7 +175,7 @@ def test_recovery_from_state_without_timestamps(tmp_path, clock):
     out = [_observe(mod, m, d, None)]
     return out + _save_n(mod, m, d, clock, 2)
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   assert obs[-1]["checkpoints"] == ["<dir>/ckpt-2"]
   assert "ckpt-1.index" not in obs[-1]["files"]
   assert "old-2.index" in obs[-1]["files"]
@@ -193,7 +193,7 @@ def test_checkpoint_numbers(tmp_path, clock):
     out.append(int(step.numpy()))
     return out
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   # Rewriting ckpt-100 moved it to the end of the queue.
   assert obs[4]["checkpoints"] == ["<dir>/ckpt-5", "<dir>/ckpt-100",
                                    "<dir>/ckpt-3"]
@@ -213,7 +213,7 @@ def test_checkpoint_interval(tmp_path, clock):
       out.append(_observe(mod, m, d, m.save(check_interval=check)))
     return out
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   assert [o["result"] for o in obs[1:]] == [
       "<dir>/ckpt-1", None, None, "<dir>/ckpt-2", None, None, "<dir>/ckpt-3",
       None, "<dir>/ckpt-4"]
@@ -231,7 +231,8 @@ def test_last_checkpoint_step(tmp_path, clock):
 
   if "last_checkpoint_step" in inspect.signature(
       tf_cm.CheckpointManager).parameters:
-    assert _run_both(tmp_path, clock, scenario) == [None, "<dir>/ckpt-1"]
+    observed = _run_both_modules(tmp_path, clock, scenario)
+    assert observed == [None, "<dir>/ckpt-1"]
   else:  # Older TensorFlows lack the argument; ours has it on every version.
     assert tl.outcome(scenario, tf_cm, str(tmp_path / "tf")).name == "TypeError"
     directory = str(tmp_path / "ours")
@@ -261,7 +262,7 @@ def test_restore_or_initialize(tmp_path, clock):
     out.append(m.restore_or_initialize())  # No init_fn: nothing happens.
     return out
 
-  assert _run_both(tmp_path, clock, scenario) == [
+  assert _run_both_modules(tmp_path, clock, scenario) == [
       None, [1], "<dir>/ckpt-1", "<dir>/ckpt-2", "<dir>/ckpt-2", 42., [1],
       None, None]
 
@@ -277,7 +278,7 @@ def test_relative_directory(tmp_path, clock):
                 list(state.all_model_checkpoint_paths)])
     return out
 
-  obs = _run_both(tmp_path, clock, scenario, relative=True)
+  obs = _run_both_modules(tmp_path, clock, scenario, relative=True)
   assert obs[-1] == ["rel/ck/ckpt-3", ["rel/ck/ckpt-2", "rel/ck/ckpt-3"]]
   assert 'all_model_checkpoint_paths: "ckpt-2"' in obs[-2]["state"]
 
@@ -290,7 +291,7 @@ def test_pathlike_directory_and_checkpoint_name(tmp_path, clock):
     state = mod.get_checkpoint_state(pathlib.Path(d))
     return out + [state.model_checkpoint_path]
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   assert obs[:2] == ["<dir>", "<dir>/model"]
 
 
@@ -311,7 +312,7 @@ def test_save_options_and_async_sync(tmp_path, clock):
     out.append(_observe(mod, m, d, None))
     return out + [seen]
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   assert obs[-1] == ["<dir>/ckpt-1"]
   assert obs[-2]["checkpoints"] == ["<dir>/ckpt-3", "<dir>/ckpt-4"]
 
@@ -354,7 +355,7 @@ def test_any_checkpoint_object(tmp_path, clock, duck):
     m.sync()
     return out + [m.restore_or_initialize()]
 
-  _run_both(tmp_path, clock, scenario)
+  _run_both_modules(tmp_path, clock, scenario)
   if duck is _DuckCheckpoint:
     obj = duck()
     m = ours.CheckpointManager(obj, str(tmp_path / "duck"), max_to_keep=1)
@@ -378,7 +379,7 @@ def test_state_recorded_before_deleting(tmp_path, clock, monkeypatch):
       out.append(tl.outcome(m.save).name)
     return out + [_observe(mod, m, d, None)]
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   assert obs[1] == "PermissionDeniedError"
   assert 'model_checkpoint_path: "ckpt-2"' in obs[2]["state"]
 
@@ -394,7 +395,7 @@ def test_tf_objckpt_checkpoint_object(tmp_path, clock):
     ckpt.v.assign(5.)
     return out + [m.restore_or_initialize(), float(ckpt.v.numpy())]
 
-  assert _run_both(tmp_path, clock, scenario)[-1] == 1.
+  assert _run_both_modules(tmp_path, clock, scenario)[-1] == 1.
 
 
 def test_interleaving_with_tensorflow_manager(tmp_path, clock):
@@ -408,7 +409,7 @@ def test_interleaving_with_tensorflow_manager(tmp_path, clock):
       out += _save_n(managers, m, d, clock, 2, step=HOUR / 3)
     return out
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   assert obs[-1]["checkpoints"] == ["<dir>/ckpt-6", "<dir>/ckpt-7",
                                     "<dir>/ckpt-8"]
   assert "ckpt-3.index" in obs[-1]["files"]  # Kept: an hour had passed.
@@ -635,7 +636,7 @@ def test_graph_mode_with_session(tmp_path, clock):
       out.append(m.restore_or_initialize())
       return out + [int(sess.run(ckpt.save_counter))]
 
-  obs = _run_both(tmp_path, clock, scenario)
+  obs = _run_both_modules(tmp_path, clock, scenario)
   assert [o["result"] for o in obs[:5]] == [
       "<dir>/ckpt-1", "<dir>/ckpt-2", "<dir>/ckpt-3", None, "<dir>/ckpt-5"]
   assert obs[-2:] == ["<dir>/ckpt-5", 4]

@@ -20,12 +20,12 @@ import tf_objckpt
 _METHODS = tl.STATUS_ASSERTIONS + ("run_restore_ops", "initialize_or_restore")
 
 
-def _outcomes(status):
+def _outcomes_by_method(status):
   """`{method name: "ok" or exception type name}`."""
   return dict(zip(_METHODS, tl.assertion_outcomes(status, _METHODS)))
 
 
-def _save(tmp_path, **objects):
+def _tf_save(tmp_path, **objects):
   return tl.write("tf", tmp_path / "saved" / "ckpt", **objects)
 
 
@@ -51,25 +51,25 @@ def _restoring(path, make_objects, method="read"):
 
 
 def _exact_match(tmp_path):
-  path = _save(tmp_path, a=_module(v=tf.Variable(1.0)), b=tf.Variable(2))
+  path = _tf_save(tmp_path, a=_module(v=tf.Variable(1.0)), b=tf.Variable(2))
   return _restoring(path, lambda: {"a": _module(v=tf.Variable(0.0)),
                                    "b": tf.Variable(0)})
 
 
 def _extra_variable_in_program(tmp_path):
-  path = _save(tmp_path, a=_module(v=tf.Variable(1.0)))
+  path = _tf_save(tmp_path, a=_module(v=tf.Variable(1.0)))
   return _restoring(path, lambda: {
       "a": _module(v=tf.Variable(0.0), w=tf.Variable(5.0))})
 
 
 def _extra_root_object_in_program(tmp_path):
-  path = _save(tmp_path, a=tf.Variable(1.0))
+  path = _tf_save(tmp_path, a=tf.Variable(1.0))
   return _restoring(path, lambda: {"a": tf.Variable(0.0),
                                    "b": _module(v=tf.Variable(0.0))})
 
 
 def _extra_empty_objects_in_program(tmp_path):
-  path = _save(tmp_path, a=tf.Variable(1.0))
+  path = _tf_save(tmp_path, a=tf.Variable(1.0))
 
   def objects():
     auto = tf_objckpt.AutoTrackable()
@@ -80,35 +80,35 @@ def _extra_empty_objects_in_program(tmp_path):
 
 
 def _extra_value_in_checkpoint(tmp_path):
-  path = _save(tmp_path, a=tf.Variable(1.0), b=_module(v=tf.Variable(2.0)))
+  path = _tf_save(tmp_path, a=tf.Variable(1.0), b=_module(v=tf.Variable(2.0)))
   return _restoring(path, lambda: {"a": tf.Variable(0.0)})
 
 
 def _extra_nested_value_in_checkpoint(tmp_path):
-  path = _save(tmp_path, a=_module(v=tf.Variable(1.0), w=tf.Variable(2.0)))
+  path = _tf_save(tmp_path, a=_module(v=tf.Variable(1.0), w=tf.Variable(2.0)))
   return _restoring(path, lambda: {"a": _module(v=tf.Variable(0.0))})
 
 
 def _attribute_without_saveable(tmp_path):
   """The checkpoint holds a value where the program has a plain object."""
-  path = _save(tmp_path, a=tf.Variable(1.0), b=tf.Variable(2.0))
+  path = _tf_save(tmp_path, a=tf.Variable(1.0), b=tf.Variable(2.0))
   return _restoring(path, lambda: {"a": tf.Variable(0.0),
                                    "b": tf_objckpt.AutoTrackable()})
 
 
 def _variable_where_checkpoint_has_object(tmp_path):
-  path = _save(tmp_path, a=tf.Variable(1.0), b=_module(v=tf.Variable(2.0)))
+  path = _tf_save(tmp_path, a=tf.Variable(1.0), b=_module(v=tf.Variable(2.0)))
   return _restoring(path, lambda: {"a": tf.Variable(0.0),
                                    "b": tf.Variable(0.0)})
 
 
 def _nothing_matches(tmp_path):
-  path = _save(tmp_path, x=tf.Variable(1.0))
+  path = _tf_save(tmp_path, x=tf.Variable(1.0))
   return _restoring(path, lambda: {"y": tf.Variable(0.0)})
 
 
 def _nothing_in_program(tmp_path):
-  path = _save(tmp_path, x=tf.Variable(1.0))
+  path = _tf_save(tmp_path, x=tf.Variable(1.0))
   return _restoring(path, dict)
 
 
@@ -120,7 +120,7 @@ def _two_dense_layers():
 def _partially_built_model(tmp_path):
   source = _two_dense_layers()
   source.build((None, 4))
-  path = _save(tmp_path, model=source)
+  path = _tf_save(tmp_path, model=source)
 
   def objects():
     model = _two_dense_layers()
@@ -130,7 +130,7 @@ def _partially_built_model(tmp_path):
 
 
 def _unbuilt_keras3_model(tmp_path):
-  path = _save(tmp_path, model=tl.make_model("keras3", "subclassed"))
+  path = _tf_save(tmp_path, model=tl.make_model("keras3", "subclassed"))
   return _restoring(path, lambda: {
       "model": tl.make_model("keras3", "subclassed", built=False)})
 
@@ -138,7 +138,7 @@ def _unbuilt_keras3_model(tmp_path):
 def _legacy_optimizer_without_slots(tmp_path):
   """Slot variables wait for an optimizer the program does not have."""
   model, optimizer = tl.trained("tf_keras_legacy", "functional")
-  path = _save(tmp_path, model=model, optimizer=optimizer)
+  path = _tf_save(tmp_path, model=model, optimizer=optimizer)
   return _restoring(path, lambda: {
       "model": tl.make_model("tf_keras_legacy", "functional")})
 
@@ -161,14 +161,14 @@ def _saved_with_save_read_with_restore(tmp_path):
 
 def _written_with_write_read_with_restore(tmp_path):
   """`restore` creates a save counter the checkpoint lacks."""
-  path = _save(tmp_path, a=tf.Variable(1.0))
+  path = _tf_save(tmp_path, a=tf.Variable(1.0))
   return _restoring(path, lambda: {"a": tf.Variable(0.0)}, method="restore")
 
 
 def _shared_in_checkpoint_two_in_program(tmp_path):
   """One variable by two paths in the checkpoint, two in the program."""
   shared = tf.Variable(1.0)
-  path = _save(tmp_path, a=_module(v=shared), b=_module(v=shared))
+  path = _tf_save(tmp_path, a=_module(v=shared), b=_module(v=shared))
   return _restoring(path, lambda: {"a": _module(v=tf.Variable(0.0)),
                                    "b": _module(v=tf.Variable(0.0))})
 
@@ -216,7 +216,7 @@ def test_assertions_agree_with_tensorflow(tmp_path, scenario):
   results = {}
   for impl, lib in tl.IMPLS.items():
     status, objects = restore(lib.Checkpoint)
-    results[impl] = _outcomes(status)
+    results[impl] = _outcomes_by_method(status)
     assert status.expect_partial() is status
     del objects
   assert results["ours"] == results["tf"]
@@ -237,17 +237,17 @@ def test_status_class_names_agree(tmp_path, scenario):
 
 def test_assertions_later_pass_when_objects_are_created(tmp_path):
   """A status reflects objects created after restore()."""
-  path = _save(tmp_path, a=_module(v=tf.Variable(1.0)), b=tf.Variable(2.0))
+  path = _tf_save(tmp_path, a=_module(v=tf.Variable(1.0)), b=tf.Variable(2.0))
   traces = {}
   for impl, lib in tl.IMPLS.items():
     a = tf.Module()
     checkpoint = lib.Checkpoint(a=a)
     status = checkpoint.read(path)
-    trace = [_outcomes(status)]
+    trace = [_outcomes_by_method(status)]
     a.v = tf.Variable(0.0)
-    trace.append(_outcomes(status))
+    trace.append(_outcomes_by_method(status))
     checkpoint.b = tf.Variable(0.0)
-    trace.append(_outcomes(status))
+    trace.append(_outcomes_by_method(status))
     traces[impl] = trace
     assert float(checkpoint.b.numpy()) == 2.0
   assert traces["ours"] == traces["tf"]
@@ -324,7 +324,7 @@ def test_name_based_checkpoint_statuses_agree(tmp_path):
     fresh_v = tf.Variable(0.0, name="v")
     fresh_w = tf.Variable([0, 0], name="w")
     status = lib.Checkpoint(a=fresh_v, b=fresh_w).restore(path)
-    results[impl] = (type(status).__name__, _outcomes(status),
+    results[impl] = (type(status).__name__, _outcomes_by_method(status),
                      float(fresh_v.numpy()), fresh_w.numpy().tolist())
   assert results["ours"] == results["tf"]
   assert results["ours"][2:] == (1.0, [2, 3])
@@ -342,7 +342,7 @@ def test_initialization_only_status_leaves_values_alone(tmp_path):
 def test_inconsistent_references_are_logged_by_both(tmp_path):
   """One checkpointed variable, two program variables, met on creation."""
   shared = tf.Variable(1.0)
-  path = _save(tmp_path, a=_module(v=shared), b=_module(v=shared))
+  path = _tf_save(tmp_path, a=_module(v=shared), b=_module(v=shared))
   logged = {}
   for impl, lib in tl.IMPLS.items():
     checkpoint = lib.Checkpoint()

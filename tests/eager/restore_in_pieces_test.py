@@ -52,21 +52,21 @@ def _state(scale):
   return module
 
 
-def _values(module):
+def _state_values(module):
   return ([w.numpy() for w in module.weights], module.step.numpy(),
           module.counter.count,
           module.table.lookup(tf.constant(["a", "b"])).numpy().tolist())
 
 
 def test_pieces_restore_what_tensorflow_restores(tmp_path, small_pieces):
-  expected = _values(_state(3.))
+  expected = _state_values(_state(3.))
   path = tl.IMPLS["tf"].Checkpoint(module=_state(3.)).write(
       str(tmp_path / "ckpt"))
   restored = {}
   for impl in tl.IMPLS:
     module = _state(0.)
     tl.IMPLS[impl].Checkpoint(module=module).read(path).assert_consumed()
-    restored[impl] = _values(module)
+    restored[impl] = _state_values(module)
   for impl in tl.IMPLS:
     np.testing.assert_array_equal(restored[impl][0], expected[0])
     assert restored[impl][1:] == expected[1:]
@@ -98,11 +98,11 @@ def test_damage_in_any_piece_restores_nothing(tmp_path, small_pieces,
   errors = {}
   for impl in tl.IMPLS:
     module = _state(1.)
-    before = _values(module)
+    before = _state_values(module)
     errors[impl] = tl.outcome(tl.IMPLS[impl].Checkpoint(module=module).read,
                               path).error
     if impl == "ours":
-      after = _values(module)
+      after = _state_values(module)
       np.testing.assert_array_equal(after[0], before[0])
       assert after[1:] == before[1:]
   tl.assert_same_error_type(errors, tf.errors.DataLossError)

@@ -28,25 +28,11 @@ import tf_objckpt
 _ADD_VARIABLE = {"tf": tf_checkpoint_lib.add_variable,
                  "ours": tf_objckpt.add_variable}
 _TRACKABLES = {"tf": tf_base.Trackable, "ours": tf_objckpt.base.Trackable}
-_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _SHAPE_PHRASE = "incompatible tensor with shape"
-
-
-def _outcomes(run, *args):
-  """`{impl: run(impl, *args)}` for TensorFlow and for us."""
-  return {impl: run(impl, *args) for impl in tl.IMPLS}
 
 
 def _error(fn):
   return tl.outcome(fn).error
-
-
-def _values(path):
-  """`{key: value}` of a checkpoint, without its object graph."""
-  reader = tf.train.load_checkpoint(path)
-  return {key: reader.get_tensor(key).tolist()
-          for key in reader.get_variable_to_shape_map()
-          if key != _OBJECT_GRAPH_KEY}
 
 
 @contextlib.contextmanager
@@ -75,14 +61,14 @@ def _deepcopy_outcome(impl, directory):
   path = copied.save(os.path.join(directory, impl, "ckpt"))
   error = _error(lambda: original.restore(path).assert_consumed())
   return dict(value_after_assigning_the_copy=value_after_assigning_the_copy,
-              saved=_values(path), restore_error=repr(error),
+              saved=tl.values(path, as_lists=True), restore_error=repr(error),
               restored=float(v.numpy()),
               counters=(int(original.save_counter.numpy()),
                         int(copied.save_counter.numpy())))
 
 
 def test_deepcopy_of_checkpoint_saves_the_copy(tmp_path):
-  outcomes = _outcomes(_deepcopy_outcome, str(tmp_path))
+  outcomes = tl.by_impl(_deepcopy_outcome, str(tmp_path))
   assert outcomes["tf"] == dict(
       value_after_assigning_the_copy=1.0,
       saved={"v/.ATTRIBUTES/VARIABLE_VALUE": 2.0,
@@ -112,7 +98,7 @@ def _weak_root_outcome(impl, directory):
 
 
 def test_checkpoint_with_weak_root_keeps_nothing_alive(tmp_path):
-  outcomes = _outcomes(_weak_root_outcome, str(tmp_path))
+  outcomes = tl.by_impl(_weak_root_outcome, str(tmp_path))
   tf_outcome, ours = outcomes["tf"], outcomes["ours"]
   assert tf_outcome["restored"] == ours["restored"] == 1.0
   assert tf_outcome["root_freed"] and ours["root_freed"]
@@ -154,7 +140,7 @@ def _deferred_then_dropped_outcome(impl, path, as_root):
 
 @pytest.mark.parametrize("as_root", [False, True], ids=["kwarg", "root"])
 def test_deferred_restores_keep_nothing_alive(tmp_path, as_root):
-  saved = _outcomes(_saved_then_dropped_outcome, str(tmp_path), as_root)
+  saved = tl.by_impl(_saved_then_dropped_outcome, str(tmp_path), as_root)
   assert saved["tf"] == saved["ours"] == [True, True, True]
   paths = {impl: os.path.join(str(tmp_path), impl, "ckpt-1")
            for impl in tl.IMPLS}
@@ -203,7 +189,8 @@ def _graph_save(impl, api, base, prefix):
     with tf.compat.v1.Session() as session:
       session_argument = {"session": session} if api == "v1" else {}
       session.run(holder.v.initializer)
-      first = _values(checkpoint.save(prefix, **session_argument))
+      first = tl.values(checkpoint.save(prefix, **session_argument),
+                        as_lists=True)
       session.run(holder.v.assign(5.))
       second = checkpoint.save(prefix, **session_argument)
   return first, second
@@ -232,7 +219,8 @@ def test_graph_mode_saves_trackable_with_own_serialization(tmp_path, api,
   assert tf_first["holder/.ATTRIBUTES/value" if api == "v1"
                   else "/.ATTRIBUTES/value"] == 3.0
   assert ours_first == tf_first
-  assert _values(ours_second) == _values(tf_second)
+  assert (tl.values(ours_second, as_lists=True) ==
+          tl.values(tf_second, as_lists=True))
   restored = {(writer, reader): _graph_restore(reader, api, base,
                                                saved[writer][1])
               for writer in tl.IMPLS for reader in tl.IMPLS}
@@ -292,7 +280,7 @@ def _write_outcomes(impl, directory):
 
 
 def test_write_to_missing_directory(tmp_path):
-  outcomes = _outcomes(_write_outcomes, str(tmp_path))
+  outcomes = tl.by_impl(_write_outcomes, str(tmp_path))
   assert outcomes["tf"] == {
       "eager_string": ("ok", True),
       "eager_tensor": ("NotFoundError", False),
@@ -331,14 +319,15 @@ def _instance_serialization_outcome(impl, directory, custom_first):
   plain.assign(0.)
   custom.assign(0.)
   checkpoint.read(path).assert_consumed()
-  return _values(path), float(plain.numpy()), float(custom.numpy())
+  return (tl.values(path, as_lists=True), float(plain.numpy()),
+          float(custom.numpy()))
 
 
 @pytest.mark.parametrize("custom_first", [False, True],
                          ids=["plain_first", "custom_first"])
 def test_variable_with_own_serialization(tmp_path, custom_first):
-  outcomes = _outcomes(_instance_serialization_outcome, str(tmp_path),
-                       custom_first)
+  outcomes = tl.by_impl(_instance_serialization_outcome, str(tmp_path),
+                        custom_first)
   custom_key, plain_key = "a", "b"
   if not custom_first:
     custom_key, plain_key = plain_key, custom_key
@@ -351,15 +340,17 @@ def test_variable_with_own_serialization(tmp_path, custom_first):
 def _serialization_set_after_a_save_outcome(impl, directory):
   variable = tf.Variable(2.)
   checkpoint = tl.IMPLS[impl].Checkpoint(v=variable)
-  first = _values(checkpoint.write(os.path.join(directory, impl, "first")))
+  first = tl.values(checkpoint.write(os.path.join(directory, impl, "first")),
+                    as_lists=True)
   _serialize_on_instance(variable)
-  second = _values(checkpoint.write(os.path.join(directory, impl, "second")))
+  second = tl.values(
+      checkpoint.write(os.path.join(directory, impl, "second")), as_lists=True)
   return first, second
 
 
 def test_variable_sets_own_serialization_between_saves(tmp_path):
-  outcomes = _outcomes(_serialization_set_after_a_save_outcome,
-                       str(tmp_path))
+  outcomes = tl.by_impl(_serialization_set_after_a_save_outcome,
+                        str(tmp_path))
   assert outcomes["tf"] == ({"v/.ATTRIBUTES/VARIABLE_VALUE": 2.0},
                             {"v/.ATTRIBUTES/VARIABLE_VALUE": 42.0})
   assert outcomes["ours"] == outcomes["tf"]
@@ -386,7 +377,7 @@ def _shape_mismatch_errors(impl, directory):
 
 
 def test_shape_mismatch_message(tmp_path):
-  errors = _outcomes(_shape_mismatch_errors, str(tmp_path))
+  errors = tl.by_impl(_shape_mismatch_errors, str(tmp_path))
   for impl in tl.IMPLS:
     for case, error in errors[impl].items():
       assert isinstance(error, ValueError), (impl, case, error)
@@ -407,7 +398,7 @@ def _layer_built_after_restore_error(impl, keras, directory):
                          ids=["keras", "tf_keras"])
 def test_shape_mismatch_message_for_layer_built_after_restore(tmp_path,
                                                               keras):
-  errors = _outcomes(_layer_built_after_restore_error, keras, str(tmp_path))
+  errors = tl.by_impl(_layer_built_after_restore_error, keras, str(tmp_path))
   assert isinstance(errors["tf"], ValueError)
   assert isinstance(errors["ours"], ValueError)
   if _SHAPE_PHRASE in str(errors["tf"]):  # Keras 3 restores the variable.
@@ -434,7 +425,7 @@ def _add_variable_after_restore(impl, directory):
 
 def test_shape_mismatch_message_for_add_variable_after_restore(tmp_path):
   """A departure listed in API.md: we refuse, TensorFlow takes the shape."""
-  outcomes = _outcomes(_add_variable_after_restore, str(tmp_path))
+  outcomes = tl.by_impl(_add_variable_after_restore, str(tmp_path))
   tf_variable, tf_error = outcomes["tf"]
   assert tf_error is None
   np.testing.assert_array_equal(tf_variable.numpy(), [1., 1.])
@@ -452,8 +443,8 @@ def _constant_initializer_with_shape_error(impl, shape, initializer):
 @pytest.mark.parametrize("shape,initializer", [([2], 1.0), ([], 1)])
 def test_add_variable_constant_initializer_with_shape_message(shape,
                                                               initializer):
-  errors = _outcomes(_constant_initializer_with_shape_error, shape,
-                     initializer)
+  errors = tl.by_impl(_constant_initializer_with_shape_error, shape,
+                      initializer)
   for impl in tl.IMPLS:
     assert type(errors[impl]) is ValueError, (impl, errors[impl])  # pylint: disable=unidiomatic-typecheck
     assert "If initializer is a constant, do not specify shape." in str(

@@ -16,7 +16,6 @@ already holds functions), and when several checkpoints are restored in turn.
 import contextlib
 import os
 import re
-import socket
 import sys
 import tempfile
 
@@ -374,22 +373,14 @@ def test_restoring_a_then_b_then_a_follows_the_checkpoints(tmp_path):
     tl.assert_variables_equal(theirs, ours)
 
 
-def _free_ports(count):
-  """`count` distinct ports free now (all held open while they are picked)."""
-  with contextlib.ExitStack() as stack:
-    probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-    for probe in probes:
-      probe.bind(("localhost", 0))
-    return [probe.getsockname()[1] for probe in probes]
-
-
+@pytest.mark.distributed
 def test_variables_on_a_parameter_server_round_trip_like_tensorflow(tmp_path):
   """Variables of a ps task, in a worker's session, save and restore as TF.
 
   The batched restore runs its function on the parameter server, where
   the variables live.
   """
-  ps_port, worker_port = _free_ports(2)
+  ps_port, worker_port = tl.free_ports(2)
   cluster = tf.train.ClusterSpec({"ps": [f"localhost:{ps_port}"],
                                   "worker": [f"localhost:{worker_port}"]})
   servers = [tf.distribute.Server(cluster, job_name=job, task_index=0)

@@ -18,26 +18,26 @@ import testlib as tl
 import tf_objckpt
 
 
-def _save(model, prefix):
+def _step_save(model, prefix):
   model.save(prefix)
 
 
-def _write(model, prefix):
+def _step_write(model, prefix):
   model.checkpoint.write(prefix, session=model.session)
 
 
-def _restore(model, prefix):
+def _step_restore(model, prefix):
   """Restores the newest checkpoint under `prefix` and runs its restore ops."""
   path = tf_objckpt.latest_checkpoint(os.path.dirname(prefix))
   model.checkpoint.restore(path).run_restore_ops(model.session)
 
 
-def _initialize_or_restore(model, prefix):
+def _step_initialize_or_restore(model, prefix):
   path = tf_objckpt.latest_checkpoint(os.path.dirname(prefix))
   model.checkpoint.restore(path).initialize_or_restore(model.session)
 
 
-def _grow(model, prefix):
+def _step_grow(model, prefix):
   """Adds a dependency: the object graph changes, so the save op is rebuilt."""
   del prefix
   model.root.extra = tf.compat.v1.get_variable("extra", [5])
@@ -70,7 +70,7 @@ def _assert_no_more_than_tensorflow(tmp_path, kind, steps, prepare=None):
 @pytest.mark.parametrize("kind", tl.VARIABLE_KINDS)
 def test_repeated_saves_and_writes_add_no_ops(tmp_path, kind):
   ours = _assert_no_more_than_tensorflow(
-      tmp_path, kind, [_save] * 10 + [_write] * 3)
+      tmp_path, kind, [_step_save] * 10 + [_step_write] * 3)
   assert ours[0] > 0
   assert ours[1:] == [0] * 12
 
@@ -79,8 +79,9 @@ def test_repeated_saves_and_writes_add_no_ops(tmp_path, kind):
 def test_repeated_restores_add_no_ops(tmp_path, kind):
   """Restore ops are cached by key, shared by every restore of the objects."""
   ours = _assert_no_more_than_tensorflow(
-      tmp_path, kind, [_restore] * 5 + [_initialize_or_restore] * 2 +
-      [_save] * 2 + [_restore], prepare=_save)
+      tmp_path, kind,
+      [_step_restore] * 5 + [_step_initialize_or_restore] * 2 +
+      [_step_save] * 2 + [_step_restore], prepare=_step_save)
   assert ours[0] > 0  # The first restore builds the restore ops.
   assert ours[1:] == [0] * 9
 
@@ -95,7 +96,8 @@ def _saved_by_another_program(model, prefix):
 def test_restore_first_then_save(tmp_path, kind):
   """Saves reuse the saveables restores made."""
   ours = _assert_no_more_than_tensorflow(
-      tmp_path, kind, [_restore, _save, _save, _restore, _save],
+      tmp_path, kind,
+      [_step_restore, _step_save, _step_save, _step_restore, _step_save],
       prepare=_saved_by_another_program)
   assert ours[0] > 0 and ours[1] > 0
   assert ours[2:] == [0, 0, 0]
@@ -103,8 +105,9 @@ def test_restore_first_then_save(tmp_path, kind):
 
 def test_changes_to_the_object_graph_rebuild_the_save_op_once(tmp_path):
   ours = _assert_no_more_than_tensorflow(
-      tmp_path, "resource", [_save, _save, _grow, _save, _save, _restore,
-                             _restore])
+      tmp_path, "resource",
+      [_step_save, _step_save, _step_grow, _step_save, _step_save,
+       _step_restore, _step_restore])
   assert ours[1] == 0 and ours[4] == 0 and ours[6] == 0
   assert ours[3] > 0
 
@@ -113,7 +116,7 @@ def test_op_counts_after_one_two_and_ten_saves(tmp_path):
   """The issue's table: total ops added after 1, 2 and 10 saves."""
   totals = {}
   for impl in tl.IMPLS:
-    growth = _op_growth(impl, "resource", [_save] * 10, tmp_path)
+    growth = _op_growth(impl, "resource", [_step_save] * 10, tmp_path)
     totals[impl] = [sum(growth[:n]) for n in (1, 2, 10)]
   ours, theirs = totals["ours"], totals["tf"]
   assert ours[0] == ours[1] == ours[2] < theirs[0]

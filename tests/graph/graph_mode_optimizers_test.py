@@ -39,7 +39,7 @@ def _build(program, kind, optimizer):
   return root, _OPTIMIZERS[optimizer](), loss
 
 
-def _values(program):
+def _graph_variable_values(program):
   """`{name: value}` of every variable of the program's graph."""
   variables = sorted(tf.compat.v1.global_variables(), key=lambda v: v.name)
   return dict(zip([v.name for v in variables], program.run(variables)))
@@ -53,8 +53,9 @@ def _train_and_save(impl, directory, kind, optimizer):
     program.initialize()
     program.run(train_op)
     program.run(train_op)
-    return (checkpoint.save(os.path.join(directory, impl, "ckpt"),
-                            session=program.session), _values(program))
+    path = checkpoint.save(os.path.join(directory, impl, "ckpt"),
+                           session=program.session)
+    return path, _graph_variable_values(program)
 
 
 def _restore_then_minimize(impl, kind, optimizer, path):
@@ -63,7 +64,7 @@ def _restore_then_minimize(impl, kind, optimizer, path):
     status = program.lib.CheckpointV1(model=root, optimizer=opt).restore(path)
     opt.minimize(loss)  # Slots are created after restore().
     status.assert_consumed().initialize_or_restore(program.session)
-    return _values(program)
+    return _graph_variable_values(program)
 
 
 @pytest.mark.parametrize("optimizer", sorted(_OPTIMIZERS))

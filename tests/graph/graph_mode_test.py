@@ -18,15 +18,6 @@ import tf_objckpt
 from tf_objckpt.api import trackable_saver
 
 
-def _run_both(scenario):
-  """Runs `scenario(program)` in a `GraphProgram` of each; returns results."""
-  results = {}
-  for impl in tl.IMPLS:
-    with tl.GraphProgram(impl) as program:
-      results[impl] = scenario(program)
-  return results
-
-
 def _assert_same(results):
   """The observations of TensorFlow and ours are equal (numpy-aware)."""
   np.testing.assert_equal(results["ours"], results["tf"])
@@ -63,7 +54,7 @@ def test_documented_training_loop_resumes_like_tensorflow(tmp_path):
       second = _train_and_save(resumed, prefix, steps=3)
     return first, second
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   first, second = results["ours"]
   assert first[:2] == ["InitializationOnlyStatus", ["ckpt-1", "ckpt-2"]]
@@ -79,18 +70,15 @@ def _three_variables(program):
   return root, program.lib.CheckpointV1(root=root)
 
 
-def _write(program, prefix, **values):
-  """Writes a checkpoint of a root holding `values`, from another graph."""
-  return tl.write_in_graph(program.impl, prefix, **values)
-
-
 def test_initialize_or_restore_respects_later_restores(tmp_path):
   """Objects a later restore() covers are left for it, not initialized."""
 
   def scenario(program):
     directory = os.path.join(tmp_path, program.impl)
-    first = _write(program, os.path.join(directory, "first"), a=10.)
-    second = _write(program, os.path.join(directory, "second"), a=20., b=30.)
+    first = tl.write_in_graph(program.impl, os.path.join(directory, "first"),
+                              a=10.)
+    second = tl.write_in_graph(
+        program.impl, os.path.join(directory, "second"), a=20., b=30.)
     root, checkpoint = _three_variables(program)
     first_status = checkpoint.restore(first)
     second_status = checkpoint.restore(second)
@@ -100,7 +88,7 @@ def test_initialize_or_restore_respects_later_restores(tmp_path):
     observed.append(program.run([root.a, root.b, root.c]))
     return observed
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"][0] == [b"b"]
   np.testing.assert_equal(results["ours"][1:], [[10., 3.], [20., 30., 3.]])
@@ -108,8 +96,8 @@ def test_initialize_or_restore_respects_later_restores(tmp_path):
 
 def test_initialization_only_status_initializes(tmp_path):
   def scenario(program):
-    path = _write(program, os.path.join(tmp_path, program.impl, "ckpt"),
-                  a=10.)
+    path = tl.write_in_graph(
+        program.impl, os.path.join(tmp_path, program.impl, "ckpt"), a=10.)
     root, checkpoint = _three_variables(program)
     nothing = checkpoint.restore(None)
     observed = [type(nothing).__name__] + tl.assertion_outcomes(
@@ -121,7 +109,7 @@ def test_initialization_only_status_initializes(tmp_path):
     observed.append(program.run([root.a, root.b, root.c]))
     return observed
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"][-2:] == [[b"a"], [10., 2., 3.]]
 
@@ -184,7 +172,7 @@ def test_assertions_in_graph_mode(tmp_path):
     observed.append(tl.assertion_outcomes(status))
     return observed
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"][3] == ["ok", "ok", "ok"]
   assert results["ours"][4][:2] == ["AssertionError", "AssertionError"]
@@ -212,13 +200,14 @@ def test_slot_variables_restore_whatever_is_created_first(tmp_path,
     np.testing.assert_equal(restored, expected)
     return restored
 
-  _assert_same(_run_both(scenario))
+  _assert_same(tl.in_graph_programs(scenario))
 
 
 def test_deferred_dependencies_of_nested_objects(tmp_path):
   def scenario(program):
-    path = _write(program, os.path.join(tmp_path, program.impl, "ckpt"),
-                  a=10., b=20.)
+    path = tl.write_in_graph(
+        program.impl, os.path.join(tmp_path, program.impl, "ckpt"),
+        a=10., b=20.)
     checkpoint = program.lib.CheckpointV1()
     status = checkpoint.restore(path)
     checkpoint.root = program.lib.AutoTrackable()
@@ -232,7 +221,7 @@ def test_deferred_dependencies_of_nested_objects(tmp_path):
     observed.append(program.run([checkpoint.root.a, checkpoint.root.b]))
     return observed
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"][3] == [10., 20.]
 
@@ -241,7 +230,8 @@ def test_streaming_restore_runs_restore_ops_as_they_are_created(tmp_path):
   def scenario(program):
     streaming_restore = program.lib.checkpoint.streaming_restore
     directory = os.path.join(tmp_path, program.impl)
-    path = _write(program, os.path.join(directory, "ckpt"), a=10., b=20.)
+    path = tl.write_in_graph(program.impl, os.path.join(directory, "ckpt"),
+                             a=10., b=20.)
     checkpoint = program.lib.CheckpointV1()
     status = checkpoint.restore(path)
     checkpoint.root = program.lib.AutoTrackable()
@@ -256,7 +246,7 @@ def test_streaming_restore_runs_restore_ops_as_they_are_created(tmp_path):
         checkpoint.restore(name_based), program.session)).name)
     return observed
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"] == [10., 20., "NotImplementedError"]
 
@@ -298,7 +288,7 @@ def test_list_objects_and_gather_initializers(tmp_path):
             [getattr(obj, "name", None) for obj in objects],
             [op.name for op in initializers])
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   assert results["ours"][2] == ["w/Assign", "w/Momentum/Assign"]
   _assert_same(results)
 
@@ -319,7 +309,7 @@ def test_python_state_is_fed_at_save_time(tmp_path):
     checkpoint.restore(path[:-len("-2")] + "-1")
     return saved, state.restored
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"] == ([b"first", b"second"], ["first"])
 
@@ -341,7 +331,7 @@ def test_session_defaults_to_the_default_session(tmp_path):
       return (os.path.basename(path), os.path.basename(written), first,
               program.run([root.a, checkpoint.save_counter]))
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"] == ("ckpt-1", "ckpt_written", 5., [5., 1])
 
@@ -360,7 +350,7 @@ def test_save_counter_is_incremented_by_a_cached_op(tmp_path):
             os.path.basename(tf_objckpt.latest_checkpoint(
                 os.path.dirname(prefix))))
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"] == (["ckpt-2", "ckpt-3", "ckpt-4"], 0, "ckpt-4")
 
@@ -386,7 +376,7 @@ def test_restores_of_other_checkpoints_reuse_the_restore_ops(tmp_path):
                     ops_after_first_restore)
     return observed
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"] == [[10., 1], [20., 2], [10., 1], [20., 2], 0]
 
@@ -406,7 +396,7 @@ def test_saves_and_restores_work_once_the_graph_is_finalized(tmp_path):
     checkpoint.restore(second).run_restore_ops(program.session)
     return os.path.basename(second), program.run(checkpoint.save_counter)
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"] == ("ckpt-2", 2)
 
@@ -449,7 +439,7 @@ def test_name_based_checkpoints_restore_with_run_restore_ops(tmp_path):
                  program.run([root.a, root.b, checkpoint.save_counter])]
     return observed
 
-  results = _run_both(scenario)
+  results = tl.in_graph_programs(scenario)
   _assert_same(results)
   assert results["ours"][1:] == ["AssertionError", "ok", [10., 20., 3]]
 

@@ -56,14 +56,6 @@ def test_write_gives_tensorflows_checkpoint(tmp_path, flavor, kind):
 _HYPERPARAMETERS = ("learning_rate", "beta_1", "beta_2", "decay")
 
 
-def _fresh(flavor, kind):
-  """An untrained model and optimizer with all their variables."""
-  model = tl.make_model(flavor, kind)
-  optimizer = tl.make_optimizer(flavor)
-  tl.create_optimizer_variables(flavor, optimizer, model.trainable_variables)
-  return model, optimizer
-
-
 @pytest.mark.parametrize("writer", tl.IMPLS)
 @pytest.mark.parametrize("kind", tl.MODEL_KINDS)
 @pytest.mark.parametrize("flavor", tl.FLAVORS)
@@ -71,7 +63,7 @@ def test_cross_restore(tmp_path, flavor, kind, writer):
   model, optimizer = tl.trained(flavor, kind)
   path = tl.write(writer, tmp_path / "ckpt", model=model, optimizer=optimizer)
   expected = tl.values(path)
-  fresh_model, fresh_optimizer = _fresh(flavor, kind)
+  fresh_model, fresh_optimizer = tl.untrained(flavor, kind)
   before = tl.snapshot(tmp_path, model=fresh_model, optimizer=fresh_optimizer)
   assert sorted(before) == sorted(expected)
   # Everything but hyperparameters starts different from the checkpoint.

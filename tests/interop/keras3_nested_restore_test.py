@@ -162,7 +162,7 @@ def _train(model, optimizer, inputs, steps=2):
     optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
 
 
-def _values(model, optimizer):
+def _values_by_place(model, optimizer):
   """Every value, by its place among the model's and optimizer's weights.
 
   Keyed by place, not by path: Keras numbers the layers of each new model.
@@ -189,7 +189,7 @@ def _slots_by_weight(model, optimizer):
   return slots
 
 
-def _assert_same(expected, actual):
+def _assert_same_by_place(expected, actual):
   """The same values, matched by place (the first two parts of each key)."""
   expected = {key[:2]: (key, value) for key, value in expected.items()}
   actual = {key[:2]: value for key, value in actual.items()}
@@ -240,8 +240,8 @@ def test_restore_then_build_gets_every_value(tmp_path, model_name, how):
   status.assert_consumed()
   status.assert_existing_objects_matched()
   assert status.report().complete
-  _assert_same(_values(trained, trained_optimizer),
-               _values(model, optimizer))
+  _assert_same_by_place(_values_by_place(trained, trained_optimizer),
+               _values_by_place(model, optimizer))
   # What we write after the restore, TensorFlow reads back in full.
   ours = tl.write("ours", tmp_path / "ours", model=model, optimizer=optimizer)
   tl.assert_values_equal(_model_and_optimizer_values(path),
@@ -251,8 +251,8 @@ def test_restore_then_build_gets_every_value(tmp_path, model_name, how):
   reader_optimizer.build(reader.trainable_variables)
   _load("tf", "read", ours, model=reader,
         optimizer=reader_optimizer).assert_consumed()
-  _assert_same(_values(trained, trained_optimizer),
-               _values(reader, reader_optimizer))
+  _assert_same_by_place(_values_by_place(trained, trained_optimizer),
+               _values_by_place(reader, reader_optimizer))
 
 
 def _loses_values(impl, path, model_name):
@@ -271,10 +271,10 @@ def test_tensorflow_leaves_nested_values_fresh(tmp_path, model_name):
   trained, trained_optimizer, path = _written_by_tensorflow(tmp_path,
                                                             model_name)
   with pytest.raises(AssertionError):
-    _assert_same(_values(trained, trained_optimizer),
-                 _values(*_loses_values("tf", path, model_name)))
-  _assert_same(_values(trained, trained_optimizer),
-               _values(*_loses_values("ours", path, model_name)))
+    _assert_same_by_place(_values_by_place(trained, trained_optimizer),
+                 _values_by_place(*_loses_values("tf", path, model_name)))
+  _assert_same_by_place(_values_by_place(trained, trained_optimizer),
+               _values_by_place(*_loses_values("ours", path, model_name)))
 
 
 def _trained_once(path, make_model, inputs, built_first, how):
@@ -292,14 +292,14 @@ def _trained_once(path, make_model, inputs, built_first, how):
     _train(model, optimizer, inputs, steps=1)
   status.assert_consumed()
   assert int(optimizer.iterations.numpy()) == 3
-  return _values(model, optimizer)
+  return _values_by_place(model, optimizer)
 
 
 @pytest.mark.parametrize("how", ["apply_gradients", "fit"])
 def test_first_training_step_builds_everything(tmp_path, how):
   """Restored, then trained: as if the model and Adam were built first."""
   _, _, path = _written_by_tensorflow(tmp_path, "encoder", "restore")
-  _assert_same(_trained_once(path, Encoder, _TOKENS, True, how),
+  _assert_same_by_place(_trained_once(path, Encoder, _TOKENS, True, how),
                _trained_once(path, Encoder, _TOKENS, False, how))
 
 
@@ -311,7 +311,7 @@ def test_weights_saved_only_under_the_optimizer_come_with_it(tmp_path):
   with tl.captured_logs(None) as logs:
     restored_first = _trained_once(path, EncoderOfBlockList, _TOKENS, False,
                                    "fit")
-  _assert_same(built_first, restored_first)
+  _assert_same_by_place(built_first, restored_first)
   assert any("Keras 3 does not save a model's plain lists" in message
              for message in logs)
 
@@ -350,7 +350,7 @@ def test_slots_follow_their_variable_not_their_position(tmp_path, use_ema,
       tmp_path, lambda model: model.trainable_variables[::-1], use_ema,
       built_first)
   status.assert_consumed()
-  _assert_same(expected, _slots_by_weight(model, optimizer))
+  _assert_same_by_place(expected, _slots_by_weight(model, optimizer))
   assert int(optimizer.iterations.numpy()) == 2
 
 
@@ -400,7 +400,7 @@ def test_slots_of_other_optimizers_follow_their_variable(
   status.assert_consumed()
   expected = _slots_by_weight(trained, trained_optimizer)
   assert expected
-  _assert_same(expected, _slots_by_weight(model, optimizer))
+  _assert_same_by_place(expected, _slots_by_weight(model, optimizer))
 
 
 def _freeze_tower(model):
@@ -413,7 +413,7 @@ def test_slots_of_frozen_variables_are_named(tmp_path):
   expected, model, optimizer, status = _tower_with_optimizer_built_on(
       tmp_path, _freeze_tower)
   restored = _slots_by_weight(model, optimizer)
-  _assert_same({key: expected[key] for key in restored}, restored)
+  _assert_same_by_place({key: expected[key] for key in restored}, restored)
   frozen = len(model.tower.weights)
   report = status.report()
   assert not report.complete

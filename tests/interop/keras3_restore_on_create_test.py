@@ -22,8 +22,8 @@ _X = np.random.RandomState(1).rand(6, 5).astype(np.float32)
 _Y = np.random.RandomState(2).rand(6, 2).astype(np.float32)
 
 
-class Scale(keras.layers.Layer):
-  """A custom layer creating its weights in `build()`."""
+class ScaleAndOffset(keras.layers.Layer):
+  """A custom layer creating its two weights in `build()`."""
 
   def build(self, input_shape):
     self.scale = self.add_weight(shape=(input_shape[-1],),
@@ -41,7 +41,7 @@ class Block(keras.layers.Layer):
   def __init__(self):
     super().__init__()
     self.shared = keras.layers.Dense(5, activation="tanh")
-    self.scale = Scale()
+    self.scale = ScaleAndOffset()
 
   def call(self, inputs):
     return self.scale(self.shared(self.shared(inputs)))
@@ -79,13 +79,13 @@ class Transformer(keras.Model):
 
 def _sequential():
   return keras.Sequential([keras.layers.Dense(4, activation="relu"),
-                           Scale(), keras.layers.Dense(2)])
+                           ScaleAndOffset(), keras.layers.Dense(2)])
 
 
 def _functional():
   inputs = keras.Input((5,))
   hidden = keras.layers.Dense(4, activation="relu")(inputs)
-  return keras.Model(inputs, keras.layers.Dense(2)(Scale()(hidden)))
+  return keras.Model(inputs, keras.layers.Dense(2)(ScaleAndOffset()(hidden)))
 
 
 MODELS = {
@@ -113,7 +113,7 @@ def _train(model, optimizer, steps):
     optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
 
 
-def _values(model, optimizer):
+def _model_and_optimizer_arrays(model, optimizer):
   return ([w.numpy() for w in model.weights],
           [v.numpy() for v in optimizer.variables])
 
@@ -131,7 +131,7 @@ def _trained_checkpoint(tmp_path, model_name, optimizer_name):
   _train(model, optimizer, steps=2)
   paths = tl.write_both(tmp_path, model=model, optimizer=optimizer)
   tl.assert_same_checkpoint(paths["tf"], paths["ours"])
-  return _values(model, optimizer), paths["tf"]
+  return _model_and_optimizer_arrays(model, optimizer), paths["tf"]
 
 
 def _restore_then_build(impl, path, model_name, optimizer_name):
@@ -158,7 +158,7 @@ def _restored_by_tensorflow(path, model_name, optimizer_name, trained):
   model, optimizer, status = _restore_then_build("tf", path, model_name,
                                                  optimizer_name)
   status.expect_partial()
-  values = _values(model, optimizer)
+  values = _model_and_optimizer_arrays(model, optimizer)
   return (len(values[0]), [
       len(got) == len(want) and all(
           a.shape == b.shape and np.array_equal(a, b)
@@ -177,16 +177,16 @@ def test_restore_then_build_equals_build_then_restore(tmp_path, model_name,
                                                  optimizer_name)
   status.assert_consumed()
   status.assert_existing_objects_matched()
-  _assert_same_values(trained, _values(model, optimizer))
+  _assert_same_values(trained, _model_and_optimizer_arrays(model, optimizer))
   eager_model, eager_optimizer = _build_then_restore(path, model_name,
                                                      optimizer_name)
-  _assert_same_values(_values(eager_model, eager_optimizer),
-                      _values(model, optimizer))
+  _assert_same_values(_model_and_optimizer_arrays(eager_model, eager_optimizer),
+                      _model_and_optimizer_arrays(model, optimizer))
   np.testing.assert_array_equal(eager_model(_X), model(_X))
   _train(model, optimizer, steps=1)
   _train(eager_model, eager_optimizer, steps=1)
-  _assert_same_values(_values(eager_model, eager_optimizer),
-                      _values(model, optimizer))
+  _assert_same_values(_model_and_optimizer_arrays(eager_model, eager_optimizer),
+                      _model_and_optimizer_arrays(model, optimizer))
   # TensorFlow's Checkpoint, in the same process, behaves as before ours.
   assert _restored_by_tensorflow(path, model_name, optimizer_name,
                                  trained) == tf_before
@@ -201,13 +201,13 @@ def test_lazily_built_optimizer_state(tmp_path, optimizer_name):
   model, optimizer, status = _restore_then_build("ours", path, "subclassed",
                                                  optimizer_name)
   status.assert_consumed()
-  _assert_same_values(trained, _values(model, optimizer))
+  _assert_same_values(trained, _model_and_optimizer_arrays(model, optimizer))
   eager_model, eager_optimizer = _build_then_restore(path, "subclassed",
                                                      optimizer_name)
   _train(model, optimizer, steps=1)
   _train(eager_model, eager_optimizer, steps=1)
-  _assert_same_values(_values(eager_model, eager_optimizer),
-                      _values(model, optimizer))
+  _assert_same_values(_model_and_optimizer_arrays(eager_model, eager_optimizer),
+                      _model_and_optimizer_arrays(model, optimizer))
 
 
 def test_restore_then_fit_builds_everything(tmp_path):
@@ -223,8 +223,8 @@ def test_restore_then_fit_builds_everything(tmp_path):
                                                      "adam")
   eager_model.compile(eager_optimizer, "mse")
   eager_model.fit(_X, _Y, batch_size=6, epochs=1, shuffle=False, verbose=0)
-  _assert_same_values(_values(eager_model, eager_optimizer),
-                      _values(model, optimizer))
+  _assert_same_values(_model_and_optimizer_arrays(eager_model, eager_optimizer),
+                      _model_and_optimizer_arrays(model, optimizer))
   assert int(optimizer.iterations.numpy()) == 3
   del trained
 

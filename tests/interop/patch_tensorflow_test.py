@@ -33,7 +33,7 @@ _PUBLIC = {
     "compat.v1.train.Checkpoint": (_TF.CheckpointV1, tf_objckpt.CheckpointV1),
     "compat.v1.train.CheckpointManager": (_TF.CheckpointManager,
                                           tf_objckpt.CheckpointManager),
-    "compat.v1.train.Saver": (_TF.Saver, tl.saver.Saver),
+    "compat.v1.train.Saver": (_TF.Saver, tl.IMPLS["ours"].Saver),
     "compat.v2.train.Checkpoint": (_TF.Checkpoint, tf_objckpt.Checkpoint),
     "compat.v2.train.CheckpointManager": (_TF.CheckpointManager,
                                           tf_objckpt.CheckpointManager),
@@ -62,12 +62,6 @@ def _assert_tensorflows():
   assert not set(map(id, _target_values())) & set(map(id, _ours()))
   for name, (tensorflows, _) in _PUBLIC.items():
     assert _public(name) is tensorflows, name
-
-
-@pytest.fixture(name="patched")
-def _patched():
-  with tl.tensorflow_patched():
-    yield
 
 
 @contextlib.contextmanager
@@ -230,7 +224,7 @@ def test_tensorflow_internals_look_up_our_classes(patched):
   with tf.Graph().as_default():
     tf.compat.v1.get_variable("v", shape=[2])
     saver = tf.compat.v1.train.Scaffold().finalize().saver
-  assert type(saver) is tl.saver.Saver
+  assert type(saver) is tl.IMPLS["ours"].Saver
 
 
 # ----------------------------------------------------------------------------
@@ -312,7 +306,7 @@ def test_scaffold_turns_our_checkpoint_into_our_saver(tmp_path, patched):
     # the patched Saver from its saveables.
     scaffold = tf.compat.v1.train.Scaffold(
         saver=tf.train.Checkpoint(step=step, weight=weight)).finalize()
-    assert type(scaffold.saver) is tl.saver.Saver
+    assert type(scaffold.saver) is tl.IMPLS["ours"].Saver
     with tf.compat.v1.Session() as session:
       session.run(initialize)
       prefix = scaffold.saver.save(session, str(tmp_path / "ckpt"))

@@ -20,12 +20,6 @@ import tf_objckpt
 from tf_objckpt.api import load_status
 
 
-@pytest.fixture(name="patched")
-def _patched():
-  with tl.tensorflow_patched():
-    yield
-
-
 def _saved_paths(messages):
   """The checkpoints our transfer log says were saved."""
   prefix = "Saved checkpoint "
@@ -68,7 +62,7 @@ def test_monitored_training_session_saves_and_resumes_through_ours(
   with tl.captured_logs(level="INFO") as messages:
     first_step, saver = _train_monitored(directory, 5)
   assert first_step == 0
-  assert type(saver) is tl.saver.Saver
+  assert type(saver) is tl.IMPLS["ours"].Saver
   prefix = os.path.join(directory, "model.ckpt")
   assert _saved_paths(messages) == [f"{prefix}-0", f"{prefix}-2", f"{prefix}-4",
                                     f"{prefix}-5"]

@@ -38,7 +38,7 @@ class NotATable(autotrackable.AutoTrackable):
 CALLS = []  # (function, sorted object names) of each call.
 
 
-def _save(trackables, file_prefix):
+def _save_fn(trackables, file_prefix):
   CALLS.append(("save", sorted(trackables)))
   names = sorted(trackables)
   tf.raw_ops.SaveV2(
@@ -48,7 +48,7 @@ def _save(trackables, file_prefix):
   return [file_prefix]
 
 
-def _restore(trackables, merged_prefix):
+def _restore_fn(trackables, merged_prefix):
   CALLS.append(("restore", sorted(trackables)))
   names = sorted(trackables)
   values = tf.raw_ops.RestoreV2(
@@ -61,11 +61,11 @@ def _restore(trackables, merged_prefix):
 registration.register_checkpoint_saver(
     package="tf_objckpt_test", name="Table",
     predicate=lambda obj: type(obj) is Table,  # pylint: disable=unidiomatic-typecheck
-    save_fn=_save, restore_fn=_restore, strict_predicate_restore=False)
+    save_fn=_save_fn, restore_fn=_restore_fn, strict_predicate_restore=False)
 registration.register_checkpoint_saver(
     package="tf_objckpt_test", name="StrictTable",
     predicate=lambda obj: isinstance(obj, StrictTable),
-    save_fn=_save, restore_fn=_restore, strict_predicate_restore=True)
+    save_fn=_save_fn, restore_fn=_restore_fn, strict_predicate_restore=True)
 
 
 def _model(table_type=Table):

@@ -77,7 +77,7 @@ def build(impl, value_offset=0.0):
   return root
 
 
-def _values(root):
+def _leaf_values(root):
   """Variable values of `build()`'s structure, in a fixed order."""
   leaves = [root.scalar, root.matrix, root.child.v, root.child.more[0],
             root.child.more[1]["deep"], root.module.w, root.items[0],
@@ -87,7 +87,7 @@ def _values(root):
 
 
 def _structure_values_differ(first, second):
-  return all(a != b for a, b in zip(_values(first), _values(second)))
+  return all(a != b for a, b in zip(_leaf_values(first), _leaf_values(second)))
 
 
 def test_dependency_tree_matches_tensorflow():
@@ -234,18 +234,14 @@ def test_keras_layer_tracks_our_autotrackable(make_layer, tmp_path):
   assert "layer/extra/l/0/.ATTRIBUTES/VARIABLE_VALUE" in keys
 
 
-def _keys(path):
-  return sorted(name for name, _ in tf.train.list_variables(path))
-
-
 def test_tf_checkpoint_saves_same_keys_and_graph_for_ours(tmp_path):
   tf_path = tf.train.Checkpoint(obj=build("tf")).write(
       str(tmp_path / "tf" / "ckpt"))
   ours_path = tf.train.Checkpoint(obj=build("ours")).write(
       str(tmp_path / "ours" / "ckpt"))
-  assert _keys(ours_path) == _keys(tf_path)
-  assert "obj/table/a/0/.ATTRIBUTES/VARIABLE_VALUE" in _keys(ours_path)
-  assert "obj/pair/first/.ATTRIBUTES/VARIABLE_VALUE" in _keys(ours_path)
+  assert tl.keys(ours_path) == tl.keys(tf_path)
+  assert "obj/table/a/0/.ATTRIBUTES/VARIABLE_VALUE" in tl.keys(ours_path)
+  assert "obj/pair/first/.ATTRIBUTES/VARIABLE_VALUE" in tl.keys(ours_path)
   assert tl.object_graph(ours_path) == tl.object_graph(tf_path)
 
 
@@ -254,7 +250,7 @@ def test_our_checkpoint_saves_same_keys_and_graph_as_tensorflow(tmp_path):
       str(tmp_path / "tf" / "ckpt"))
   ours_path = tf_objckpt.Checkpoint(obj=build("ours")).write(
       str(tmp_path / "ours" / "ckpt"))
-  assert _keys(ours_path) == _keys(tf_path)
+  assert tl.keys(ours_path) == tl.keys(tf_path)
   assert tl.object_graph(ours_path) == tl.object_graph(tf_path)
 
 
@@ -264,13 +260,14 @@ def test_checkpoint_round_trip_between_implementations(writer, reader,
   source = build("ours")
   path = tl.write(writer, tmp_path / "ckpt", obj=source)
   target = build("ours", value_offset=100.0)
-  saved = _values(source)
+  saved = _leaf_values(source)
   assert _structure_values_differ(source, target)
   status = tl.IMPLS[reader].Checkpoint(obj=target).read(path)
   status.assert_consumed()
   expected = list(saved)
-  expected[12] = _values(target)[12]  # NoDependency: not in the checkpoint.
-  assert _values(target) == expected
+  # NoDependency: not in the checkpoint.
+  expected[12] = _leaf_values(target)[12]
+  assert _leaf_values(target) == expected
 
 
 @pytest.mark.parametrize("reader", ["tf", "ours"])

@@ -64,7 +64,7 @@ def _program():
   return module
 
 
-def _values(module):
+def _module_values(module):
   return [module.a.numpy(), module.b.numpy(), module.c.numpy()]
 
 
@@ -143,8 +143,8 @@ def test_damaged_checkpoint_is_an_op_error_and_assigns_nothing(
   errors = tl.errors_by_impl(restore)
   _assert_op_error_like_tensorflow(errors)
   assert damaged_file in str(errors["ours"])
-  tl.assert_variables_equal(_values(_program()),
-                            _values(programs[tf_objckpt.Checkpoint]))
+  tl.assert_variables_equal(_module_values(_program()),
+                            _module_values(programs[tf_objckpt.Checkpoint]))
 
 
 def test_damaged_data_found_when_creating_a_variable(saved):

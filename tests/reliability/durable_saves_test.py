@@ -22,7 +22,7 @@ import tf_objckpt
 _DURABLE = tf_objckpt.CheckpointOptions(durable=True)
 
 
-def _save(impl, directory, how, options):
+def _save_by(impl, directory, how, options):
   lib = tl.IMPLS[impl]
   checkpoint = lib.Checkpoint(v=tf.Variable([1., 2.]), n=tf.Variable(3))
   if how == "write":
@@ -40,7 +40,7 @@ def _save(impl, directory, how, options):
 def test_durable_saves_write_tensorflows_files(tmp_path, monkeypatch, how):
   monkeypatch.setattr(time, "time", lambda: 1e9)  # The state's timestamps.
   for impl in tl.IMPLS:
-    _save(impl, str(tmp_path / impl), how, _DURABLE)
+    _save_by(impl, str(tmp_path / impl), how, _DURABLE)
   tl.assert_same_files(tmp_path)
 
 
@@ -62,7 +62,7 @@ def flushed(monkeypatch):
   return calls
 
 
-# The last save of each way in `_save`.
+# The last save of each way in `_save_by`.
 _LAST_SAVE = {"write": "ckpt", "save": "ckpt-2", "manager": "ckpt-2"}
 
 
@@ -70,7 +70,7 @@ _LAST_SAVE = {"write": "ckpt", "save": "ckpt-2", "manager": "ckpt-2"}
 def test_files_are_flushed_before_the_state_file_lists_them(
     tmp_path, flushed, how):
   directory = str(tmp_path)
-  _save("ours", directory, how, _DURABLE)
+  _save_by("ours", directory, how, _DURABLE)
   name = _LAST_SAVE[how]
   listed = f'"{name}"'
   files = [os.path.join(directory, name + suffix)
@@ -96,8 +96,8 @@ def test_files_are_flushed_before_the_state_file_lists_them(
 
 
 def test_saves_without_the_option_flush_nothing(tmp_path, flushed):
-  _save("ours", str(tmp_path), "manager", None)
-  _save("ours", str(tmp_path / "plain"), "save",
+  _save_by("ours", str(tmp_path), "manager", None)
+  _save_by("ours", str(tmp_path / "plain"), "save",
         tf_objckpt.CheckpointOptions())
   assert not flushed
 
@@ -106,7 +106,7 @@ def test_saves_without_the_option_flush_nothing(tmp_path, flushed):
 def test_durable_saves_are_refused_off_local_paths(how):
   directory = f"ram://durable_saves_test_{how}"
   with pytest.raises(tf.errors.UnimplementedError, match="local paths only"):
-    _save("ours", directory, how, _DURABLE)
+    _save_by("ours", directory, how, _DURABLE)
   assert not tf.io.gfile.exists(directory) or not tf.io.gfile.listdir(
       directory)
 

@@ -24,7 +24,7 @@ def _bad_b(problem):
   return {"missing": 40., "dtype": 40, "shape": [40., 41.]}[problem]
 
 
-def _write(impl, prefix, problem=None, **initial_values):
+def _write_with_problem(impl, prefix, problem=None, **initial_values):
   """`tl.write_in_graph`, then drops `b`'s value if `problem` is "missing"."""
   path = tl.write_in_graph(impl, prefix, **initial_values)
   if problem == "missing":
@@ -39,8 +39,9 @@ def _bad_checkpoint_restore(program, directory, problem):
     (the exception raised or None, the values of `root.a` and `root.b`
     before and after).
   """
-  path = _write(program.impl, os.path.join(directory, "ckpt"), problem,
-                a=10., b=[20., 21.] if problem == "shape" else 20.)
+  path = _write_with_problem(
+      program.impl, os.path.join(directory, "ckpt"), problem,
+      a=10., b=[20., 21.] if problem == "shape" else 20.)
   root = program.lib.AutoTrackable()
   root.a = program.variable("a", 1.)
   root.b = program.variable("b", 2 if problem == "dtype" else 2.)
@@ -88,7 +89,8 @@ def _assign_mismatched_after_restore(impl, directory, problem):
     raised (if so, `b` is initialized by hand) and what it left
     uninitialized.
   """
-  path = _write(impl, os.path.join(directory, impl), a=1., b=[1., 2.])
+  path = _write_with_problem(
+      impl, os.path.join(directory, impl), a=1., b=[1., 2.])
   with tl.GraphProgram(impl) as program:
     root = program.lib.AutoTrackable()
     status = program.lib.CheckpointV1(root=root).restore(path)
@@ -134,9 +136,10 @@ def test_mismatched_variable_created_after_restore_is_tracked(tmp_path,
 
 def _restore_bad_after_good(directory, problem, restore_good_first):
   """Restores a good checkpoint (or none), then one that does not fit `b`."""
-  good = _write("ours", os.path.join(directory, "good"), a=10., b=20.)
-  bad = _write("ours", os.path.join(directory, "bad"), problem, a=30.,
-               b=_bad_b(problem))
+  good = _write_with_problem(
+      "ours", os.path.join(directory, "good"), a=10., b=20.)
+  bad = _write_with_problem(
+      "ours", os.path.join(directory, "bad"), problem, a=30., b=_bad_b(problem))
   with tl.GraphProgram("ours") as program:
     root = program.lib.AutoTrackable()
     checkpoint = program.lib.CheckpointV1(root=root)

@@ -54,7 +54,7 @@ def saved(tmp_path_factory):
   return path, values, tl.object_graph(path)
 
 
-def _write(prefix, values, proto):
+def _write_with_object_graph(prefix, values, proto):
   """Writes `values` with `proto` as the object graph."""
   keys = sorted(values)
   tensors = [tf.constant(values[key]) for key in keys]
@@ -246,7 +246,8 @@ def test_generated_graphs_fail_cleanly(tmp_path, saved, seeds):
   for seed in seeds:
     mutated = _mutated(proto, seed)
     invalid = _is_invalid(mutated, values)
-    path = _write(str(tmp_path / f"graph{seed}"), values, mutated)
+    path = _write_with_object_graph(
+        str(tmp_path / f"graph{seed}"), values, mutated)
     with tl.time_limit(_SECONDS_PER_GRAPH):
       error, before, after = _restore_into_fresh_objects(path)
     context = f"seed {seed}: {error!r}"
@@ -276,7 +277,7 @@ def test_each_structural_fault_is_data_loss_naming_the_node(
   mutated.CopyFrom(proto)
   mutation(mutated, random.Random(0))
   assert _is_invalid(mutated, values)
-  path = _write(str(tmp_path / "ckpt"), values, mutated)
+  path = _write_with_object_graph(str(tmp_path / "ckpt"), values, mutated)
   error, _, _ = _restore_into_fresh_objects(path)
   assert isinstance(error, tf.errors.DataLossError), repr(error)
   assert f"checkpoint {path!r}" in str(error)
@@ -329,7 +330,8 @@ def _variable_path_to_the_optimizer(proto, node_id):
 def test_slot_objects_of_the_wrong_kind_are_data_loss(
     tmp_path, saved, edit, node_path, problem):
   _, values, proto = saved
-  path = _write(str(tmp_path / "ckpt"), values, _edited(proto, edit))
+  path = _write_with_object_graph(
+      str(tmp_path / "ckpt"), values, _edited(proto, edit))
   error, before, after = _restore_into_fresh_objects(path)
   assert isinstance(error, tf.errors.DataLossError), repr(error)
   assert f"checkpoint {path!r}" in str(error)
@@ -365,7 +367,8 @@ def test_shared_keys_and_repeated_children_restore_as_tensorflow_does(
   refer to different nodes are ambiguous: TensorFlow restores the first
   one and drops the other; ours is a `DataLossError`, tested above.)"""
   _, values, proto = saved
-  path = _write(str(tmp_path / "ckpt"), values, _edited(proto, edit))
+  path = _write_with_object_graph(
+      str(tmp_path / "ckpt"), values, _edited(proto, edit))
   results = {impl: _restore_into_fresh_objects(path, impl)
              for impl in ("tf", "ours")}
   for impl, (error, _, after) in results.items():
@@ -407,7 +410,8 @@ def test_a_100000_node_chain_restores_in_linear_time(tmp_path):
   variable_node = proto.nodes.add()
   variable_node.attributes.add(name="VARIABLE_VALUE", checkpoint_key=key,
                                full_name="v")
-  path = _write(str(tmp_path / "chain"), {key: np.float32(7.)}, proto)
+  path = _write_with_object_graph(
+      str(tmp_path / "chain"), {key: np.float32(7.)}, proto)
   saver = tf_objckpt.TrackableSaver(graph_view.ObjectGraphView(root))
   with tl.time_limit(120):
     status = saver.restore(path)

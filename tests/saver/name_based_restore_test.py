@@ -27,8 +27,9 @@ import testlib as tl
 pytestmark = pytest.mark.filterwarnings(
     "ignore:__array__ implementation:DeprecationWarning")
 
-# Who writes the name-based checkpoint: "<saver>_<mode>".
-WRITERS = ("tf_graph", "tf_eager", "ours_graph", "ours_eager")
+# Who writes the name-based checkpoint, "<saver>_<mode>": (saver, eagerly).
+WRITERS = {"tf_graph": ("tf", False), "tf_eager": ("tf", True),
+           "ours_graph": ("ours", False), "ours_eager": ("ours", True)}
 TARGETS = ("module", "tf_keras", "keras3")
 
 
@@ -110,43 +111,6 @@ def _checkpointed_values(kind, with_save_counter, graph_mode=False):
   return values
 
 
-def _write(writer, prefix, values):
-  """Writes `{name: value}` with a v1 `Saver`; returns the checkpoint path."""
-  impl, mode = writer.split("_")
-  saver_cls = tl.IMPLS[impl].Saver
-  if mode == "eager":
-    variables = [tf.Variable(value, name=name)
-                 for name, value in values.items()]
-    return saver_cls(variables).save(None, os.fspath(prefix))
-  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-    variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
-                 for name, value in values.items()]
-    session.run(tf.compat.v1.global_variables_initializer())
-    return saver_cls(variables).save(session, os.fspath(prefix))
-
-
-def _outcome(fn):
-  """"ok", or the exception type and the start of its message."""
-  error = tl.outcome(fn).error
-  return "ok" if error is None else (type(error).__name__,
-                                     str(error).split(":")[0])
-
-
-def _outcomes(status):
-  return [_outcome(getattr(status, name)) for name in tl.STATUS_ASSERTIONS]
-
-
-def _run_both(scenario, *args):
-  results = {impl: scenario(impl, *args) for impl in tl.IMPLS}
-  np.testing.assert_equal(results["ours"], results["tf"])
-  return results["ours"]
-
-
-def _run_each(scenario, *args):
-  """`{impl: result}`, for Keras 3, where we depart from TensorFlow."""
-  return {impl: scenario(impl, *args) for impl in tl.IMPLS}
-
-
 def _assert_restored(observed_values, values):
   """The target holds the checkpointed values (besides the save counter)."""
   expected = [v for name, v in values.items() if name != "save_counter"]
@@ -157,10 +121,11 @@ def _eager_restore(impl, kind, path, on_create, options=None):
   target = _make_target(kind, built=not on_create)
   checkpoint = tl.IMPLS[impl].Checkpoint(model=target.obj)
   status = checkpoint.restore(path, options=options)
-  observed = {"status": type(status).__name__, "before": _outcomes(status)}
+  observed = {"status": type(status).__name__,
+              "before": tl.assertion_outcomes(status, messages=True)}
   if on_create:
     target.build()
-    observed["after"] = _outcomes(status)
+    observed["after"] = tl.assertion_outcomes(status, messages=True)
   observed["values"] = [w.numpy() for w in target.weights]
   observed["save_counter"] = int(checkpoint.save_counter.numpy())
   return observed
@@ -172,13 +137,15 @@ def _eager_restore(impl, kind, path, on_create, options=None):
 @pytest.mark.parametrize("writer", WRITERS)
 def test_eager_restore(tmp_path, writer, kind, on_create):
   values = _checkpointed_values(kind, with_save_counter=False)
-  path = _write(writer, tmp_path / "ckpt", values)
+  saver_impl, eagerly = WRITERS[writer]
+  path = tl.write_with_saver(saver_impl, tmp_path / "ckpt", values,
+                             eager=eagerly)
   if kind == "keras3":
     # TensorFlow looks Keras 3 variables up under the key "VARIABLE_VALUE",
     # which a name-based checkpoint does not have, and those created later
     # not at all: nothing is restored. We match their paths (`seq/dense/
     # kernel` reads `dense/kernel`; a departure, see API.md).
-    by_impl = _run_each(_eager_restore, kind, path, on_create)
+    by_impl = tl.by_impl(_eager_restore, kind, path, on_create)
     stage = "after" if on_create else "before"
     reason = ("Object not restored" if on_create else
               "Some objects had attributes which were not restored")
@@ -187,7 +154,7 @@ def test_eager_restore(tmp_path, writer, kind, on_create):
     assert by_impl["ours"][stage] == ["ok"] * 3
     _assert_restored(by_impl["ours"]["values"], values)
     return
-  observed = _run_both(_eager_restore, kind, path, on_create)
+  observed = tl.agreed(_eager_restore, kind, path, on_create)
   assert observed["status"] == "NameBasedSaverStatus"
   assert observed["save_counter"] == 0
   final = observed["after" if on_create else "before"]
@@ -201,8 +168,8 @@ def test_eager_restore_with_save_counter_and_missing_variable(tmp_path, kind):
   values = _checkpointed_values(kind, with_save_counter=True)
   missing = sorted(values)[0]
   del values[missing]
-  path = _write("tf_graph", tmp_path / "ckpt", values)
-  observed = _run_both(_eager_restore, kind, path, False)
+  path = tl.write_with_saver("tf", tmp_path / "ckpt", values)
+  observed = tl.agreed(_eager_restore, kind, path, False)
   assert observed["save_counter"] == 7
   assert observed["before"] == [
       ("AssertionError",
@@ -212,15 +179,17 @@ def test_eager_restore_with_save_counter_and_missing_variable(tmp_path, kind):
 def test_keras3_variable_value_key_is_restored(tmp_path):
   """A Keras 3 model with one variable takes the "VARIABLE_VALUE" key."""
   value = np.arange(6, dtype=np.float32).reshape(3, 2)
-  path = _write("tf_graph", tmp_path / "ckpt", {"VARIABLE_VALUE": value})
+  path = tl.write_with_saver("tf", tmp_path / "ckpt",
+                             {"VARIABLE_VALUE": value})
 
   def scenario(impl):
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(
         2, use_bias=False, kernel_initializer="zeros")])
     status = tl.IMPLS[impl].Checkpoint(model=model).restore(path)
-    return _outcomes(status), model.weights[0].numpy()
+    return (tl.assertion_outcomes(status, messages=True),
+            model.weights[0].numpy())
 
-  outcomes, restored = _run_both(scenario)
+  outcomes, restored = tl.agreed(scenario)
   assert outcomes == ["ok"] * 3
   np.testing.assert_array_equal(restored, value)
 
@@ -232,13 +201,16 @@ def _graph_restore(impl, kind, path, method, options=None):
     # TensorFlow's CheckpointV1.restore takes no options.
     status = (checkpoint.restore(path) if options is None else
               checkpoint.restore(path, options=options))
-    observed = [type(status).__name__, _outcomes(status)]
+    observed = [type(status).__name__,
+                tl.assertion_outcomes(status, messages=True)]
     if method == "run_restore_ops":
       session.run(tf.compat.v1.global_variables_initializer())
-      observed.append(_outcome(lambda: status.run_restore_ops(session)))
+      observed.append(
+          tl.outcome(lambda: status.run_restore_ops(session)).described)
     else:
-      observed.append(_outcome(lambda: status.initialize_or_restore(session)))
-    observed.append(_outcomes(status))
+      observed.append(
+          tl.outcome(lambda: status.initialize_or_restore(session)).described)
+    observed.append(tl.assertion_outcomes(status, messages=True))
     uninitialized = session.run(
         tf.compat.v1.report_uninitialized_variables()).tolist()
     observed.append(sorted(uninitialized))
@@ -252,14 +224,16 @@ def _graph_restore(impl, kind, path, method, options=None):
 @pytest.mark.parametrize("writer", WRITERS)
 def test_graph_restore(tmp_path, writer, kind, method):
   values = _checkpointed_values(kind, with_save_counter=True, graph_mode=True)
-  path = _write(writer, tmp_path / "ckpt", values)
+  saver_impl, eagerly = WRITERS[writer]
+  path = tl.write_with_saver(saver_impl, tmp_path / "ckpt", values,
+                             eager=eagerly)
   if kind == "keras3":
-    by_impl = _run_each(_graph_restore, kind, path, method)
+    by_impl = tl.by_impl(_graph_restore, kind, path, method)
     # TensorFlow: no "VARIABLE_VALUE" key. Ours matches the paths.
     assert by_impl["tf"][2][0] == "NotFoundError"
     observed = by_impl["ours"]
   else:
-    observed = _run_both(_graph_restore, kind, path, method)
+    observed = tl.agreed(_graph_restore, kind, path, method)
   assert observed[0] == "NameBasedSaverStatus"
   assert observed[2] == "ok"
   assert observed[3] == ["ok"] * 3
@@ -271,8 +245,8 @@ def test_graph_restore(tmp_path, writer, kind, method):
 def test_graph_restore_needs_the_save_counter(tmp_path, method):
   """Unlike eager restores, a graph's name-based restore needs every name."""
   values = _checkpointed_values("module", with_save_counter=False)
-  path = _write("tf_graph", tmp_path / "ckpt", values)
-  observed = _run_both(_graph_restore, "module", path, method)
+  path = tl.write_with_saver("tf", tmp_path / "ckpt", values)
+  observed = tl.agreed(_graph_restore, "module", path, method)
   assert observed[2][0] == "NotFoundError"
   if method == "run_restore_ops":
     # Nothing is assigned: the variables keep their initial values.
@@ -282,8 +256,9 @@ def test_graph_restore_needs_the_save_counter(tmp_path, method):
 def test_one_line_points_to_convert_where_tensorflow_warns(tmp_path,
                                                           monkeypatch):
   """TensorFlow warns the feature is deprecated; we log how to convert."""
-  path = _write("tf_eager", tmp_path / "ckpt",
-                _checkpointed_values("module", with_save_counter=False))
+  path = tl.write_with_saver(
+      "tf", tmp_path / "ckpt",
+      _checkpointed_values("module", with_save_counter=False), eager=True)
   hint = name_based.conversion_hint  # pylint: disable=protected-access
 
   def restore_twice(impl, level):
@@ -314,7 +289,8 @@ def _streaming_restore_eagerly(impl, path):
   checkpoint.save_counter.assign(3)  # Restored: assigned since stays.
   outcome = tl.outcome(lib.checkpoint.streaming_restore, status).name
   target.build()  # Restored on creation.
-  return {"streaming_restore": outcome, "status": _outcomes(status),
+  return {"streaming_restore": outcome,
+          "status": tl.assertion_outcomes(status, messages=True),
           "save_counter": int(checkpoint.save_counter.numpy()),
           "values": [w.numpy() for w in target.weights]}
 
@@ -323,9 +299,9 @@ def _streaming_restore_eagerly(impl, path):
 def test_streaming_restore(tmp_path, graph_mode):
   """Not supported for name-based checkpoints when graph building."""
   values = _checkpointed_values("module", with_save_counter=True)
-  path = _write("tf_graph", tmp_path / "ckpt", values)
+  path = tl.write_with_saver("tf", tmp_path / "ckpt", values)
   if not graph_mode:
-    observed = _run_both(_streaming_restore_eagerly, path)
+    observed = tl.agreed(_streaming_restore_eagerly, path)
     assert observed["streaming_restore"] == "ok"
     assert observed["status"] == ["ok"] * 3
     assert observed["save_counter"] == 3
@@ -339,7 +315,7 @@ def test_streaming_restore(tmp_path, graph_mode):
       return tl.outcome(lib.checkpoint.streaming_restore, status,
                         program.session).name
 
-  assert _run_both(scenario) == "NotImplementedError"
+  assert tl.agreed(scenario) == "NotImplementedError"
 
 
 @pytest.mark.parametrize("method", ["initialize_or_restore", "run_restore_ops",
@@ -352,7 +328,7 @@ def test_assignment_map_renames_checkpoint_scopes(tmp_path, method):
   """
   values = {name.replace("net/", "old/", 1): value for name, value in
             _checkpointed_values("module", with_save_counter=True).items()}
-  path = _write("tf_graph", tmp_path / "ckpt", values)
+  path = tl.write_with_saver("tf", tmp_path / "ckpt", values)
   options = tf_objckpt.CheckpointOptions(assignment_map={"old/": "net/"})
   if method == "eager":
     observed = _eager_restore("ours", "module", path, False, options)

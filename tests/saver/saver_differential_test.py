@@ -35,12 +35,7 @@ def _one_variable_saver(impl, **saver_kwargs):
 def _graph_checkpoint(directory, values):
   """A checkpoint of `{name: value}` written by TensorFlow's Saver."""
   os.makedirs(directory, exist_ok=True)
-  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
-    variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
-                 for name, value in values.items()]
-    sess.run(tf.compat.v1.global_variables_initializer())
-    return tf.compat.v1.train.Saver(variables).save(
-        sess, os.path.join(directory, "m"))
+  return tl.write_with_saver("tf", os.path.join(directory, "m"), values)
 
 
 # ----------------------------------------------------------------------------

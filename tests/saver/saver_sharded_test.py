@@ -41,7 +41,7 @@ def _variables(offset):
   return variables
 
 
-def _save(impl, directory, **kwargs):
+def _save_sharded(impl, directory, **kwargs):
   os.makedirs(directory, exist_ok=True)
   with tf.Graph().as_default():
     variables = _variables(3.)
@@ -52,7 +52,7 @@ def _save(impl, directory, **kwargs):
       return path, {k: sess.run(v) for k, v in variables.items()}
 
 
-def _restore(impl, path, sharded):
+def _restore_sharded(impl, path, sharded):
   with tf.Graph().as_default():
     variables = _variables(-1.)
     saver = tl.IMPLS[impl].Saver(sharded=sharded)
@@ -71,18 +71,18 @@ def test_sessions_have_two_cpus():
 @pytest.mark.parametrize("sharded_reader", [True, False])
 @pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_sharded_round_trip(tmp_path, writer, reader, sharded_reader):
-  path, saved = _save(writer, str(tmp_path))
+  path, saved = _save_sharded(writer, str(tmp_path))
   assert path == str(tmp_path / "model")
   # One checkpoint: one index and one data file per device; no leftovers.
   assert tl.files_under(str(tmp_path)) == [
       "checkpoint", "model.data-00000-of-00002", "model.data-00001-of-00002",
       "model.index", "model.meta"]
-  tl.assert_values_equal(saved, _restore(reader, path, sharded_reader))
+  tl.assert_values_equal(saved, _restore_sharded(reader, path, sharded_reader))
 
 
 def test_sharded_files_identical_to_tensorflow(tmp_path):
   for impl in tl.IMPLS:
-    _save(impl, str(tmp_path / impl))
+    _save_sharded(impl, str(tmp_path / impl))
   tl.assert_same_files(tmp_path)
   # Each device's variables went to their own data file.
   sizes = [os.path.getsize(str(tmp_path / "ours" / name)) for name in (
@@ -92,12 +92,12 @@ def test_sharded_files_identical_to_tensorflow(tmp_path):
 
 @pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_sharded_v1_round_trip(tmp_path, writer, reader):
-  path, saved = _save(writer, str(tmp_path),
+  path, saved = _save_sharded(writer, str(tmp_path),
                       write_version=saver_pb2.SaverDef.V1)
   assert path == str(tmp_path / "model-?????-of-00002")
   assert "model-00000-of-00002" in tl.files_under(str(tmp_path))
   assert "model-00001-of-00002" in tl.files_under(str(tmp_path))
-  tl.assert_values_equal(saved, _restore(reader, path, True))
+  tl.assert_values_equal(saved, _restore_sharded(reader, path, True))
 
 
 def test_sharded_save_with_global_step_and_max_to_keep(tmp_path):

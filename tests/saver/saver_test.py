@@ -83,13 +83,13 @@ def _var_list(style, variables):
   raise ValueError(style)
 
 
-def _values(sess, variables):
+def _session_values(sess, variables):
   return {k: sess.run(tf.convert_to_tensor(v) if isinstance(
       v, tf_variables.PartitionedVariable) else v)
           for k, v in variables.items()}
 
 
-def _save(impl, directory, style, offset=1.0, **saver_kwargs):
+def _save_variables(impl, directory, style, offset=1.0, **saver_kwargs):
   """Saves `_make_variables(offset)` with `impl`; returns path and values."""
   with tf.Graph().as_default():
     variables = _make_variables(offset)
@@ -97,10 +97,10 @@ def _save(impl, directory, style, offset=1.0, **saver_kwargs):
     with tf.compat.v1.Session() as sess:
       _initialize(sess)
       path = saver.save(sess, os.path.join(directory, "model"))
-      return path, _values(sess, variables)
+      return path, _session_values(sess, variables)
 
 
-def _restore(impl, path, style, **saver_kwargs):
+def _restore_variables(impl, path, style, **saver_kwargs):
   """Restores fresh `_make_variables()` from `path`; returns their values."""
   with tf.Graph().as_default():
     variables = _make_variables(offset=-100.)
@@ -108,7 +108,7 @@ def _restore(impl, path, style, **saver_kwargs):
     with tf.compat.v1.Session() as sess:
       _initialize(sess)
       saver.restore(sess, path)
-      return _values(sess, variables)
+      return _session_values(sess, variables)
 
 
 # ----------------------------------------------------------------------------
@@ -229,8 +229,8 @@ def test_build_needs_save_and_restore_together_in_graph_mode():
 @pytest.mark.parametrize("style", ["all", "list", "dict", "slices"])
 @pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_round_trip_between_implementations(tmp_path, writer, reader, style):
-  path, saved = _save(writer, str(tmp_path), style)
-  restored = _restore(reader, path, style)
+  path, saved = _save_variables(writer, str(tmp_path), style)
+  restored = _restore_variables(reader, path, style)
   if style == "slices":  # Only `a` and `p` are in the var_list.
     saved = {k: saved[k] for k in ("a", "p")}
     restored = {k: restored[k] for k in ("a", "p")}
@@ -239,7 +239,7 @@ def test_round_trip_between_implementations(tmp_path, writer, reader, style):
 
 @pytest.mark.parametrize("style", ["all", "list", "dict"])
 def test_checkpoint_contents_match_tensorflow(tmp_path, style):
-  paths = {impl: _save(impl, str(tmp_path / impl), style)[0]
+  paths = {impl: _save_variables(impl, str(tmp_path / impl), style)[0]
            for impl in tl.IMPLS}
   tl.assert_values_equal(tl.values(paths["tf"]),
                       tl.values(paths["ours"]))
@@ -249,10 +249,10 @@ def test_checkpoint_contents_match_tensorflow(tmp_path, style):
 
 @pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_v1_format_round_trip(tmp_path, writer, reader):
-  path, saved = _save(writer, str(tmp_path), "list",
+  path, saved = _save_variables(writer, str(tmp_path), "list",
                       write_version=saver_pb2.SaverDef.V1)
   assert os.path.exists(path) and not os.path.exists(path + ".index")
-  tl.assert_values_equal(saved, _restore(reader, path, "list"))
+  tl.assert_values_equal(saved, _restore_variables(reader, path, "list"))
 
 
 @pytest.mark.parametrize("writer,reader", tl.PAIRS)
@@ -280,9 +280,9 @@ def test_reshape(tmp_path, writer, reader):
 
 @pytest.mark.parametrize("impl", tl.IMPLS)
 def test_base_builder_and_sequential_restore(tmp_path, impl):
-  path, saved = _save(tl.other(impl), str(tmp_path), "all")
+  path, saved = _save_variables(tl.other(impl), str(tmp_path), "all")
   builder = (saver_lib.BaseSaverBuilder() if impl == "ours" else None)
-  restored = _restore(impl, path, "all", builder=builder,
+  restored = _restore_variables(impl, path, "all", builder=builder,
                       restore_sequentially=True)
   tl.assert_values_equal(saved, restored)
 
@@ -332,7 +332,7 @@ def test_meta_graph_round_trip(tmp_path, writer, reader, import_scope):
     with tf.compat.v1.Session() as sess:
       _initialize(sess)
       path = saver.save(sess, str(tmp_path / "model"))
-      saved = _values(sess, variables)
+      saved = _session_values(sess, variables)
   assert os.path.exists(path + ".meta")
 
   with tf.Graph().as_default() as graph:
@@ -639,7 +639,7 @@ def test_dtype_mismatch(checkpoint):
 
 
 def test_partitioned_shape_mismatch(tmp_path):
-  path, _ = _save("tf", str(tmp_path), "all")
+  path, _ = _save_variables("tf", str(tmp_path), "all")
   with tf.Graph().as_default():
     p = tf.compat.v1.get_variable(
         "p", [8, 2], partitioner=tf.compat.v1.fixed_size_partitioner(2),
@@ -826,7 +826,7 @@ def test_saver_from_object_based_checkpoint(tmp_path):
     with tf.compat.v1.Session() as sess:
       saver.restore(sess, path)
       np.testing.assert_array_equal(sess.run(v), [1., 2.])
-  name_based = _save("tf", str(tmp_path / "names"), "list")[0]
+  name_based = _save_variables("tf", str(tmp_path / "names"), "list")[0]
   with tf.Graph().as_default():
     v = tf.compat.v1.get_variable("v", [2])
     with pytest.raises(ValueError, match="not an object-based"):

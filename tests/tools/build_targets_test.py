@@ -435,7 +435,7 @@ def test_every_test_file_has_a_py_test():
 
 def test_every_test_helper_has_a_py_library():
   helpers = _helpers()
-  assert "tests/testlib.py" in helpers
+  assert "tests/testlib/__init__.py" in helpers
   missing = _undeclared(helpers, _all_targets(), "tests")
   assert not missing, (
       'test helpers in no py_library of tests/BUILD (add each to the srcs '

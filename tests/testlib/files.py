@@ -1,0 +1,102 @@
+"""The files of checkpoints on disk.
+
+Which files a directory holds and whether two directories hold the same
+bytes; what failed or killed saves leave behind (`leftovers`); and which
+data file holds each key and slice (`file_layout`).
+"""
+
+import os
+import re
+
+from tf_objckpt.engine import bundle_index
+
+from testlib import impls
+
+
+def files_under(directory):
+  """Paths of the files below `directory`, relative to it, sorted."""
+  return sorted(
+      os.path.relpath(os.path.join(root, name), directory)
+      for root, _, names in os.walk(directory) for name in names)
+
+
+def assert_same_files(tmp_path):
+  """`tmp_path/tf` and `tmp_path/ours` hold the same files, byte for byte.
+
+  A `checkpoint` state file is compared with its directory replaced, as it
+  may name it.
+  """
+  directories = {impl: tmp_path / impl for impl in impls.IMPLS}
+  names = files_under(directories["tf"])
+  assert any(name.endswith(".index") for name in names), names
+  assert any(".data-" in name for name in names), names
+  assert files_under(directories["ours"]) == names
+  for name in names:
+    contents = {}
+    for impl, directory in directories.items():
+      contents[impl] = (directory / name).read_bytes()
+      if os.path.basename(name) == "checkpoint":
+        contents[impl] = contents[impl].replace(os.fsencode(directory),
+                                                b"<dir>")
+    assert contents["ours"] == contents["tf"], (
+        f"{name} differs from byte "
+        f"{_first_difference(contents['tf'], contents['ours'])}")
+
+
+def _first_difference(expected, actual):
+  return next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b),
+              min(len(expected), len(actual)))
+
+
+_INDEXED = re.compile(r"(.*)\.index")
+_DATA = re.compile(r"(.*)\.data-\d{5}-of-\d{5}")
+
+
+def leftovers(directory):
+  """`{prefix: [names]}` of the files in `directory` no checkpoint owns.
+
+  A checkpoint owns its index and data files; the state file and meta
+  graphs are kept too. Anything else (temporary files, `_temp`
+  directories, data files without an index, temporary state files) is
+  listed under the prefix it was written for.
+  """
+  names = os.listdir(directory)
+  indexed = {match.group(1) for match in map(_INDEXED.fullmatch, names)
+             if match}
+  found = {}
+  for name in names:
+    data = _DATA.fullmatch(name)
+    if (name == "checkpoint" or name.endswith(".meta") or
+        _INDEXED.fullmatch(name) or (data and data.group(1) in indexed)):
+      continue
+    prefix = re.split(r"\.|_temp$", name)[0]
+    found.setdefault(prefix, []).append(name)
+  return found
+
+
+def bytes_under(directory, names):
+  """The total size of `names` in `directory` (directories included)."""
+  total = 0
+  for name in names:
+    path = os.path.join(directory, name)
+    if os.path.isdir(path):
+      total += sum(os.path.getsize(os.path.join(root, file))
+                   for root, _, files in os.walk(path) for file in files)
+    else:
+      total += os.path.getsize(path)
+  return total
+
+
+def file_layout(prefix):
+  """Where each entry of a checkpoint is: `{key: (data file, offset, size)}`.
+
+  Keys of slices (binary after the key's name) are written as `repr`s of
+  their bytes; entries of sliced tensors list their slices' shapes.
+  """
+  index = bundle_index.read_bundle_index(prefix)
+  layout = {"num_shards": index.header.num_shards}
+  for key, entry in index.entries.items():
+    name = repr(key.encode("utf-8", "surrogateescape"))
+    layout[name] = (entry.shard_id, entry.offset, entry.size,
+                    len(entry.slices))
+  return layout

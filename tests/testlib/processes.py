@@ -1,0 +1,157 @@
+"""Child processes: Python, the command line tool, time limits.
+
+Children import tf_objckpt and testlib (`child_env`). Long-running ones
+start in their own process group and die with the test process
+(`start_python`), so nothing outlives a failed or interrupted test.
+"""
+
+import contextlib
+import ctypes
+import functools
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+
+# The checkout (or Bazel's runfiles tree) the tests run from.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+_PR_SET_PDEATHSIG = 1
+
+
+@contextlib.contextmanager
+def time_limit(seconds, what="the block"):
+  """Raises `TimeoutError` in the block once it has run `seconds` (SIGALRM)."""
+
+  def expire(signum, frame):
+    del signum, frame
+    raise TimeoutError(f"{what} ran over {seconds} seconds")
+
+  previous = signal.signal(signal.SIGALRM, expire)
+  signal.alarm(seconds)
+  try:
+    yield
+  finally:
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def run_python(script, *args, timeout=300, wrapper=()):
+  """Runs `script` in a new Python with tf_objckpt and testlib importable.
+
+  `wrapper` is a command line that runs the Python command line appended to
+  it (for example, in a namespace of its own).
+
+  Returns:
+    Its `subprocess.CompletedProcess`; output is captured as text.
+  """
+  return subprocess.run([*wrapper, sys.executable, "-c", script,
+                         *map(str, args)],
+                        capture_output=True, text=True, env=child_env(),
+                        timeout=timeout, check=False)
+
+
+def child_env(**extra):
+  """The environment of a child Python importing tf_objckpt and testlib."""
+  path = os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
+                          os.environ.get("PYTHONPATH", "")])
+  return dict(os.environ, **{"PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "2",
+                             **extra})
+
+
+def run_cli(*args, timeout=300, cwd=None, console_script=False):
+  """Runs the command line tool, `python -m tf_objckpt ARGS...`.
+
+  Modules in `cwd` (the working directory) can be imported by the command.
+  With `console_script`, the `tf-objckpt` script that pip makes of the
+  package's entry point runs instead (its own folder first on `sys.path`).
+  TF_CPP_MIN_LOG_LEVEL is not set: the tool keeps TensorFlow quiet itself.
+
+  Returns:
+    Its `subprocess.CompletedProcess`; output is captured as text.
+  """
+  env = child_env()
+  del env["TF_CPP_MIN_LOG_LEVEL"]
+  command = ([sys.executable, _console_script()] if console_script else
+             [sys.executable, "-m", "tf_objckpt"])
+  return subprocess.run([*command, *map(str, args)], capture_output=True,
+                        text=True, env=env, cwd=cwd, timeout=timeout,
+                        check=False)
+
+
+@functools.cache
+def _console_script():
+  """A `tf-objckpt` script as pip writes it for the entry point `cli:run`."""
+  path = os.path.join(tempfile.mkdtemp(), "tf-objckpt")
+  with open(path, "w") as f:
+    f.write("import sys\nfrom tf_objckpt.tools.cli import run\n"
+            "if __name__ == '__main__':\n  sys.exit(run())\n")
+  return path
+
+
+def _die_with_parent():
+  """In a child before exec: own process group, killed when the parent dies."""
+  os.setpgrp()
+  libc = ctypes.CDLL(None, use_errno=True)
+  libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def start_python(args, env=None, capture=True):
+  """Starts Python on `args` in its own process group, dying with us.
+
+  Args:
+    args: The script and its arguments.
+    env: Its environment (default: `child_env()`).
+    capture: Whether to pipe its output (to be read); otherwise dropped,
+      so that a long-running server never blocks on a full pipe.
+
+  Returns:
+    The `subprocess.Popen`; stop it with `kill_group`.
+  """
+  output = subprocess.PIPE if capture else subprocess.DEVNULL
+  return subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+      [sys.executable, *map(str, args)], stdout=output, stderr=output,
+      text=True, env=env or child_env(), preexec_fn=_die_with_parent)
+
+
+def kill_group(process):
+  """Kills `process` and everything in its process group."""
+  try:
+    os.killpg(process.pid, signal.SIGKILL)
+  except ProcessLookupError:
+    pass
+  process.wait()
+
+
+def finish(process, timeout):
+  """Waits for `process` (killing its group on timeout); returns its output.
+
+  Returns:
+    (return code, stdout, stderr); the code is None after a timeout.
+  """
+  try:
+    stdout, stderr = process.communicate(timeout=timeout)
+    return process.returncode, stdout, stderr
+  except subprocess.TimeoutExpired:
+    kill_group(process)
+    stdout, stderr = process.communicate()
+    return None, stdout, stderr
+  finally:
+    if process.poll() is None:
+      kill_group(process)
+
+
+def terminate_after_line(process, line, timeout=60):
+  """Sends SIGTERM to `process` once it prints `line`; waits for its end.
+
+  Returns:
+    (return code, stderr); the code is None after a timeout.
+  """
+  for printed in process.stdout:
+    if printed.strip() == line:
+      process.send_signal(signal.SIGTERM)
+      break
+  code, _, stderr = finish(process, timeout)
+  return code, stderr
