@@ -9,7 +9,6 @@ once with ours; values and the outcomes of the status assertions must agree.
 """
 
 import logging as py_logging
-import os
 
 import keras
 import numpy as np
