@@ -10,10 +10,9 @@ restored when the parent starts tracking an object under that name
 checkpointed value (`CheckpointInitialValue`). Optimizer slot variables are
 restored once both their variable and their optimizer are bound.
 
-Each walk restores what it found as one step: one read plan
-(`restore_plan`), checked and executed by the coordinator. A plain variable
-(its value only) skips the position bookkeeping: it is bound and queued as
-the plan's `ToVariable`, for the engine's fast path.
+Each walk restores what it found as one read plan (`restore_plan`), checked
+and executed by the coordinator; a plain variable skips the position
+bookkeeping and is queued as a `ToVariable`, for the engine's fast path.
 
 Positions offer the methods TensorFlow's trackables call on theirs, so
 TensorFlow's objects (Keras layers, `tf.Module`) keep our positions in their
@@ -466,14 +465,17 @@ class CheckpointPosition:
     return repr(self.object_proto)
 
 
-def _bind(checkpoint, node_id, trackable):
+def _bind(checkpoint, node_id, trackable, see=True):
   """Records that `trackable` is node `node_id` of `checkpoint`.
+
+  Plain variables skip `seen_objects` (`see=False`): it finds unbound ones.
 
   Returns:
     True if the correspondence is new, False if the node was already bound
     (to `trackable`, or, with a warning, to another object).
   """
-  checkpoint.seen_objects.add(trackable)
+  if see:
+    checkpoint.seen_objects.add(trackable)
   checkpoint.matched_node_ids.add(node_id)
   bound = checkpoint.objects_by_node_id
   current = bound.get(node_id)
@@ -738,7 +740,7 @@ def _bind_child(checkpoint, node_id, local_object, visit_queue, batch,
   """
   plain = _plain_variable(checkpoint, node_id, local_object)
   if plain:
-    if _bind(checkpoint, node_id, local_object):
+    if _bind(checkpoint, node_id, local_object, see=False):
       local_object._maybe_initialize_trackable()  # pylint: disable=protected-access
       if checkpoint.restore_uid > local_object._update_uid:  # pylint: disable=protected-access
         local_object._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access

@@ -71,11 +71,13 @@ def read(key, slice_spec, dtype, shape, reshape=False):
     A `Read`.
   """
   key = compat.as_str(key)
-  slice_spec = compat.as_str(slice_spec or "")
   if dtype is not None:
-    dtype = dtypes.as_dtype(dtype).base_dtype
+    if not isinstance(dtype, dtypes.DType):
+      dtype = dtypes.as_dtype(dtype)
+    dtype = dtype.base_dtype
   if slice_spec:
     # "<full shape dims> <slice>": the key holds the full tensor.
+    slice_spec = compat.as_str(slice_spec)
     full_shape = slice_spec.split()[:-1]
     return Read(key, slice_spec, dtype, tuple(int(dim) for dim in full_shape),
                 FULL_SHAPE)
@@ -87,7 +89,7 @@ def read(key, slice_spec, dtype, shape, reshape=False):
     else:
       shape = tuple(shape.as_list())
   mode = SAME_SIZE if reshape and shape is not None else SAME_SHAPE
-  return Read(key, slice_spec, dtype, shape, mode)
+  return Read(key, "", dtype, shape, mode)
 
 
 class Destination:
@@ -125,8 +127,10 @@ class ToVariable(Destination):
 
   __slots__ = ("variable",)
 
-  def __init__(self, name, key, variable):
-    super().__init__(name, (read(key, "", variable.dtype, variable.shape),))
+  def __init__(self, name, key, variable):  # pylint: disable=super-init-not-called
+    # Made for each plain variable of a restore: kept short.
+    self.name = name
+    self.reads = (read(key, "", variable.dtype, variable.shape),)
     self.variable = variable
 
   @property
