@@ -5,10 +5,11 @@ A `Saver` of a fixed list of saveables writes one shard per task (each
 meets each task, or the shards an options' sharding callback makes (see
 `sharding`), under a temporary prefix, then merges the shards, and any
 files registered savers wrote, into one checkpoint (`writes`); a single
-shard is written in place. A restore reads a host's values with `RestoreV2`
-on that host's CPU (`reads`) and hands each saveable its tensors; when
-graph building, plain variables are read and assigned in batches through
-one function call each (`graph_restores`). The engine's other modules
+shard is written in place. A restore executes a read plan (`read_plan`):
+it reads a host's values with `RestoreV2` on that host's CPU (`reads`) and
+hands each destination its tensors; when graph building, the plan's plain
+variables are read and assigned in batches through one function call each
+(`graph_restores`). The engine's other modules
 (`tf_objckpt.engine`) are the only other code that reads or writes
 checkpoint files.
 """
@@ -24,6 +25,7 @@ from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import control_flow_ops
 
 from tf_objckpt.engine import graph_restores
+from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import registered_savers as registered_savers_lib
 from tf_objckpt.engine import sharding
@@ -54,7 +56,7 @@ def _write_shard(shard, shard_prefix):
 
 
 class _DeviceGroup:
-  """The saveables whose tensors live on one host."""
+  """The saveables whose tensors live on one host (for saves)."""
 
   def __init__(self, saveables):
     self.saveables = saveables
@@ -72,96 +74,134 @@ class _DeviceGroup:
       tensors.append(tensor)
     return writes.save_v2(shard_prefix, names, slices, tensors)
 
-  def restore(self, file_prefix, device, batch_variables):
-    """Reads this group's values on `device`; returns restore ops.
 
-    Graph building with `batch_variables`, plain variables worth batching
-    are read and assigned in batches (`_restore_variable_batches`); the
-    rest are read by `RestoreV2`s and handed to their saveables.
-    """
-    restore_ops = {}
-    saveables = self.saveables
-    # Batches read on their variables' host, so not with an I/O device.
-    if batch_variables and not context.executing_eagerly():
-      restore_ops = _restore_variable_batches(file_prefix, saveables)
-      saveables = [saveable for saveable in saveables
-                   if saveable.name not in restore_ops]
-    for batch in _restore_batches(saveables):
-      specs = [spec for saveable in batch for spec in saveable.specs]
-      with ops.device(device):
-        restored = reads.restore_v2(
-            file_prefix, [spec.name for spec in specs],
-            [spec.slice_spec for spec in specs],
-            [spec.dtype.base_dtype for spec in specs])
-      restore_ops.update(apply_restored(batch, restored))
-    return restore_ops
+def _restore_group(destinations, file_prefix, device, batch_variables):
+  """Reads the values of one host's `destinations` on `device`.
+
+  Graph building with `batch_variables`, plain variables worth batching
+  are read and assigned in batches (`_restore_variable_batches`); the
+  rest are read by `RestoreV2`s and handed to their destinations.
+
+  Returns:
+    `{destination name: restore op}` (ops are None when executing eagerly).
+  """
+  restore_ops = {}
+  # Batches read on their variables' host, so not with an I/O device.
+  if batch_variables and not context.executing_eagerly():
+    restore_ops = _restore_variable_batches(file_prefix, destinations)
+    destinations = [destination for destination in destinations
+                    if destination.name not in restore_ops]
+  for batch in _restore_batches(destinations):
+    reads_ = [value for destination in batch for value in destination.reads]
+    with ops.device(device):
+      restored = reads.restore_v2(
+          file_prefix, [value.key for value in reads_],
+          [value.slice_spec for value in reads_],
+          [value.dtype for value in reads_])
+    restore_ops.update(apply_restored(batch, restored))
+  return restore_ops
 
 
-def _restore_batches(saveables):
-  """The saveables to read with one RestoreV2 each.
+def _restore_batches(destinations):
+  """The destinations to read with one RestoreV2 each.
 
   Eagerly, all of them. Graph building, batches of at most
   `graph_batch_size` values (`tuning`): Grappler's cost grows faster
   than linearly with an op's number of outputs.
   """
-  if not saveables:
+  if not destinations:
     return []
   if context.executing_eagerly():
-    return [saveables]
+    return [destinations]
   batches, batch, size = [], [], 0
-  for saveable in saveables:
-    if batch and size + len(saveable.specs) > (
+  for destination in destinations:
+    if batch and size + len(destination.reads) > (
         tuning.TUNING.graph_batch_size):
       batches.append(batch)
       batch, size = [], 0
-    batch.append(saveable)
-    size += len(saveable.specs)
+    batch.append(destination)
+    size += len(destination.reads)
   return batches + [batch]
 
 
-def apply_restored(saveables, tensors):
-  """Hands each saveable its slice of `tensors` (ordered like its specs).
+def apply_restored(destinations, tensors):
+  """Hands each destination its slice of `tensors` (ordered like its reads).
 
   Returns:
-    `{saveable name: restore op}` (ops are None when executing eagerly).
+    `{destination name: restore op}` (ops are None when executing eagerly).
   """
   restore_ops = {}
   start = 0
-  for saveable in saveables:
-    values = tensors[start:start + len(saveable.specs)]
-    start += len(saveable.specs)
+  for destination in destinations:
+    values = tensors[start:start + len(destination.reads)]
+    start += len(destination.reads)
     if context.executing_eagerly():  # Eager ops run where their inputs live.
-      restore_ops[saveable.name] = saveable.restore(values, None)
+      restore_ops[destination.name] = destination.restore(values)
     else:
-      with ops.device(saveable.device):
-        restore_ops[saveable.name] = saveable.restore(values, None)
+      with ops.device(destination.device):
+        restore_ops[destination.name] = destination.restore(values)
   return restore_ops
 
 
-def _restore_variable_batches(file_prefix, saveables):
-  """Restore ops of the plain variables among `saveables` worth batching.
+def _restore_variable_batches(file_prefix, destinations):
+  """Restore ops of the plain variables among `destinations` worth batching.
 
   Returns:
-    `{saveable name: restore op}` for those variables.
+    `{destination name: restore op}` for those variables.
   """
   batches = {}
-  for saveable in saveables:
-    if variable_values.is_plain_variable(saveable):
-      handle_node = saveable.op.handle.op.node_def
-      key = variable_batches.batch_key(saveable.op, handle_node)
+  for destination in destinations:
+    variable = destination.plain_variable
+    if variable is not None:
+      handle_node = variable.handle.op.node_def
+      key = variable_batches.batch_key(variable, handle_node)
       if key is not None:
-        batches.setdefault(key, []).append((saveable, handle_node))
+        batches.setdefault(key, []).append((destination, handle_node))
   restore_ops = {}
   for batch in batches.values():
     if not variable_batches.worth_batching(len(batch)):
       continue
-    specs = [saveable.specs[0] for saveable, _ in batch]
+    values = [destination.reads[0] for destination, _ in batch]
     batch_ops = graph_restores.restore_variables(
-        file_prefix, [saveable.op for saveable, _ in batch],
-        [spec.name for spec in specs], [spec.slice_spec for spec in specs],
+        file_prefix, [destination.plain_variable for destination, _ in batch],
+        [value.key for value in values], [value.slice_spec for value in values],
         [handle_node for _, handle_node in batch])
-    for (saveable, _), restore_op in zip(batch, batch_ops):
-      restore_ops[saveable.name] = restore_op
+    for (destination, _), restore_op in zip(batch, batch_ops):
+      restore_ops[destination.name] = restore_op
+  return restore_ops
+
+
+def execute_plan(plan, file_prefix, options=None):
+  """Executes a `read_plan.ReadPlan` (checked already, if it had to be).
+
+  Values are read by each host's CPU (or the options' I/O device). A
+  destination reading through a restore op already in the graph
+  (`ToRestoreOp`) builds nothing: its op is returned. Python state is
+  left to the caller, which holds the reader
+  (`read_plan.read_python_state`).
+
+  Args:
+    plan: A `read_plan.ReadPlan`.
+    file_prefix: A string or string tensor.
+    options: Optional `tf.train.CheckpointOptions`; its
+      `experimental_io_device` runs the reads.
+
+  Returns:
+    `{destination name: restore op}` (ops are None when executing eagerly).
+  """
+  device_for_io = reads.io_device(options)
+  file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
+  restore_ops = {}
+  to_read = []
+  for destination in plan.destinations:
+    if isinstance(destination, read_plan.ToRestoreOp):
+      restore_ops[destination.name] = destination.op
+    elif not destination.python_state:
+      to_read.append(destination)
+  for device, group in sharding.group_by_task(to_read).items():
+    restore_ops.update(_restore_group(
+        group, file_prefix, device_for_io or device,
+        batch_variables=device_for_io is None))
   return restore_ops
 
 
@@ -256,14 +296,10 @@ class Saver:
     Returns:
       `{saveable name: restore op}` (ops are None when executing eagerly).
     """
-    device_for_io = reads.io_device(options)
-    file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
-    restore_ops = {}
-    for device, group in self._groups.items():
-      restore_ops.update(group.restore(
-          file_prefix, device_for_io or device,
-          batch_variables=device_for_io is None))
-    return restore_ops
+    plan = read_plan.ReadPlan(
+        read_plan.ToSaveable(saveable)
+        for group in self._by_task.values() for saveable in group)
+    return execute_plan(plan, file_prefix, options)
 
   @classmethod
   def from_saveables(cls, saveables, registered_savers=None,

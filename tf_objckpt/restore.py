@@ -10,6 +10,10 @@ restored when the parent starts tracking an object under that name
 checkpointed value (`CheckpointInitialValue`). Optimizer slot variables are
 restored once both their variable and their optimizer are bound.
 
+Each walk restores what it found as one read plan (`restore_plan`), checked
+and executed by the coordinator; a plain variable skips the position
+bookkeeping and is queued as a `ToVariable`, for the engine's fast path.
+
 Positions offer the methods TensorFlow's trackables call on theirs, so
 TensorFlow's objects (Keras layers, `tf.Module`) keep our positions in their
 deferred-dependency queues. The state of one restore (the checkpoint, what
@@ -28,6 +32,7 @@ from tensorflow.python.trackable import base as tf_base
 from tf_objckpt.engine import registered_savers
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils
@@ -232,24 +237,11 @@ class CheckpointPosition:
       True if the correspondence is new, False if this node was already
       bound (to `trackable`, or, with a warning, to another object).
     """
-    checkpoint = self._checkpoint
-    checkpoint.seen_objects.add(trackable)
-    checkpoint.matched_node_ids.add(self._node_id)
-    bound = checkpoint.objects_by_node_id
-    current = bound.get(self._node_id)
-    if current is None:
-      bound[self._node_id] = trackable
-      self._restore_slots_of_optimizer(trackable)
-      self._restore_slots_of_variable(trackable)
-      return True
-    if current is not trackable:
-      logging.warning(
-          "Inconsistent references when loading the checkpoint: the "
-          "checkpoint reaches one object by two paths, the Python program "
-          "reaches two objects (%s and %s). Either the program's object "
-          "structure changed or the checkpoint comes from another program.",
-          current, trackable)
-    return False
+    if not _bind(self._checkpoint, self._node_id, trackable):
+      return False
+    self._restore_slots_of_optimizer(trackable)
+    self._restore_slots_of_variable(trackable)
+    return True
 
   def _restore_slots_of_optimizer(self, optimizer):
     """Restores slots that waited for this node's optimizer to be bound."""
@@ -353,9 +345,9 @@ class CheckpointPosition:
         checkpointed shape or dtype differs (None: not checked).
     """
     key = self.object_proto.attributes[0].checkpoint_key
-    self._checkpoint.check_values(
-        [(key, "", dtype, shape)], shape_error=ValueError,
-        dtype_error=ValueError)
+    self._checkpoint.check(
+        restore_plan.plan_of_initial_value(key, dtype, shape),
+        shape_error=ValueError, dtype_error=ValueError)
 
   def fits(self, trackable):
     """Whether `trackable` has this node's checkpointed shape (if known)."""
@@ -376,7 +368,8 @@ class CheckpointPosition:
     """Finds cached restore ops, or makes saveables for this node.
 
     Returns:
-      A tuple (existing restore ops, {checkpoint key: saveable}, Python
+      A tuple (`(name, saveable, restore op)` of saveables whose restore
+      ops an earlier restore built, {checkpoint key: saveable}, Python
       state saveables).
     """
     attributes = self.object_proto.attributes
@@ -403,15 +396,15 @@ class CheckpointPosition:
     if saveable is None or key not in saveable.name:
       saveable = factories[attribute](name=key)
       checkpoint.cache_saveable(trackable, attribute, saveable)
-    existing_op = checkpoint.cached_restore_op(saveable.name, saveable)
+    existing_op = checkpoint.cached_restore_op(saveable.name)
     if existing_op is not None:
-      return [existing_op], {}, []
+      return [(saveable.name, saveable, existing_op)], {}, []
     return [], {key: saveable}, []
 
   def _saveables_by_attribute(self, factories):
     """Matches checkpointed attributes to the object's saveable factories."""
     checkpoint = self._checkpoint
-    existing_ops, named_saveables, python_saveables = [], {}, []
+    cached, named_saveables, python_saveables = [], {}, []
     for attribute in self.object_proto.attributes:
       key = attribute.checkpoint_key
       saveable = checkpoint.cached_saveable(self.trackable, attribute.name)
@@ -427,14 +420,14 @@ class CheckpointPosition:
           continue
         saveable = factory(name=key) if callable(factory) else factory
         checkpoint.cache_saveable(self.trackable, attribute.name, saveable)
-      existing_op = checkpoint.cached_restore_op(key, saveable)
+      existing_op = checkpoint.cached_restore_op(key)
       if existing_op is not None:
-        existing_ops.append(existing_op)
+        cached.append((key, saveable, existing_op))
       elif isinstance(saveable, saveable_object.PythonStateSaveable):
         python_saveables.append(saveable)
       else:
         named_saveables[key] = saveable
-    return existing_ops, named_saveables, python_saveables
+    return cached, named_saveables, python_saveables
 
   def restore_ops(self):
     """Restores this node's own attributes (not its dependencies).
@@ -472,17 +465,45 @@ class CheckpointPosition:
     return repr(self.object_proto)
 
 
+def _bind(checkpoint, node_id, trackable, see=True):
+  """Records that `trackable` is node `node_id` of `checkpoint`.
+
+  Plain variables skip `seen_objects` (`see=False`): it finds unbound ones.
+
+  Returns:
+    True if the correspondence is new, False if the node was already bound
+    (to `trackable`, or, with a warning, to another object).
+  """
+  if see:
+    checkpoint.seen_objects.add(trackable)
+  checkpoint.matched_node_ids.add(node_id)
+  bound = checkpoint.objects_by_node_id
+  current = bound.get(node_id)
+  if current is None:
+    bound[node_id] = trackable
+    return True
+  if current is not trackable:
+    logging.warning(
+        "Inconsistent references when loading the checkpoint: the "
+        "checkpoint reaches one object by two paths, the Python program "
+        "reaches two objects (%s and %s). Either the program's object "
+        "structure changed or the checkpoint comes from another program.",
+        current, trackable)
+  return False
+
+
 class _RestoreBatch:
   """What one walk of a checkpoint found to restore; restored together."""
 
-  __slots__ = ("restore_ops", "tensor_saveables", "python_saveables",
+  __slots__ = ("cached", "tensor_saveables", "python_saveables",
                "variables", "registered", "errors", "walking", "slot_lists")
 
   def __init__(self):
-    self.restore_ops = []  # Cached restore ops (graph mode).
+    self.cached = []  # (name, saveable, cached restore op) (graph mode).
     self.tensor_saveables = {}  # Checkpoint key -> SaveableObject.
     self.python_saveables = []  # PythonStateSaveables.
-    self.variables = []  # (checkpoint key, stock resource variable).
+    # (name, checkpoint key, stock resource variable) of plain variables.
+    self.variables = []
     self.registered = {}  # Saver name -> {object name: trackable}.
     self.errors = []  # Values that do not fit, for the assertions to raise.
     self.walking = True  # False once the walk matches Keras 3 slot lists.
@@ -503,28 +524,35 @@ class _RestoreBatch:
       else:
         position.skip_restore = True
       return
-    found_ops, by_key, python_state = position.gather_ops_or_named_saveables()
-    self.restore_ops.extend(found_ops)
+    cached, by_key, python_state = position.gather_ops_or_named_saveables()
+    self.cached.extend(cached)
     self.tensor_saveables.update(by_key)
     self.python_saveables.extend(python_state)
 
   def restore(self, checkpoint):
-    """Restores everything gathered; returns all restore ops (graph mode)."""
-    self.restore_ops.extend(checkpoint.restore_saveables(
-        self.tensor_saveables, self.python_saveables, self.variables))
+    """Restores everything gathered, as one plan; returns all restore ops.
+
+    Restore ops are returned when graph building; registered savers
+    restore their own files.
+    """
+    restore_ops = checkpoint.restore_saveables(
+        self.tensor_saveables, self.python_saveables, self.variables,
+        self.cached)
     if self.registered:
-      self.restore_ops.extend(registered_savers.restore(
+      restore_ops.extend(registered_savers.restore(
           self.registered, checkpoint.values.path_tensor))
-    return self.restore_ops
+    return restore_ops
 
 
 def _plain_variable(checkpoint, node_id, trackable):
-  """`(key, stock variable)` if `trackable` can skip bookkeeping, or None.
+  """`(name, key, stock variable)` if `trackable` can skip bookkeeping, or None.
 
   Restoring many variables spends most of its time on bookkeeping that a
   stock resource variable (or a Keras 3 variable wrapping one) read from a
   plain node (its value only, no dependencies, no optimizer slots waiting
-  for it) does not need.
+  for it) does not need: it is bound and its value queued as a
+  `read_plan.ToVariable`, which the engine restores by its batched reads
+  and assigns.
   """
   if node_id in checkpoint.slots_by_variable:
     return None
@@ -537,21 +565,9 @@ def _plain_variable(checkpoint, node_id, trackable):
   attribute = node.attributes[0]
   if attribute.name != trackable_utils.VARIABLE_VALUE_KEY:
     return None
-  return attribute.checkpoint_key, variable
-
-
-def _bind_plain_variable(checkpoint, node_id, trackable, plain, batch):
-  """Binds `trackable` to node `node_id` and queues its value.
-
-  Unlike `bind_object`, leaves `seen_objects` alone: it serves to
-  find objects that are not bound.
-  """
-  checkpoint.matched_node_ids.add(node_id)
-  checkpoint.objects_by_node_id[node_id] = trackable
-  trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
-  if checkpoint.restore_uid > trackable._update_uid:  # pylint: disable=protected-access
-    trackable._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
-    batch.variables.append(plain)
+  key = attribute.checkpoint_key
+  return (key.removesuffix(trackable_utils.VARIABLE_VALUE_KEY), key,
+          variable)
 
 
 def _restore_one(position, visit_queue, batch):
@@ -724,7 +740,11 @@ def _bind_child(checkpoint, node_id, local_object, visit_queue, batch,
   """
   plain = _plain_variable(checkpoint, node_id, local_object)
   if plain:
-    _bind_plain_variable(checkpoint, node_id, local_object, plain, batch)
+    if _bind(checkpoint, node_id, local_object, see=False):
+      local_object._maybe_initialize_trackable()  # pylint: disable=protected-access
+      if checkpoint.restore_uid > local_object._update_uid:  # pylint: disable=protected-access
+        local_object._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
+        batch.variables.append(plain)
     return
   child_position = CheckpointPosition(checkpoint, node_id)
   try:

@@ -38,6 +38,7 @@ from tf_objckpt import trackable_utils
 from tf_objckpt.engine.variable_values import set_cpu0  # pylint: disable=unused-import
 
 VARIABLE_VALUE_KEY = trackable_utils.VARIABLE_VALUE_KEY
+set_cpu0 = variable_values.set_cpu0  # TensorFlow's name, kept here.
 _REF_VARIABLE_OPS = frozenset(["Variable", "VariableV2", "AutoReloadVariable"])
 _VARIABLE_OPS = _REF_VARIABLE_OPS | {"VarHandleOp", "ReadVariableOp"}
 
@@ -138,11 +139,6 @@ def assign_checked(handle, variable_shape, device, value, name):
     return gen_resource_variable_ops.assign_variable_op(handle, value)
   with ops.device(device):
     return gen_resource_variable_ops.assign_variable_op(handle, value)
-
-
-def assign_restored(variable, values):
-  """Assigns a restored, already checked `values[0]` to `variable` (eager)."""
-  gen_resource_variable_ops.assign_variable_op(variable.handle, values[0])
 
 
 def _comes_from_variable(value) -> bool:

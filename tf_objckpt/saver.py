@@ -588,7 +588,7 @@ class Saver(object):
     identity = saver_builders.checkpoint_identity(save_path)
     if plan is not None and (identity is None or
                              self._last_verified != (identity, plan)):
-      saver_builders.verify_restore_plan(save_path, plan)
+      saver_builders.check_plan(plan, reads.readable_values(save_path))
       self._last_verified = (identity, plan)
     sess.run(self.saver_def.restore_op_name,
              feed_dict={self.saver_def.filename_tensor_name: save_path})
@@ -666,7 +666,7 @@ class Saver(object):
       plan = self._restore_plan(ops.get_default_graph())
     values = reads.CheckpointValues(
         prefix, reads.open_reader(prefix), prefix)
-    keys = ([entry.key for entry in plan.entries] if plan is not None
+    keys = ([value.key for value in plan.reads] if plan is not None
             else list(values.shapes))
     return [(values.shapes[key], values.dtypes[key].name) for key in keys
             if key in values.shapes]

@@ -22,6 +22,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import io_ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training import py_checkpoint_reader
+from tensorflow.python.util import compat
 
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import tuning
@@ -54,6 +55,19 @@ def open_reader(save_path):
         f"be read: its index file "
         f"{bundle_index.index_file_name(save_path)!r} is damaged: "
         f"{getattr(e, 'message', e)}") from e
+
+
+def readable_values(save_path):
+  """The `CheckpointValues` of `save_path`, or None if it cannot be opened.
+
+  For checks before a restore op runs: an unreadable checkpoint is left for
+  the op to report, with TensorFlow's own error type and message.
+  """
+  save_path = compat.as_str(save_path)
+  try:
+    return CheckpointValues(save_path, open_reader(save_path), None)
+  except errors.OpError:
+    return None
 
 
 def read_object_graph(reader, save_path):

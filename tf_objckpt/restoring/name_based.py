@@ -23,6 +23,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import variables
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt import object_identity
 from tf_objckpt import restore
@@ -155,18 +156,21 @@ class NameBasedRestoreCoordinator:
     """Raises unless the values the trackables find by name fit them.
 
     Values missing from the checkpoint are not errors: they are recorded as
-    unused, for the assertions. The saveables found are kept for the
-    trackables' `eager_restore`, so that they are made once.
+    unused, for the assertions. One plan is checked for all the
+    trackables; each one's part is kept for its `eager_restore`, so that
+    its saveables are made once and the plan is not checked again.
     """
     for trackable in trackables:  # Before their slots are matched.
       self.optimizers.note(trackable)
-    gathered = [self._found_saveables(trackable) for trackable in trackables]
-    self._check([saveable for found in gathered for saveable in found])
-    for trackable, found in zip(trackables, gathered):
-      self._checked[trackable] = found
+    plans = [restore_plan.plan_of(self._found_saveables(trackable))
+             for trackable in trackables]
+    self._check(read_plan.ReadPlan(destination for plan in plans
+                                   for destination in plan.destinations))
+    for trackable, plan in zip(trackables, plans):
+      self._checked[trackable] = plan
 
   def forget_checked(self):
-    """Drops the saveables `check` kept (they hold the variables)."""
+    """Drops the plans `check` kept (they hold the variables)."""
     self._checked.clear()
 
   def eager_restore(self, trackable):
@@ -208,18 +212,12 @@ class NameBasedRestoreCoordinator:
       self.forget_checked()
 
   def _restore_saveables(self, trackable):
-    saveables = self._checked.pop(trackable, None)
-    if saveables is None:  # Tracked after `restore()`: check it now.
-      saveables = self._found_saveables(trackable)
-      self._check(saveables)
-    for saveable in saveables:
-      specs = saveable.specs
-      with ops.device("/cpu:0"):
-        restored = reads.restore_v2(
-            self.save_path, [spec.name for spec in specs],
-            [spec.slice_spec for spec in specs],
-            [self._values.dtypes[spec.name] for spec in specs])
-      saveable.restore(restored, None)
+    """Restores `trackable`'s part of the checked plan through the engine."""
+    plan = self._checked.pop(trackable, None)
+    if plan is None:  # Tracked after `restore()`: check it now.
+      plan = restore_plan.plan_of(self._found_saveables(trackable))
+      self._check(plan)
+    read_plan.execute_eagerly(plan, self.values())
 
   def _restore_on_initialization(self, variable):
     """Makes a Keras 3 variable of a symbolic build start with its value.
@@ -233,8 +231,9 @@ class NameBasedRestoreCoordinator:
       self._record_unused(variable, variable.path)
       return
     key = source.key
-    self._check_entries(
-        [restore_plan.entry(key, "", variable.dtype, variable.shape)],
+    self._check(
+        restore_plan.plan_of_initial_value(key, variable.dtype,
+                                           variable.shape),
         dtype_error=ValueError)
 
     def read_value(shape=None, dtype=None):
@@ -266,20 +265,10 @@ class NameBasedRestoreCoordinator:
         self._record_unused(trackable, saveable.name)
     return found
 
-  def _check(self, saveables):
-    """Raises unless every value of `saveables` fits (see `restore_plan`)."""
-    entries = []
-    for saveable in saveables:
-      shape = restore_plan.expected_shape(saveable)
-      entries.extend(restore_plan.entry(spec.name, spec.slice_spec,
-                                        spec.dtype, shape)
-                     for spec in saveable.specs)
-    self._check_entries(entries)
-
-  def _check_entries(self, entries, **error_types):
-    restore_plan.check(restore_plan.RestorePlan(entries), self.save_path,
-                       self._values.dtypes, self._values.shapes,
-                       shape_error=ValueError, **error_types)
+  def _check(self, plan, **error_types):
+    """Raises unless every value of `plan` fits (see `read_plan.check`)."""
+    read_plan.check(plan, self.values(), shape_error=ValueError,
+                    **error_types)
 
   def _found(self, saveable):
     return all(spec.name in self._values.dtypes for spec in saveable.specs)

@@ -16,7 +16,7 @@ variable's name, the checkpoint key holding its value, trying in order:
 
 `match_names` matches many names at once and reports what matched, which
 names found no key and which keys no name used. Only names are compared
-here: shapes and dtypes are checked by `restore_plan` before a restore
+here: shapes and dtypes are checked by the restore's read plan before a restore
 assigns anything. `name_based` (restoring name-based checkpoints through
 `Checkpoint.restore`) and the `convert` command use this module.
 """

@@ -16,7 +16,7 @@ import bisect
 from tensorflow.python.framework import errors
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt.restoring import restore_plan
+from tf_objckpt.engine import read_plan
 from tf_objckpt import trackable_utils
 
 # At most this many problems are spelled out in one error message.
@@ -136,7 +136,7 @@ def object_graph_problems(object_graph_proto, stored_keys):
       elif not holds(attribute.checkpoint_key):
         yield node_id, (
             f"attribute {attribute.name!r} names "
-            f"{restore_plan.describe_key(attribute.checkpoint_key)}, which "
+            f"{read_plan.describe_key(attribute.checkpoint_key)}, which "
             "the checkpoint does not hold")
 
 

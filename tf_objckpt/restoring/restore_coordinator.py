@@ -4,12 +4,12 @@ A `CheckpointRestoreCoordinator` is the bookkeeping of one `restore()` call:
 which checkpoint nodes are bound to which Python objects, which slot
 variables wait for their optimizer or variable, which attributes found no
 saveable, and, when graph building, the restore ops to run. The restore walk
-(`restore`) binds objects and hands it saveables to restore; it checks them
-all against the checkpoint (`restore_plan`) before reading any value through
-the I/O engine (`functional_saver`).
+(`restore`) binds objects and hands it what one step restores; it builds the
+step's read plan (`restore_plan`), checks it once against the checkpoint
+(`read_plan.check`) and has the I/O engine execute it (`read_plan`, or
+`functional_saver` when graph building).
 """
 
-import functools
 import weakref
 
 from tensorflow.python.eager import context
@@ -18,7 +18,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.platform import tf_logging as logging
 
-from tf_objckpt.engine import reads
+from tf_objckpt.engine import read_plan
 from tf_objckpt import functional_saver
 from tf_objckpt import object_identity
 from tf_objckpt import restore
@@ -26,7 +26,6 @@ from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saveable_object_util
-from tf_objckpt import trackable_utils
 
 
 class _UnrestoredValuesReport:
@@ -203,20 +202,17 @@ class CheckpointRestoreCoordinator:
     if position.is_simple_variable():
       self.values.await_key(position.object_proto.attributes[0].checkpoint_key)
 
-  def cached_restore_op(self, name, saveable):
-    """The restore op an earlier restore built for `saveable`, or None.
+  def cached_restore_op(self, name):
+    """The restore op an earlier restore built under `name`, or None.
 
-    Graph mode only. The op reads whichever checkpoint is fed, so this
-    checkpoint's value is checked against the saveable first, as for a new
-    op: a mismatch fails here rather than halfway through running the ops.
+    Graph mode only. The op reads whichever checkpoint is fed, so its
+    values go in the plan of this restore step like new ones: a mismatch
+    fails when the plan is checked rather than halfway through running the
+    ops.
     """
     if context.executing_eagerly():
       return None
-    restore_op = self._op_cache.by_name.get(name)
-    if restore_op is not None:
-      self._check_saveables(
-          saveable_object_util.validate_and_slice_inputs({name: saveable}), ())
-    return restore_op
+    return self._op_cache.by_name.get(name)
 
   def cached_saveable(self, trackable, name):
     """A saveable made for `trackable` by an earlier restore, or None."""
@@ -235,13 +231,12 @@ class CheckpointRestoreCoordinator:
     if cache is not None:
       cache.setdefault(trackable, {})[name] = (saveable,)
 
-  def check_values(self, values, shape_error=ValueError,
-                   dtype_error=errors.InvalidArgumentError):
-    """Checks values about to be read against the checkpoint.
+  def check(self, plan, shape_error=ValueError,
+            dtype_error=errors.InvalidArgumentError):
+    """Checks a `read_plan.ReadPlan` against the checkpoint.
 
     Args:
-      values: `(key, shape_and_slice, dtype, shape)` tuples; a dtype or
-        shape of None is not checked.
+      plan: What one restore step reads.
       shape_error: The error type when only shapes differ.
       dtype_error: The error type when only dtypes differ.
 
@@ -250,86 +245,50 @@ class CheckpointRestoreCoordinator:
       The error types above: If values do not fit; the message names the
         checkpoint and every key that does not fit.
     """
-    entries = [restore_plan.entry(*value) for value in values]
-    restore_plan.check(restore_plan.RestorePlan(entries),
-                       self.values.save_path, self.values.dtypes,
-                       self.values.shapes, shape_error=shape_error,
-                       dtype_error=dtype_error)
-
-  def _check_saveables(self, saveables, variables, python_saveables=()):
-    """Checks keys, dtypes and shapes before anything is assigned."""
-    planned = []
-    for saveable in saveables:
-      variable_shape = restore_plan.expected_shape(saveable)
-      planned.extend((spec.name, spec.slice_spec, spec.dtype, variable_shape)
-                     for spec in saveable.specs)
-    planned.extend((key, "", variable.dtype, variable.shape)
-                   for key, variable in variables)
-    planned.extend((spec.name, "", None, None)
-                   for saveable in python_saveables for spec in saveable.specs)
-    self.check_values(planned)
+    read_plan.check(plan, self.values, shape_error=shape_error,
+                    dtype_error=dtype_error)
 
   def restore_saveables(self, tensor_saveables, python_saveables,
-                        variables=()):
-    """Restores saveables now (eagerly) or builds their restore ops.
+                        variables=(), cached=()):
+    """Restores one step's values now (eagerly) or builds their restore ops.
 
-    Every value is checked before any is assigned, so a mismatch or a
-    damaged value leaves the objects untouched.
+    The step's plan is built once and checked before anything is assigned,
+    so a mismatch or a damaged value leaves the objects untouched; the
+    engine then executes it.
 
     Args:
       tensor_saveables: `{checkpoint key: SaveableObject}`.
       python_saveables: `PythonStateSaveable`s, restored now (last).
-      variables: `(checkpoint key, variable)` pairs of stock resource
+      variables: `(name, checkpoint key, variable)` of stock resource
         variables, restored by assigning their values; graph building, each
-        by the restore op an earlier restore built for its key, if any.
+        by the restore op an earlier restore built under its name, if any.
+      cached: `(name, saveable, restore op)` of saveables whose restore ops
+        an earlier restore built under `name` (graph mode).
 
     Returns:
       The restore ops when graph building, else an empty list.
     """
-    saveables = saveable_object_util.validate_and_slice_inputs(tensor_saveables)
-    self._check_saveables(saveables, variables, python_saveables)
-    # Python state is read now and handed over last, once every tensor is
-    # read: a damaged value leaves it as it was too.
-    python_values = [[self.values.python_value(spec.name)
-                      for spec in saveable.specs]
-                     for saveable in python_saveables]
-    restore_ops = self._restore_tensors(saveables, variables)
-    for saveable, values in zip(python_saveables, python_values):
-      saveable.python_restore(values)
-    return restore_ops
-
-  def _restore_tensors(self, saveables, variables):
-    """Restores the tensors of `saveables` and `variables` (see above)."""
-    if context.executing_eagerly():
-      units = [(saveable.specs, functools.partial(_restore_eagerly, saveable))
-               for saveable in saveables]
-      units.extend(
-          ([reads.KeyToRead(key, "", variable.dtype)],
-           functools.partial(saveable_object_util.assign_restored, variable))
-          for key, variable in variables)
-      self.values.restore_in_pieces(units)
+    eager = context.executing_eagerly()
+    plan = restore_plan.plan_of(
+        saveable_object_util.validate_and_slice_inputs(tensor_saveables),
+        python_saveables, variables, cached,
+        built_ops=None if eager else self._op_cache.by_name)
+    self.check(plan)
+    if eager:
+      read_plan.execute_eagerly(plan, self.values)
       return []
-    cached_ops = []
-    for key, variable in variables:
-      name = key.removesuffix(trackable_utils.VARIABLE_VALUE_KEY)
-      cached_op = self._op_cache.by_name.get(name)
-      if cached_op is None:
-        saveables.append(
-            saveable_object_util.VariableSaveable(variable, name=name))
-      else:
-        cached_ops.append(cached_op)
-    if not saveables:
-      return cached_ops
-    new_ops = functional_saver.Saver(saveables).restore(
-        self.values.path_tensor, self.options)
+    # Python state is handed over at once, after the ops are built.
+    hand_over_python_state = read_plan.read_python_state(plan, self.values)
+    restore_ops = functional_saver.execute_plan(
+        plan, self.values.path_tensor, self.options)
+    hand_over_python_state()
+    new_ops = {destination.name: restore_ops[destination.name]
+               for destination in plan.destinations
+               if destination.name in restore_ops and
+               not isinstance(destination, read_plan.ToRestoreOp)}
     self._op_cache.by_name.update(new_ops)
     self._built_restore_ops.extend(new_ops.values())
-    return cached_ops + list(new_ops.values())
-
-
-def _restore_eagerly(saveable, values):
-  """Hands `saveable` its restored `values` (executing eagerly)."""
-  saveable.restore(values, None)
+    return list(restore_ops.values())
 
 
 class RestoreOpCache:

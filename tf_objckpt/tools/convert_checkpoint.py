@@ -10,6 +10,7 @@ reported. The written checkpoint is recorded as its directory's latest, as
 `Checkpoint.save` records its own.
 """
 
+import functools
 import importlib
 import os
 import sys
@@ -20,10 +21,10 @@ from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import checkpoint_management
+from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt.restoring import name_matching
-from tf_objckpt.restoring import restore_plan
 from tf_objckpt import util
 
 # At most this many names are listed per section of the report.
@@ -175,7 +176,7 @@ def convert(save_path, out_prefix, objects, mapping=None,
   match = match_variables(checkpoint, values.shapes, mapping)
   if match.unmatched and not allow_partial:
     return Result(save_path, out_prefix, match, written=False)
-  _assign(save_path, values, match.matched)
+  _assign(values, match.matched)
   # The save counter (0) is written too, as after a restore by names.
   checkpoint.save_counter  # pylint: disable=pointless-statement
   written = checkpoint.write(out_prefix)
@@ -185,14 +186,16 @@ def convert(save_path, out_prefix, objects, mapping=None,
   return Result(save_path, out_prefix, match, written=True)
 
 
-def _assign(save_path, values, matched):
+def _assign(values, matched):
   """Checks every matched value against its variable, then assigns them."""
-  entries = [restore_plan.entry(key, "", variable.dtype, variable.shape)
-             for _, variable, key, _ in matched]
-  restore_plan.check(restore_plan.RestorePlan(entries), save_path,
-                     values.dtypes, values.shapes, shape_error=ValueError)
-  tensors = values.read([
-      reads.KeyToRead(key, "", values.dtypes[key])
-      for _, _, key, _ in matched]) if matched else []
-  for (_, variable, _, _), tensor in zip(matched, tensors):
-    variable.assign(tensor)
+  plan = read_plan.ReadPlan(
+      read_plan.ToCallback(key, [read_plan.read(key, "", variable.dtype,
+                                                variable.shape)],
+                           functools.partial(_assign_first, variable))
+      for _, variable, key, _ in matched)
+  read_plan.check(plan, values, shape_error=ValueError)
+  read_plan.execute_eagerly(plan, values)
+
+
+def _assign_first(variable, values):
+  variable.assign(values[0])

@@ -22,11 +22,11 @@ from tensorflow.python.ops import variables
 from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 from tensorflow.python.util import compat
 
+from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import variable_values
 from tf_objckpt.engine import writes
 from tf_objckpt import functional_saver
-from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
 
@@ -50,17 +50,14 @@ _VARIABLE_SAVEABLES = (saveable_object_util.ResourceVariableSaveable,
 
 
 def plan_from_saveables(saveables, reshape):
-  """The restore plan of saveables about to be restored by a builder."""
-  entries = []
-  for saveable in saveables:
-    # Only variables insist on a shape; other saveables (tables, ...) may
-    # legitimately restore values of any shape.
-    is_variable = isinstance(saveable, _VARIABLE_SAVEABLES)
-    shape = tensor_shape.TensorShape(saveable.op.shape) if is_variable else None
-    for spec in saveable.specs:
-      entries.append(restore_plan.entry(spec.name, spec.slice_spec,
-                                        spec.dtype, shape, reshape))
-  return restore_plan.RestorePlan(entries)
+  """The read plan of saveables about to be restored by a builder."""
+  # Only variables insist on a shape; other saveables (tables, ...) may
+  # legitimately restore values of any shape.
+  return read_plan.ReadPlan(
+      read_plan.ToSaveable(
+          saveable, tensor_shape.TensorShape(saveable.op.shape)
+          if isinstance(saveable, _VARIABLE_SAVEABLES) else None, reshape)
+      for saveable in saveables)
 
 
 def checkpoint_identity(save_path):
@@ -73,15 +70,14 @@ def checkpoint_identity(save_path):
           stat.st_mtime_ns)
 
 
-def verify_restore_plan(save_path, plan, eager=False):
-  """Raises TensorFlow's error if `plan` cannot be restored from `save_path`.
-
-  An unreadable checkpoint is left for the restore op to report: it fails
-  before assigning anything, with TensorFlow's own error type and message.
+def check_plan(plan, values, eager=False):
+  """Raises TensorFlow's error if `plan` cannot be restored from `values`.
 
   Args:
-    save_path: The checkpoint prefix.
-    plan: A `restore_plan.RestorePlan`.
+    plan: A `read_plan.ReadPlan`.
+    values: The checkpoint's `reads.CheckpointValues`, or None when it
+      cannot be read: the restore op then fails before assigning anything,
+      with TensorFlow's own error type and message.
     eager: Whether the restore runs eagerly, where TensorFlow reports a
       variable's shape mismatch as a ValueError (graph building, the restore
       op fails with an InvalidArgumentError).
@@ -91,16 +87,10 @@ def verify_restore_plan(save_path, plan, eager=False):
       checkpoint's keys nothing asks for.
     InvalidArgumentError, ValueError: If dtypes or shapes differ.
   """
-  if not plan.entries:
+  if values is None:
     return
-  try:
-    values = reads.CheckpointValues(
-        compat.as_str(save_path),
-        reads.open_reader(compat.as_str(save_path)), None)
-  except errors.OpError:
-    return
-  restore_plan.check(
-      plan, save_path, values.dtypes, values.shapes,
+  read_plan.check(
+      plan, values,
       shape_error=ValueError if eager else errors.InvalidArgumentError,
       list_unexpected=True)
 
@@ -383,7 +373,7 @@ class BaseSaverBuilder(object):
       if build_restore and reads_keys_of_specs(self):
         plan = plan_from_saveables(saveables, reshape)
         if eager:
-          verify_restore_plan(prefix.numpy(), plan, eager=True)
+          check_plan(plan, reads.readable_values(prefix.numpy()), eager=True)
       groups = self._GroupByDevices(saveables) if sharded else None
       if build_save:
         save_tensor = (
