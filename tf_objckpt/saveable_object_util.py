@@ -38,7 +38,6 @@ from tf_objckpt import trackable_utils
 from tf_objckpt.engine.variable_values import set_cpu0  # pylint: disable=unused-import
 
 VARIABLE_VALUE_KEY = trackable_utils.VARIABLE_VALUE_KEY
-set_cpu0 = variable_values.set_cpu0  # TensorFlow's name, kept here.
 _REF_VARIABLE_OPS = frozenset(["Variable", "VariableV2", "AutoReloadVariable"])
 _VARIABLE_OPS = _REF_VARIABLE_OPS | {"VarHandleOp", "ReadVariableOp"}
 

@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 
 import tf_objckpt
+from tf_objckpt.engine import read_plan
 from tf_objckpt import functional_saver
 from tf_objckpt import saver as saver_lib
-from tf_objckpt.engine import read_plan
 
 
 @pytest.fixture(name="checks")
