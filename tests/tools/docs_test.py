@@ -1,8 +1,9 @@
 """Checks that the docs stay true: links resolve, pinned tests exist.
 
-README.md and CONTRIBUTING.md link to files of the repository, and API.md
-names the tests that pin each departure from TensorFlow; a renamed file or
-test must not leave them pointing at nothing.
+README.md and CONTRIBUTING.md link to files of the repository, API.md
+names the tests that pin each departure from TensorFlow, and ARCHITECTURE.md
+names the modules a save and a restore go through; a renamed file, module
+or test must not leave them pointing at nothing.
 """
 
 import os
@@ -12,7 +13,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-_DOCS = ("README.md", "CONTRIBUTING.md", "API.md")
+_DOCS = ("README.md", "CONTRIBUTING.md", "API.md", "ARCHITECTURE.md")
+# Paths of the package's modules, as ARCHITECTURE.md names them.
+_MODULE_PATH = re.compile(r"`((?:[a-z0-9_]+/)*[a-z0-9_]+\.py)`")
 _LINK = re.compile(r"\]\(([^)#\s]+)[^)]*\)")
 _TEST_REFERENCE = re.compile(r"`(tests/[\w/]+_test\.py)(?:::(\w+))?`")
 
@@ -46,6 +49,15 @@ def test_relative_links_resolve(doc):
   missing = [link for link in _relative_links(doc)
              if not os.path.exists(os.path.join(ROOT, link))]
   assert not missing, f"{doc} links to missing files: {missing}"
+
+
+def test_architecture_names_modules_that_exist():
+  named = _MODULE_PATH.findall(_read("ARCHITECTURE.md"))
+  assert len(named) > 20
+  missing = [path for path in named
+             if not os.path.exists(os.path.join(ROOT, "tf_objckpt", path))
+             and not os.path.exists(os.path.join(ROOT, path))]
+  assert not missing, f"ARCHITECTURE.md names missing modules: {missing}"
 
 
 def test_readme_links_the_api_reference():
