@@ -304,16 +304,12 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     session.run(self._save_counter_assign)
     return counter
 
-  def _write(self, prefix, options):
-    """Steps 2 to 4 of the save of `prefix`, planned by `save`.
+  def _write(self, plan, options):
+    """Steps 2 to 4 of a save planned by `save`; step 4 records and sweeps.
 
     Our checkpoint objects run them (in the background, for asynchronous
     saves); others are written through their own `write`.
     """
-    plan = save_transaction.planned(
-        prefix, options, base=self._prefix,
-        keep=frozenset(self._listed_names()),
-        state_file=state_file.STATE_FILENAME)
     record = functools.partial(self._record_and_sweep, durable=plan.durable)
     save_planned = getattr(self._checkpoint, "_save_planned", None)
     if save_planned is not None:
@@ -396,8 +392,11 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         checkpoint_number = counter
       if not isinstance(checkpoint_number, (numbers.Integral, np.integer)):
         checkpoint_number = int(_evaluate(checkpoint_number))
-      return self._write(
-          save_transaction.numbered(self._prefix, checkpoint_number), options)
+      plan = save_transaction.planned(
+          save_transaction.numbered(self._prefix, checkpoint_number), options,
+          base=self._prefix, keep=frozenset(self._listed_names()),
+          state_file=state_file.STATE_FILENAME)
+      return self._write(plan, options)
 
   def restore_or_initialize(self):
     """Restores the newest intact checkpoint, or calls `init_fn` if none.

@@ -14,11 +14,11 @@ steps 2 to 4, calling the engine for their file operations.
    file lists (see step 2's cleanup); the state file it updates; other
    files it writes (the v1 `Saver`'s meta graph); and, from the options,
    whether it is durable (refused at once off local paths:
-   `commit.check_durable`) and their write callbacks. Graph building, the
-   save op is built here once (`TrackableSaver.build_save_ops`). An
-   asynchronous save reads its values here (`async_checkpoint.Snapshot`),
-   so that later assignments stay out of it, and runs steps 2 to 4 in the
-   background.
+   `commit.check_durable`) and their write callbacks. Graph building,
+   `CheckpointV1.save` builds its counter's and save's ops here at its
+   first save (`TrackableSaver.build_save_ops`). An asynchronous save
+   reads its values here (`async_checkpoint.Snapshot`), so that later
+   assignments stay out of it, and runs steps 2 to 4 in the background.
 2. **Write shards** (engine: `commit.saving`, `functional_saver`,
    `engine.writes`). `commit.saving` opens the save, once: it makes and
    locks the directory and removes what interrupted saves of the plan's
@@ -26,9 +26,11 @@ steps 2 to 4, calling the engine for their file operations.
    gathers the objects' saveables and object graph (graph building: runs
    its cached op, in one `session.run`), and the engine writes one shard
    per task under temporary names and merges them, the index last; the v1
-   `Saver` runs its `SaverDef`'s save tensor, then writes its meta graph. A
-   save traced into a `tf.function` ends here: its path is a tensor, and it
-   writes when the function runs.
+   `Saver` runs its `SaverDef`'s save tensor, then writes its meta graph;
+   another checkpoint object under our manager (TensorFlow's) writes with
+   its own `write`, which runs the write callbacks itself. A save traced
+   into a `tf.function` ends here: its path is a tensor, and it writes when
+   the function runs.
 3. **Commit** (engine: `commit.Save.sync`). A durable save flushes the
    checkpoint's files and directory to disk; then the options' write
    callbacks run, with the path, as TensorFlow runs them.
@@ -40,6 +42,12 @@ steps 2 to 4, calling the engine for their file operations.
    the state file lists the checkpoint: what fails later (a manager
    deleting old checkpoints) no longer undoes the save.
 
+TensorFlow's asynchronous `Checkpoint` says that its files are final only
+through the write callbacks, from its own thread: under our manager, its
+save is started (`SaveTransaction.start`) and runs steps 3 and 4 from its
+last write callback (`SaveTransaction.finish`), as TensorFlow's manager
+records from there.
+
 When a step fails, the error propagates and the save is undone by
 `commit.saving`: every file it created is removed (files of the prefix that
 existed before stay), and the state file is as it was, since it is replaced
@@ -47,8 +55,9 @@ atomically or not at all. A TensorFlow error keeps its type; its message is
 led by the checkpoint and, when the file system shows one, the reason
 (`commit.explaining_failures`).
 
-Saves of one process run one at a time (`one_save_at_a_time`), from their
-plan to their last step, except the background steps of asynchronous saves.
+The saves of `Checkpoint`, `CheckpointV1` and managers run one at a time in
+a process (`one_save_at_a_time`), from plan to record, except the steps
+asynchronous saves run in the background.
 """
 
 import contextlib
@@ -164,11 +173,11 @@ def record_latest(path, save, durable=False):
   As TensorFlow does, the state file then lists only `path`, relative to
   its directory.
   """
-  del save  # Nothing follows in this save that could undo it.
   state_file.update_checkpoint_state_internal(
       save_dir=os.path.dirname(path), model_checkpoint_path=path,
       all_model_checkpoint_paths=[path], save_relative_paths=True,
       durable=durable)
+  save.keep()
 
 
 class SaveTransaction:

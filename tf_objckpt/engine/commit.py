@@ -14,8 +14,8 @@ record steps.
 - When the save fails, for any reason, every file of P that it created is
   removed and the error is re-raised. Files of P that existed before stay,
   and so does the state file (it is replaced atomically, or not at all).
-  The save is kept, and not undone, once `Save.keep()` is called (a
-  manager calls it when the state file lists the checkpoint).
+  The save is kept, and not undone, once `Save.keep()` is called (its
+  record step calls it when the state file lists the checkpoint).
 - Before it writes, it removes the stale leftovers of interrupted saves of
   P and, given `base`, of every other `<base>-<n>`: temporary files,
   `_temp` directories, and data files of a prefix without an index (the
