@@ -158,8 +158,8 @@ def path_string(output):
   A tensor's value is read (eagerly); a symbolic tensor (a save traced into
   a `tf.function`) is returned as it is, and None (nothing written) too.
   """
-  if output is None:
-    return None
+  if output is None or isinstance(output, str):
+    return output
   if tensor_util.is_tf_type(output):
     if not context.executing_eagerly():
       return output
