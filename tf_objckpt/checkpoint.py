@@ -307,8 +307,7 @@ class _CheckpointBase(tracking.AutoTrackable):
     """
     self._finish_pending_write()
     file_prefix = _as_path(file_prefix)
-    durable = getattr(options, "durable", False)
-    if durable:
+    if getattr(options, "durable", False):
       commit.check_durable(file_prefix)
     count, session = self._count_save(file_prefix, session, options)
     plan = save_transaction.planned(
@@ -318,7 +317,7 @@ class _CheckpointBase(tracking.AutoTrackable):
     return self._save_planned(
         plan, options, session=session,
         record=functools.partial(save_transaction.record_latest,
-                                 durable=durable))
+                                 durable=plan.durable))
 
   def _save_planned(self, plan, options, session=None, record=None):
     """Runs the rest of a save planned by `save`, `write` or a manager.
