@@ -9,6 +9,8 @@ restores them by walking the checkpoint's object graph; `TrackableSaver`
 """
 
 import contextlib
+import dataclasses
+import functools
 import inspect
 import os
 import weakref
@@ -19,20 +21,18 @@ from tensorflow.python.eager import def_function
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
-from tensorflow.python.framework import tensor_util
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.ops import variable_scope
 from tensorflow.python.ops import variable_v1
 from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
-from tensorflow.python.util import compat
 
 from tf_objckpt.api import intact_restore
 from tf_objckpt.api import load_status
+from tf_objckpt.api import save_transaction
 from tf_objckpt.api import trackable_saver
 from tf_objckpt import base
-from tf_objckpt import checkpoint_management
 from tf_objckpt import data_structures
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
@@ -52,7 +52,6 @@ from tf_objckpt.api.trackable_saver import saver_with_op_caching
 from tf_objckpt.api.trackable_saver import TrackableSaver
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
-from tf_objckpt.engine import writes
 # pylint: enable=unused-import
 
 
@@ -285,23 +284,23 @@ class _CheckpointBase(tracking.AutoTrackable):
     self._maybe_create_save_counter()
     return self._save_counter
 
-  @writes.one_save_at_a_time
-  def _write(self, file_prefix, session=None, options=None,
-             numbered_from=None):
-    """Writes a checkpoint, then runs the options' write callbacks.
+  @save_transaction.one_save_at_a_time
+  def _write(self, file_prefix, session=None, options=None):
+    """Writes a checkpoint at `file_prefix`: a save that records no state.
 
-    If anything fails, callbacks included, the files written are removed
-    (see `commit.saving`). Durable writes are flushed to disk before the
-    callbacks run. Asynchronous writes (`Checkpoint`, eagerly) return once
-    the values are read; the rest runs in the background.
+    Returns:
+      The path written (a tensor inside a `tf.function`).
+    """
+    self._finish_pending_write()
+    file_prefix = _as_path(file_prefix)
+    if getattr(options, "durable", False):
+      commit.check_durable(file_prefix)
+    plan = save_transaction.planned(file_prefix, options, make_directory=True)
+    return self._save_planned(plan, options, session=session)
 
-    Args:
-      file_prefix: Where to write.
-      session: The session to run a graph-mode save in.
-      options: Optional `tf.train.CheckpointOptions`.
-      numbered_from: For `save()`, the prefix `file_prefix` is numbered
-        from: leftovers of its other saves are cleaned up too (see
-        `commit.saving`), and the state file's temporary files.
+  @save_transaction.one_save_at_a_time
+  def _save(self, file_prefix, session=None, options=None):
+    """Counts the save, writes "<file_prefix>-<count>", records it as latest.
 
     Returns:
       The path written.
@@ -310,37 +309,75 @@ class _CheckpointBase(tracking.AutoTrackable):
     file_prefix = _as_path(file_prefix)
     if getattr(options, "durable", False):
       commit.check_durable(file_prefix)
+    count, session = self._count_save(file_prefix, session, options)
+    plan = save_transaction.planned(
+        save_transaction.numbered(file_prefix, count), options,
+        base=file_prefix, state_file=state_file.STATE_FILENAME,
+        make_directory=True)
+    return self._save_planned(
+        plan, options, session=session,
+        record=functools.partial(save_transaction.record_latest,
+                                 durable=plan.durable))
+
+  def _save_planned(self, plan, options, session=None, record=None):
+    """Runs the rest of a save planned by `save`, `write` or a manager.
+
+    Steps 2 to 4 of `save_transaction`, with `record` as step 4.
+
+    Returns:
+      The path written (a tensor inside a `tf.function`).
+    """
     if self._writes_in_background(options):
-      snapshot = self._saver.snapshot()
-      if tensor_util.is_tf_type(file_prefix):
-        file_prefix = file_prefix.numpy()
-      file_prefix = compat.as_str(file_prefix)
-      self._async_writer().start(lambda: self._commit_write(
-          file_prefix, snapshot.write, options, numbered_from))
-      return file_prefix
+      return self._save_in_background(plan, options, record)
+    transaction = save_transaction.SaveTransaction(plan, record)
+    return transaction.run(lambda prefix: save_transaction.path_string(
+        self._saver.write_shards(prefix, session, options)))
 
-    def write_now(prefix, options):
-      return self._saver.save(file_prefix=prefix, session=session,
-                              options=options)
+  def _save_in_background(self, plan, options, record):
+    """An asynchronous save: steps 2 to 4 run in the background.
 
-    return self._commit_write(file_prefix, write_now, options, numbered_from)
+    The values are read first, the last part of the plan.
 
-  def _commit_write(self, file_prefix, write, options, numbered_from):
-    """Runs `write(file_prefix, options)` and the callbacks as one save."""
-    state_filename = numbered_from and state_file.STATE_FILENAME
-    with commit.saving(file_prefix, base=numbered_from,
-                       state_file=state_filename,
-                       make_directory=True) as save:
-      output = write(file_prefix, options)
-      if tensor_util.is_tf_type(output):
-        if not context.executing_eagerly():
-          return output  # Inside a function: the path is a tensor.
-        output = output.numpy()
-      output = compat.as_str(output)
-      if getattr(options, "durable", False):
-        save.sync()
-      _run_write_callbacks(options, output)
-      return output
+    Returns:
+      The path the save writes.
+    """
+    snapshot = self._saver.snapshot()
+    plan = dataclasses.replace(
+        plan, prefix=save_transaction.path_string(plan.prefix))
+    transaction = save_transaction.SaveTransaction(plan, record)
+    self._async_writer().start(lambda: transaction.run(
+        lambda prefix: snapshot.write(prefix, options)))
+    return plan.prefix
+
+  def _count_save(self, file_prefix, session, options):
+    """Adds one to the save counter; returns the count and the session.
+
+    Graph building, the counter's and the save's ops are built at the
+    first save, then run in `session` (default: the default session).
+
+    Raises:
+      NotImplementedError: Inside a `tf.function`.
+    """
+    if context.executing_eagerly():
+      return self._increment_save_counter().numpy(), session
+    if ops.inside_function():
+      raise NotImplementedError(
+          "Calling tf.train.Checkpoint.save() from a function is not "
+          "supported, as save() modifies saving metadata in ways not "
+          "supported by TensorFlow Operations. Consider using "
+          "tf.train.Checkpoint.write(), a lower-level API which does not "
+          "update metadata. tf.train.latest_checkpoint and related APIs will "
+          "not see this checkpoint.")
+    session = load_status.default_session(
+        session, f"save checkpoint to {file_prefix!r}")
+    new_counter = self._save_counter is None
+    if self._save_assign_op is None:  # Built once, then run at each save.
+      self._save_assign_op = data_structures.NoDependency(
+          self._increment_save_counter())
+      self._saver.build_save_ops(options)
+    if new_counter:
+      session.run(self.save_counter.initializer)
+    return session.run(self._save_assign_op), session
 
   def _writes_in_background(self, options):
     """Whether this save is asynchronous; graph building, never (warned)."""
@@ -364,50 +401,6 @@ class _CheckpointBase(tracking.AutoTrackable):
     writer = getattr(self, "_pending_writes", None)
     if writer is not None:
       writer.sync()
-
-  @writes.one_save_at_a_time
-  def _save(self, file_prefix, session=None, options=None):
-    """Increments the save counter, writes, and updates the state file."""
-    self._finish_pending_write()
-    file_prefix = _as_path(file_prefix)
-    durable = getattr(options, "durable", False)
-    if durable:
-      commit.check_durable(file_prefix)
-    graph_building = not context.executing_eagerly()
-    if graph_building:
-      if ops.inside_function():
-        raise NotImplementedError(
-            "Calling tf.train.Checkpoint.save() from a function is not "
-            "supported, as save() modifies saving metadata in ways not "
-            "supported by TensorFlow Operations. Consider using "
-            "tf.train.Checkpoint.write(), a lower-level API which does not "
-            "update metadata. tf.train.latest_checkpoint and related APIs will "
-            "not see this checkpoint.")
-      session = load_status.default_session(
-          session, f"save checkpoint to {file_prefix!r}")
-      new_counter = self._save_counter is None
-    if graph_building:
-      if self._save_assign_op is None:  # Built once, then run at each save.
-        self._save_assign_op = data_structures.NoDependency(
-            self._increment_save_counter())
-        self._saver.build_save_ops(options)
-      if new_counter:
-        session.run(self.save_counter.initializer)
-      count = session.run(self._save_assign_op)
-    else:
-      count = self._increment_save_counter().numpy()
-
-    def update_checkpoint_state(save_path):
-      record_latest = checkpoint_management.update_checkpoint_state_internal
-      record_latest(save_dir=os.path.dirname(file_prefix),
-                    model_checkpoint_path=save_path,
-                    all_model_checkpoint_paths=[save_path],
-                    save_relative_paths=True, durable=durable)
-
-    options = checkpoint_management.with_write_callback(
-        options, update_checkpoint_state)
-    return self._write(f"{file_prefix}-{count:d}", session=session,
-                       options=options, numbered_from=file_prefix)
 
   def _increment_save_counter(self):
     """Adds one to the save counter; returns the new count (or its op)."""
@@ -447,24 +440,6 @@ def _as_path(file_prefix):
   if isinstance(file_prefix, os.PathLike):
     return os.fspath(file_prefix)
   return file_prefix
-
-
-def _run_write_callbacks(options, save_path):
-  """Calls each write callback of `options`, with the path if it takes one.
-
-  Raises:
-    AssertionError: If a callback takes more than one argument.
-  """
-  for callback in getattr(options, "experimental_write_callbacks", None) or ():
-    num_parameters = len(inspect.signature(callback).parameters)
-    if num_parameters == 0:
-      callback()
-    elif num_parameters == 1:
-      callback(save_path)
-    else:
-      raise AssertionError(
-          "Checkpoint write callbacks must take 0 or 1 arguments (the "
-          f"checkpoint path); {callback} takes {num_parameters}.")
 
 
 class CheckpointV1(_CheckpointBase):

@@ -1,14 +1,17 @@
 """`CheckpointManager`, and TensorFlow's functions for checkpoint state files.
 
 A manager numbers, keeps and deletes the checkpoints of one checkpoint
-object in a directory, and records them in the directory's `checkpoint`
-state file (`engine.state_file`, whose functions are re-exported here under
+object in a directory: it plans each save and records it (steps 1 and 4 of
+`api.save_transaction`) in the directory's `checkpoint` state file
+(`engine.state_file`, whose functions are re-exported here under
 TensorFlow's names), so TensorFlow and tf_objckpt can take turns managing
 the same directory.
 """
 
 import collections
 import copy
+import dataclasses
+import functools
 import inspect
 import numbers
 import os
@@ -17,15 +20,14 @@ import time
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint_management as tf_checkpoint_management
-from tensorflow.python.checkpoint import checkpoint_options
 from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.api import save_transaction
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import commit
 from tf_objckpt.engine import state_file
-from tf_objckpt.engine import writes
 # TensorFlow's names for the state file's functions.
 # pylint: disable=unused-import
 from tf_objckpt.engine.state_file import checkpoint_exists
@@ -48,19 +50,6 @@ def _evaluate(value):
   if tf.executing_eagerly():
     return value.numpy()
   return tf.compat.v1.get_default_session().run(value)
-
-
-def with_write_callback(options, callback):
-  """A copy of `tf.train.CheckpointOptions` (or new ones) adding `callback`.
-
-  Write callbacks run once a checkpoint's files are complete; the copy
-  keeps the caller's options unchanged.
-  """
-  options = (checkpoint_options.CheckpointOptions() if options is None
-             else copy.copy(options))
-  options.experimental_write_callbacks = (
-      list(options.experimental_write_callbacks or []) + [callback])
-  return options
 
 
 def _accepts_options(fn):
@@ -260,14 +249,11 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         durable=durable)
 
   def _record_and_sweep(self, save_path, save, durable=False):
-    """Adds `save_path` as the newest checkpoint, then deletes old ones.
+    """Step 4 of a save: lists `save_path` as the newest, deletes old ones.
 
-    The save commits once the state file lists it; if that write fails, the
-    manager forgets the checkpoint too. Durable saves are flushed to disk
-    first.
+    The save is kept (`save.keep()`) once the state file lists it; if that
+    write fails, the manager forgets the checkpoint too.
     """
-    if durable:
-      save.sync()
     self._remove_rest_of_damaged(save_path)
     previous = (collections.OrderedDict(self._maybe_delete),
                 self._latest_checkpoint)
@@ -281,7 +267,7 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     except BaseException:
       self._maybe_delete, self._latest_checkpoint = previous
       raise
-    save.commit()
+    save.keep()
     self._sweep()
     self._record_state(durable)
 
@@ -318,39 +304,42 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     session.run(self._save_counter_assign)
     return counter
 
-  def _write(self, prefix, options, save):
-    """Writes the checkpoint at `prefix`, then records and sweeps.
+  def _write(self, plan, options):
+    """Steps 2 to 4 of a save planned by `save`; step 4 records and sweeps.
 
-    When the writer takes `options`, recording runs as a write callback, so
-    that asynchronous writes are recorded once their files exist. A writer
-    that ignores callbacks is recorded right after it returns.
+    Our checkpoint objects run them (in the background, for asynchronous
+    saves); others are written through their own `write`.
     """
-    durable = getattr(options, "durable", False)
+    record = functools.partial(self._record_and_sweep, durable=plan.durable)
+    save_planned = getattr(self._checkpoint, "_save_planned", None)
+    if save_planned is not None:
+      return save_planned(plan, options, record=record)
+    # Their write runs the options' callbacks itself.
+    transaction = save_transaction.SaveTransaction(
+        dataclasses.replace(plan, callbacks=()), record)
+    return self._write_through(transaction, options)
+
+  def _write_through(self, transaction, options):
+    """Writes with the checkpoint object's own `write` (TensorFlow's).
+
+    TensorFlow's asynchronous write says its files are final only through
+    the options' write callbacks, from its own thread: the save commits and
+    records from there, as TensorFlow's manager records.
+    """
     writer = getattr(self._checkpoint, "_write", None)
     if writer is None or not _accepts_options(writer):
       writer = self._checkpoint.write
     if not _accepts_options(writer):
       if options is not None:
         raise TypeError("%s does not accept `options`." % (writer,))
-      save_path = writer(prefix)
-      self._record_and_sweep(save_path, save)
-      return save_path
-    recorded = []
-
-    def callback(save_path):
-      recorded.append(save_path)
-      # An asynchronous write calls back from its own thread, inside its own
-      # `commit.saving(prefix)`: the record commits that one. Otherwise this
-      # thread's save of `prefix` is `save`.
-      with commit.saving(prefix) as current:
-        self._record_and_sweep(save_path, current, durable)
-
-    options = with_write_callback(options, callback)
-    save_path = writer(prefix, options=options)
-    if not recorded and not getattr(
-        options, "experimental_enable_async_checkpoint", False):
-      self._record_and_sweep(save_path, save, durable)
-    return save_path
+      return transaction.run(writer)
+    if not getattr(options, "experimental_enable_async_checkpoint", False):
+      return transaction.run(lambda prefix: writer(prefix, options=options))
+    options = copy.copy(options)
+    options.experimental_write_callbacks = (
+        list(options.experimental_write_callbacks or []) +
+        [transaction.finish])
+    return transaction.start(lambda prefix: writer(prefix, options=options))
 
   def _due(self, check_interval):
     """Whether to save now, with `checkpoint_interval`, and the step."""
@@ -365,7 +354,7 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         return False, step
     return True, step
 
-  @writes.one_save_at_a_time
+  @save_transaction.one_save_at_a_time
   def save(self, checkpoint_number=None, check_interval=True, options=None):
     """Writes a new checkpoint and deletes the ones no longer kept.
 
@@ -403,11 +392,11 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         checkpoint_number = counter
       if not isinstance(checkpoint_number, (numbers.Integral, np.integer)):
         checkpoint_number = int(_evaluate(checkpoint_number))
-      prefix = "%s-%d" % (self._prefix, checkpoint_number)
-      with commit.saving(prefix, base=self._prefix,
-                         keep=self._listed_names(),
-                         state_file=state_file.STATE_FILENAME) as save:
-        return self._write(prefix, options, save)
+      plan = save_transaction.planned(
+          save_transaction.numbered(self._prefix, checkpoint_number), options,
+          base=self._prefix, keep=frozenset(self._listed_names()),
+          state_file=state_file.STATE_FILENAME)
+      return self._write(plan, options)
 
   def restore_or_initialize(self):
     """Restores the newest intact checkpoint, or calls `init_fn` if none.

@@ -5,6 +5,9 @@ A name-based checkpoint maps variable names to tensors. This module writes
 and reads such checkpoints exactly as `tf.compat.v1.train.Saver` does (same
 graph structure, same `SaverDef` tensor names, same files on disk); the ops
 come from its builders (`saver_builders`), the file ops from the I/O engine.
+A save runs the `SaverDef`'s save op as step 2 of a save transaction
+(`api.save_transaction`): numbered, cleaned up after a failure, recorded in
+the state file.
 
 On top of TensorFlow's behaviour, a restore first compares the checkpoint's
 keys, dtypes and shapes with what the saver is about to restore, so that an
@@ -12,6 +15,7 @@ error which can be detected up front never leaves some variables restored
 and others not; the error then names every missing and unexpected key.
 """
 
+import functools
 import math
 import os
 import time
@@ -28,7 +32,7 @@ from tensorflow.python.training import training_util
 from tensorflow.python.util import compat
 
 from tf_objckpt import checkpoint_management
-from tf_objckpt.engine import commit
+from tf_objckpt.api import save_transaction
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
@@ -389,11 +393,10 @@ class Saver(object):
     step = global_step
     if not isinstance(step, compat.integral_types):
       step = training_util.global_step(sess, step)
-    if self._pad_step_number:
-      # Fixed width keeps the files sorted by step in listings.
-      return "{}-{:08d}".format(save_path, step)
-    # As an integer, also when given as a bool.
-    return "{}-{:d}".format(save_path, step)
+    # Fixed width keeps the files sorted by step in listings. A bool is
+    # written as an integer.
+    return save_transaction.numbered(save_path, step,
+                                     digits=8 if self._pad_step_number else 0)
 
   def save(self,
            sess,
@@ -447,8 +450,6 @@ class Saver(object):
                                             latest_filename)
     if not (eager or isinstance(sess, session_lib.SessionInterface)):
       raise TypeError("'sess' must be a Session; %s" % (sess,))
-
-    save_dir = os.path.dirname(save_path)
     meta_file = None
     if write_meta_graph and not eager:
       meta_file = checkpoint_management.meta_graph_filename(
@@ -460,46 +461,57 @@ class Saver(object):
                                strip_default_attrs=strip_default_attrs,
                                save_debug_info=save_debug_info)
 
-    saved = None
-    started = transfer_log.start()
-    if not self._is_empty:
-      # The meta graph is written before the state file moves (TensorFlow
-      # writes it after): a save that fails leaves neither.
-      try:
-        with commit.saving(
-            checkpoint_file,
-            base=save_path if global_step is not None else None,
-            extra_files=[meta_file] if meta_file else (),
-            state_file=latest_filename if write_state else None):
-          if eager:
-            self._build_eager(checkpoint_file, True, False)
-            if not self._is_empty:
-              saved = self.saver_def.save_tensor_name
-          else:
-            saved = sess.run(
-                self.saver_def.save_tensor_name,
-                feed_dict={
-                    self.saver_def.filename_tensor_name: checkpoint_file})
-          if saved is not None:
-            saved = compat.as_str(saved)
-            if meta_file:
-              write_meta_graph_file()
-            if write_state:
-              self._record_state(saved, save_dir, latest_filename)
-              self._MaybeDeleteOldCheckpoints(meta_graph_suffix)
-      except (errors.NotFoundError,
-              errors.FailedPreconditionError) as exc:
-        if gfile.IsDirectory(save_dir):
-          raise
-        raise ValueError(
-            f"Parent directory of {save_path} doesn't exist, can't save."
-        ) from exc
-    elif meta_file:
-      write_meta_graph_file()
     if self._is_empty:
+      if meta_file:
+        write_meta_graph_file()
       return None
-    transfer_log.saved(saved, started)
-    return saved
+    plan = save_transaction.SavePlan(
+        checkpoint_file, base=save_path if global_step is not None else None,
+        extra_files=(meta_file,) if meta_file else (),
+        state_file=latest_filename if write_state else None)
+    record = None
+    if write_state:
+      record = functools.partial(
+          self._record_and_delete, save_dir=os.path.dirname(save_path),
+          latest_filename=latest_filename,
+          meta_graph_suffix=meta_graph_suffix)
+
+    def write(prefix):
+      saved = self._run_save_op(sess, prefix)
+      # The meta graph is written with the checkpoint, before the state file
+      # moves (TensorFlow writes it after): a save that fails leaves neither.
+      if saved is not None and meta_file:
+        write_meta_graph_file()
+      return saved
+
+    try:
+      saved = save_transaction.SaveTransaction(plan, record).run(write)
+    except (errors.NotFoundError, errors.FailedPreconditionError) as exc:
+      if gfile.IsDirectory(os.path.dirname(save_path)):
+        raise
+      raise ValueError(
+          f"Parent directory of {save_path} doesn't exist, can't save."
+      ) from exc
+    return save_transaction.path_string(saved)
+
+  def _run_save_op(self, sess, prefix):
+    """Step 2 of a save: the `SaverDef`'s save op writes at `prefix`.
+
+    Eagerly, the builder writes at once. Returns the path written (None if
+    the saver turned out to have nothing to save).
+    """
+    if not context.executing_eagerly():
+      return sess.run(self.saver_def.save_tensor_name,
+                      feed_dict={self.saver_def.filename_tensor_name: prefix})
+    self._build_eager(prefix, True, False)
+    return None if self._is_empty else self.saver_def.save_tensor_name
+
+  def _record_and_delete(self, saved, save, save_dir, latest_filename,
+                         meta_graph_suffix):
+    """Step 4 of a save: records `saved`, then deletes the oldest one."""
+    self._record_state(saved, save_dir, latest_filename)
+    save.keep()
+    self._MaybeDeleteOldCheckpoints(meta_graph_suffix)
 
   def _record_state(self, saved, save_dir, latest_filename):
     """Lists `saved` as the latest checkpoint, in memory and in the file.

@@ -1,7 +1,8 @@
 """`TrackableSaver`: saves and restores the objects of one root trackable.
 
 A save gathers the root's saveables and object graph (`graph_view`) and
-writes them through the I/O engine (`functional_saver`); a restore walks the
+writes them through the I/O engine (`functional_saver`): step 2 of a save
+transaction (`save_transaction`, which `save` runs). A restore walks the
 checkpointed object graph (`restore`) and returns a load status
 (`load_status`). Checkpoints without an object graph (the v1 name-based
 `Saver`'s) are restored by variable names. `Checkpoint` and `CheckpointV1`
@@ -26,9 +27,9 @@ from tensorflow.python.util import compat
 
 from tf_objckpt.api import intact_restore
 from tf_objckpt.api import load_status
+from tf_objckpt.api import save_transaction
 from tf_objckpt import base
 from tf_objckpt.engine import async_checkpoint
-from tf_objckpt.engine import commit
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import sharding
 from tf_objckpt.engine import state_file
@@ -200,6 +201,9 @@ class TrackableSaver:
            options=None):
     """Writes a checkpoint of the root and its dependencies.
 
+    One save transaction (`save_transaction`) that records no state and
+    runs no write callbacks, as TensorFlow's `TrackableSaver.save`.
+
     Args:
       file_prefix: The path prefix of the checkpoint files.
       checkpoint_number: If given, appended to the prefix as "-N".
@@ -215,19 +219,32 @@ class TrackableSaver:
     """
     prefix, base = file_prefix, None
     if checkpoint_number:
-      prefix, base = f"{file_prefix}-{checkpoint_number:d}", file_prefix
-    started = transfer_log.start()
-    with _garbage_collection_paused(), commit.saving(
-        prefix, base=base, make_directory=True):
-      path = self._save(file_prefix, checkpoint_number, session, options)
-    transfer_log.saved(prefix, started)
-    return path
+      prefix = save_transaction.numbered(file_prefix, checkpoint_number)
+      base = file_prefix
+    plan = save_transaction.SavePlan(prefix, base=base, make_directory=True)
+    return save_transaction.SaveTransaction(plan).run(
+        lambda prefix: self.write_shards(prefix, session, options))
 
-  def _save(self, file_prefix, checkpoint_number, session, options):
+  def write_shards(self, file_prefix, session=None, options=None):
+    """Step 2 of a save: writes the root's objects at `file_prefix`.
+
+    Gathers the saveables and the object graph and has the engine write
+    them; graph building, runs the cached save op in `session`. Only the
+    write: `save_transaction` runs it inside a whole save.
+
+    Returns:
+      The path: an eager tensor, the session's result, or a tensor inside
+      a `tf.function`.
+
+    Raises:
+      RuntimeError: When graph building without a session to run in.
+    """
+    with _garbage_collection_paused():
+      return self._write_shards(file_prefix, session, options)
+
+  def _write_shards(self, file_prefix, session, options):
     use_session = (not context.executing_eagerly() and
                    not ops.inside_function())
-    if checkpoint_number:
-      file_prefix = f"{file_prefix}-{checkpoint_number:d}"
     feed_dict = {}
     if use_session:
       session = load_status.default_session(
@@ -250,6 +267,8 @@ class TrackableSaver:
 
   def snapshot(self):
     """What a save would write now, read off the objects (eagerly).
+
+    The plan of an asynchronous save (see `save_transaction`).
 
     Returns:
       An `async_checkpoint.Snapshot`, to write later from any thread.

@@ -6,9 +6,9 @@ saves read into a tensor (variables with batched reads). A
 read tensor keeps the buffer it read: TensorFlow gives a variable that is
 assigned while such a tensor exists a new buffer, so later assignments never
 reach the snapshot, and nothing is copied unless the variable changes. The
-save then returns; an `AsyncWriter`'s thread writes the snapshot through the
-I/O engine and commits it (temporary files, cleanup on failure, directory
-locks: `commit.saving`), state file included.
+save then returns; an `AsyncWriter`'s thread runs the rest of the save
+transaction (`api.save_transaction`): it writes the snapshot through the
+I/O engine, commits it and records it in the state file.
 
 One write per checkpoint object is pending at a time, so at most one
 snapshot is held: the next save, write, restore or `sync()` waits for it

@@ -7,13 +7,15 @@ moves), the index last, and the `checkpoint` state file after that. A save
 that is killed leaves some of these behind; one that fails leaves them too,
 or a complete checkpoint the state file never lists.
 
-`saving(P)` wraps a whole save, state file included:
+`saving(P)` wraps a whole save, state file included: a save transaction
+(`api.save_transaction`) enters it once, around its write, commit and
+record steps.
 
 - When the save fails, for any reason, every file of P that it created is
   removed and the error is re-raised. Files of P that existed before stay,
   and so does the state file (it is replaced atomically, or not at all).
-  The save counts as committed, and is not undone, once `Save.commit()` is
-  called (a manager calls it when the state file lists the checkpoint).
+  The save is kept, and not undone, once `Save.keep()` is called (its
+  record step calls it when the state file lists the checkpoint).
 - Before it writes, it removes the stale leftovers of interrupted saves of
   P and, given `base`, of every other `<base>-<n>`: temporary files,
   `_temp` directories, and data files of a prefix without an index (the
@@ -47,6 +49,7 @@ directory before the save commits, through `os`: TensorFlow's file layer
 cannot fsync, so they work on local paths only.
 """
 
+import collections
 import contextlib
 import copy
 import os
@@ -85,26 +88,25 @@ _FINAL = rf"\.index|{_DATA}|{_SHARD}|"
 # (a meta graph), which stays behind when the write fails.
 _TEMPORARY_COPY = r"\.tmp[0-9a-f]{32}"
 
-_lock = threading.Lock()  # Guards the two registries below.
+_lock = threading.Lock()  # Guards `_held` and `_saving`.
 # (thread, directory) -> the `_DirectoryLock` that thread holds there.
 _held = {}
-# (thread, prefix) -> the `Save` running there; prefixes saved by this
-# process are never stale.
-_saves = {}
+# How many saves of each prefix this process runs: never stale.
+_saving = collections.Counter()
 
 
 class Save:
-  """One save in progress: whether it is committed, and how to sync it."""
+  """One save in progress: whether it is kept, and how to sync it."""
 
   def __init__(self, prefix=None, directory=None, name=None):
     self.prefix = prefix
-    self.committed = False
+    self.kept = False
     self.directory = directory
     self.name = name
 
-  def commit(self):
-    """Marks the save as done: a later failure no longer undoes it."""
-    self.committed = True
+  def keep(self):
+    """Marks the save as listed: a later failure no longer undoes it."""
+    self.kept = True
 
   def sync(self):
     """Flushes the checkpoint's files and directory to disk (fsync)."""
@@ -319,7 +321,7 @@ def _mtime(path):
 
 def _being_saved(prefix):
   with _lock:
-    return any(saving_prefix == prefix for _, saving_prefix in _saves)
+    return _saving[prefix] > 0
 
 
 def _leftovers(entries, names, keep, state_file):
@@ -414,8 +416,6 @@ def saving(prefix, base=None, keep=(), extra_files=(), state_file=None,
            make_directory=False):
   """Runs a save of `prefix`: cleans up before, undoes it if it fails.
 
-  Nested calls for a prefix this thread is saving share the outer save.
-
   Args:
     prefix: The checkpoint prefix being written. Tensors (whose value is
       known only when ops run) are not managed.
@@ -438,12 +438,6 @@ def saving(prefix, base=None, keep=(), extra_files=(), state_file=None,
   if prefix is None:
     yield Save()
     return
-  key = (threading.get_ident(), prefix)
-  with _lock:
-    outer = _saves.get(key)
-  if outer is not None:
-    yield outer
-    return
   directory, name = os.path.split(prefix)
   save = Save(prefix, directory, name)
   with explaining_failures(prefix, state_file):
@@ -457,7 +451,6 @@ def saving(prefix, base=None, keep=(), extra_files=(), state_file=None,
 def _undoing_failures(save, base, keep, extra_files, state_file):
   """Cleans up before `save`; removes what it wrote if it fails."""
   directory, name = save.directory, save.name
-  key = (threading.get_ident(), save.prefix)
   with _holding(directory, exclusive=False, wait=False) as (lock, acquired):
     entries = _scan(directory)
     before = None  # Unknown: a failure removes temporary files only.
@@ -470,16 +463,18 @@ def _undoing_failures(save, base, keep, extra_files, state_file):
     if acquired and lock.mode == "exclusive":
       lock.lock(exclusive=False, wait=True)  # Let other saves run beside.
     with _lock:
-      _saves[key] = save
+      _saving[save.prefix] += 1
     try:
       yield save
     except BaseException:
-      if not save.committed:
+      if not save.kept:
         _undo(directory, name, before, extra_files)
       raise
     finally:
       with _lock:
-        del _saves[key]
+        _saving[save.prefix] -= 1
+        if not _saving[save.prefix]:
+          del _saving[save.prefix]
 
 
 def _undo(directory, name, before, extra_files):

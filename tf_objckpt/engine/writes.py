@@ -3,15 +3,14 @@
 A save writes one shard per device group, under a temporary prefix
 (eagerly from parallel threads, one per core at most), then
 `MergeV2Checkpoints` makes them one checkpoint (`write_shards`); a single
-shard is written in place. Saves of one process run one at a time
-(`one_save_at_a_time`).
+shard is written in place. This is step 2 of a save transaction
+(`api.save_transaction`).
 """
 
 import concurrent.futures
 import contextlib
 import functools
 import os
-import threading
 
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
@@ -26,27 +25,8 @@ from tf_objckpt.engine import commit
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 
-# Held by each save of this process (see `one_save_at_a_time`).
-_SAVE_LOCK = threading.RLock()
+# The threads of eager writes of several shards, started on first use.
 _write_pool = None
-
-
-def one_save_at_a_time(save):
-  """Decorates a save so that saves from several threads run in turn.
-
-  A save numbers its checkpoint, writes it and updates the state file; run
-  together from two threads, saves could share a number or record each
-  other's paths. Serialized, each returns a distinct, complete checkpoint
-  whose number is its own count. Nested saves (a manager's save calling a
-  checkpoint's write) run on.
-  """
-
-  @functools.wraps(save)
-  def save_alone(*args, **kwargs):
-    with _SAVE_LOCK:
-      return save(*args, **kwargs)
-
-  return save_alone
 
 
 def save_v2(file_prefix, names, slices, tensors):
