@@ -31,8 +31,8 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.training import training_util
 from tensorflow.python.util import compat
 
-from tf_objckpt import checkpoint_management
 from tf_objckpt.api import save_transaction
+from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat

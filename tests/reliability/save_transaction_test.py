@@ -23,10 +23,10 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt import graph_view
 from tf_objckpt.api import save_transaction
 from tf_objckpt.engine import commit
 from tf_objckpt.engine import state_file
+from tf_objckpt import graph_view
 
 _REPEATABLE = ("plan", "write", "sync", "record")
 
