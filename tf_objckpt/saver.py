@@ -61,14 +61,17 @@ _SAVER_DEF_NAME_FIELDS = ("filename_tensor_name", "save_tensor_name",
                           "restore_op_name")
 
 
-def _wrap_restore_error_with_msg(err, extra_verbiage):
-  """The same error type as `err`, with a hint about its likely cause."""
+def _with_restore_hint(error, likely_cause):
+  """`error` again, of its type, its message led by its likely cause.
+
+  The text is TensorFlow's, which users and tests match on.
+  """
   message = (
       "Restoring from checkpoint failed. This is most likely due to {} from "
       "the checkpoint. Please ensure that you have not altered the graph "
       "expected based on the checkpoint. Original error:\n\n{}").format(
-          extra_verbiage, err.message)
-  return err.__class__(err.node_def, err.op, message)
+          likely_cause, error.message)
+  return type(error)(error.node_def, error.op, message)
 
 
 def _get_saver_or_default():
@@ -660,12 +663,12 @@ class Saver(object):
       try:
         mapping = object_graph_key_mapping(prefix)
       except errors.NotFoundError:
-        raise _wrap_restore_error_with_msg(
+        raise _with_restore_hint(
             err, "a Variable name or other graph key that is missing"
         ) from None
       self._restore_object_based(sess, prefix, mapping)
     except errors.InvalidArgumentError as err:
-      raise _wrap_restore_error_with_msg(
+      raise _with_restore_hint(
           err, "a mismatch between the current graph and the graph"
       ) from None
     except (errors.DataLossError, errors.OutOfRangeError) as err:
