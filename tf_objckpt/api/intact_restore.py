@@ -11,6 +11,8 @@ file, a damaged object graph) the checkpoint is skipped with a warning in
 checkpoints would repeat) is raised at once.
 """
 
+import concurrent.futures
+import contextlib
 import os
 
 from tensorflow.python.eager import context
@@ -26,6 +28,10 @@ from tf_objckpt.engine import tuning
 from tf_objckpt.inspection import checkpoint_listing
 from tf_objckpt.inspection import verify_checkpoint
 
+# The thread checking values while graph-mode restore ops are built: one
+# kept for the process, whose caches stay warm from one restore to the next.
+_checker_pool = None
+
 # Problems a warning or a line of `verify --all` names; the rest are counted.
 _PROBLEMS_SHOWN = 3
 
@@ -33,36 +39,72 @@ _PROBLEMS_SHOWN = 3
 class CheckedValues(reads.CheckpointValues):
   """A restore's `CheckpointValues` that reads every value before any use.
 
-  `check_every_value` reads (so checks the checksum of) every value of the
-  checkpoint before the restore assigns any or builds a restore op, values
-  restored later on creation included. Eagerly, a checkpoint of up to two
-  restore pieces is kept for the restore, which then reads nothing twice
-  (`drop_unawaited` frees what no object waits for); larger ones are read a
-  piece at a time and dropped, and the restore skips its own check.
+  Within `checked()`, every value of the checkpoint is read (so its
+  checksum checked) before the restore assigns any, values restored later
+  on creation or by graph-mode restore ops included.
   """
 
-  def check_every_value(self):
-    """Reads every value now; a damaged one raises (see the class)."""
+  @contextlib.contextmanager
+  def checked(self, keep_values=True):
+    """A restore within this reads from a checkpoint whose values all read.
+
+    Eagerly the check comes first, a piece at a time. It keeps up to two
+    restore pieces of values for the restore (if `keep_values`), which does
+    not read those again, and the restore skips its own check. Graph
+    building, the restore only builds ops, which assign nothing until they
+    run: the check reads in a thread meanwhile, so it costs what the longer
+    of the two takes, and its error is raised when the restore is built.
+
+    Args:
+      keep_values: Whether the restore reads through this object, so that
+        values kept serve it.
+
+    Yields:
+      Nothing; on exit every value has been read.
+    """
     specs = [reads.KeyToRead(key, "", dtype)
              for key, dtype in self.dtypes.items()]
     sizes = [reads.byte_size(self.shapes[spec.name], spec.dtype)
              for spec in specs]
-    piece_bytes = tuning.TUNING.restore_piece_bytes
-    keep = context.executing_eagerly() and sum(sizes) <= 2 * piece_bytes
+    if context.executing_eagerly():
+      keep_bytes = 2 * tuning.TUNING.restore_piece_bytes if keep_values else 0
+      self._read_every_value(specs, sizes, keep_bytes)
+      yield
+      self._drop_unawaited()
+      return
+    checking = _checker().submit(self._read_every_value, specs, sizes, 0)
+    try:
+      yield
+    finally:
+      concurrent.futures.wait([checking])
+    checking.result()  # Raises what the check raised.
+
+  def _read_every_value(self, specs, sizes, keep_bytes):
+    """Reads `specs` (of `sizes`), keeping the first `keep_bytes` of values."""
     with context.eager_mode():
-      for run in reads.runs_of_bytes(sizes, piece_bytes):  # pylint: disable=protected-access
+      for run in reads.runs_of_bytes(sizes,
+                                     tuning.TUNING.restore_piece_bytes):
         values = self._restore_v2(specs[run])
-        if keep:
+        keep_bytes -= sum(sizes[run])
+        if keep_bytes >= 0:
           self._read_ahead.update(
               ((spec.name, ""), value)
               for spec, value in zip(specs[run], values))
         del values
     self.pieces_need_checking = False
 
-  def drop_unawaited(self):
-    """Frees the values read ahead that no object waits for."""
+  def _drop_unawaited(self):
+    """Frees the values kept that no object waits for."""
     self._read_ahead = {key: value for key, value in self._read_ahead.items()
                         if key[0] in self._awaited}
+
+
+def _checker():
+  global _checker_pool
+  if _checker_pool is None:
+    _checker_pool = concurrent.futures.ThreadPoolExecutor(
+        1, thread_name_prefix="tf_objckpt_check")
+  return _checker_pool
 
 
 def damage(prefix):

@@ -311,12 +311,14 @@ class TrackableSaver:
       reader = reads.open_reader(save_path)
     object_graph_proto = reads.read_object_graph(reader, save_path)
     if object_graph_proto is None:
+      checked = contextlib.nullcontext()
       if check_values_first:
-        intact_restore.CheckedValues(
-            save_path, reader, save_path).check_every_value()
-      return load_status.restore_by_names(
-          save_path, reader, self._graph_view,
-          getattr(options, "assignment_map", None))
+        checked = intact_restore.CheckedValues(
+            save_path, reader, save_path).checked(keep_values=False)
+      with checked:
+        return load_status.restore_by_names(
+            save_path, reader, self._graph_view,
+            getattr(options, "assignment_map", None))
     feed_dict = None
     if context.executing_eagerly():
       with ops.device("/cpu:0"):
@@ -332,16 +334,14 @@ class TrackableSaver:
     values = values_class(save_path, reader, path_tensor, options)
     object_graph_check.check_object_graph(object_graph_proto, save_path,
                                           values.shapes)
-    if check_values_first:
-      values.check_every_value()
     checkpoint = restore_coordinator.CheckpointRestoreCoordinator(
         object_graph_proto=object_graph_proto, values=values,
         restore_op_cache=self._restore_op_cache,
         graph_view=self._graph_view, options=options)
-    restore.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
-    self._restore_attached_dependencies(checkpoint)
-    if check_values_first:
-      values.drop_unawaited()
+    with (values.checked() if check_values_first
+          else contextlib.nullcontext()):
+      restore.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
+      self._restore_attached_dependencies(checkpoint)
     checkpoint.raise_mismatch()
     if not context.executing_eagerly():
       checkpoint.group_built_restore_ops()
