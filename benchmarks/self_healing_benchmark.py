@@ -15,11 +15,15 @@ The cases: `--mib` MiB in 64 variables, 1 MiB in 200, and a tf_keras
 ResNet50 (98 MiB in 321 variables), restored into existing variables,
 into variables created after the restore, and graph building. The two
 calls take turns; each figure is the median, and in parentheses the range,
-of `--repeats` runs.
+of `--repeats` runs. A job restarting calls them once, in a new process:
+`--fresh` times each call that way (`fresh_process`), where the first
+`RestoreV2` of each signature builds its kernel.
 
 Run: python benchmarks/self_healing_benchmark.py [--mib=256] [--repeats=5]
+  [--fresh]
 """
 
+import json
 import os
 import statistics
 import tempfile
@@ -30,10 +34,15 @@ from absl import flags
 import tensorflow as tf
 import tf_keras
 
+import fresh_process
 import tf_objckpt
 
 _MIB = flags.DEFINE_integer("mib", 256, "Size of the large checkpoint.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed runs of each.")
+_FRESH = flags.DEFINE_bool("fresh", False,
+                           "Time each call in a new process.")
+_CHILD = flags.DEFINE_string("child", None,
+                             "Internal: time one call (JSON request).")
 
 
 def _variables_model(mib, count, on_create=False):
@@ -103,33 +112,72 @@ def _compare(name, run):
   for _ in range(_REPEATS.value):
     for heal in (False, True):
       times[heal].append(run(heal))
+  _print(name, times)
+
+
+def _print(name, times):
   ratio = statistics.median(times[True]) / statistics.median(times[False])
   print(f"{name:44s} restore {_figure(times[False])}   "
         f"restore_or_initialize {_figure(times[True])}   {ratio:5.2f}x")
 
 
+def _cases():
+  """`{label: make_model}`; `make_model(on_create)` is `(model, create)`."""
+  return {f"{_MIB.value} MiB, 64 variables":
+              lambda on_create=False: _variables_model(_MIB.value, 64,
+                                                       on_create),
+          "1 MiB, 200 variables":
+              lambda on_create=False: _variables_model(1, 200, on_create),
+          "ResNet50": _resnet}
+
+
+def _timers(directory, make_model):
+  """`{way: time(heal)}`: the ways a model is restored."""
+  timers = {"existing": lambda heal: _eager(directory, make_model, False,
+                                            heal)}
+  if make_model is not _resnet:
+    timers["on creation"] = lambda heal: _eager(directory, make_model, True,
+                                                heal)
+  timers["graph building"] = lambda heal: _graph(directory, make_model, heal,
+                                                 run=False)
+  timers["graph build + run"] = lambda heal: _graph(directory, make_model,
+                                                    heal, run=True)
+  return timers
+
+
+def _child(request):
+  """Times one call in this new process, for `--fresh`."""
+  make_model = _cases()[request["case"]]
+  seconds = _timers(request["directory"], make_model)[request["way"]](
+      request["heal"])
+  fresh_process.emit({"seconds": seconds})
+
+
+def _compare_fresh(name, directory, case, way):
+  times = {False: [], True: []}
+  for _ in range(_REPEATS.value):
+    for heal in (False, True):
+      times[heal].append(fresh_process.run_child(
+          __file__, extra_args=[f"--mib={_MIB.value}"], directory=directory,
+          case=case, way=way, heal=heal)["seconds"])
+  _print(name, times)
+
+
 def main(argv):
   del argv
   tf.get_logger().setLevel("WARNING")
-  cases = [(f"{_MIB.value} MiB, 64 variables",
-            lambda on_create=False: _variables_model(_MIB.value, 64,
-                                                     on_create)),
-           ("1 MiB, 200 variables",
-            lambda on_create=False: _variables_model(1, 200, on_create)),
-           ("ResNet50", _resnet)]
+  if _CHILD.value:
+    _child(json.loads(_CHILD.value))
+    return
   with tempfile.TemporaryDirectory() as root:
-    for label, make_model in cases:
+    for label, make_model in _cases().items():
       directory = os.path.join(root, label.split(",")[0].replace(" ", "_"))
       _write(directory, make_model)
-      _compare(f"{label}, existing",
-               lambda heal: _eager(directory, make_model, False, heal))
-      if make_model is not _resnet:
-        _compare(f"{label}, on creation",
-                 lambda heal: _eager(directory, make_model, True, heal))
-      _compare(f"{label}, graph building",
-               lambda heal: _graph(directory, make_model, heal, run=False))
-      _compare(f"{label}, graph build + run",
-               lambda heal: _graph(directory, make_model, heal, run=True))
+      for way, timer in _timers(directory, make_model).items():
+        if _FRESH.value:
+          _compare_fresh(f"{label}, {way}", directory, label, way)
+        else:
+          _compare(f"{label}, {way}", timer)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.framework import constant_op
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
-from tensorflow.python.ops import resource_variable_ops
-from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import python_state
 

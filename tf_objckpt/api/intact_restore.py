@@ -24,13 +24,14 @@ from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
+from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.inspection import checkpoint_listing
 from tf_objckpt.inspection import verify_checkpoint
 
 # The thread checking values while graph-mode restore ops are built: one
 # kept for the process, whose caches stay warm from one restore to the next.
-_checker_pool = None
+_checker = thread_pools.ThreadPool("tf_objckpt_check", lambda: 1)
 
 # Problems a warning or a line of `verify --all` names; the rest are counted.
 _PROBLEMS_SHOWN = 3
@@ -72,7 +73,7 @@ class CheckedValues(reads.CheckpointValues):
       yield
       self._drop_unawaited()
       return
-    checking = _checker().submit(self._read_every_value, specs, sizes, 0)
+    checking = _checker.submit(self._read_every_value, specs, sizes, 0)
     try:
       yield
     finally:
@@ -97,14 +98,6 @@ class CheckedValues(reads.CheckpointValues):
     """Frees the values kept that no object waits for."""
     self._read_ahead = {key: value for key, value in self._read_ahead.items()
                         if key[0] in self._awaited}
-
-
-def _checker():
-  global _checker_pool
-  if _checker_pool is None:
-    _checker_pool = concurrent.futures.ThreadPoolExecutor(
-        1, thread_name_prefix="tf_objckpt_check")
-  return _checker_pool
 
 
 def damage(prefix):

@@ -18,13 +18,13 @@ writer is collected), never lost silently.
 """
 
 import atexit
-import concurrent.futures
 import threading
 import weakref
 
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_values
 from tf_objckpt import functional_saver
@@ -32,8 +32,11 @@ from tf_objckpt import saveable_object
 
 # Writers that may hold an error no call has raised yet (see `_report_all`).
 _writers = weakref.WeakSet()
-_pool = None
-_pool_lock = threading.Lock()
+# The threads that run the writes. `concurrent.futures` joins them when the
+# interpreter exits, before `atexit` functions run; threads kept for later
+# writes save starting one per save.
+_pool = thread_pools.ThreadPool(
+    "tf_objckpt_async", lambda: tuning.TUNING.async_write_threads)
 
 
 def requested(options):
@@ -75,22 +78,6 @@ class Snapshot:
     return file_prefix
 
 
-def _executor():
-  """The threads that run the writes, started on first use.
-
-  `concurrent.futures` joins them when the interpreter exits, before
-  `atexit` functions run; a thread kept for later writes saves starting
-  one per save.
-  """
-  global _pool
-  with _pool_lock:
-    if _pool is None:
-      _pool = concurrent.futures.ThreadPoolExecutor(
-          max_workers=tuning.TUNING.async_write_threads,
-          thread_name_prefix="tf_objckpt_async")
-    return _pool
-
-
 class AsyncWriter:
   """Runs one checkpoint object's writes in the background, one at a time."""
 
@@ -106,7 +93,7 @@ class AsyncWriter:
       The pending write's error, if it failed; `write` is not run then.
     """
     self.sync()
-    future = _executor().submit(write)
+    future = _pool.submit(write)
     with self._lock:
       self._pending = future
 

@@ -10,7 +10,6 @@ one read op per value. A read that fails names the checkpoint, the key and
 the data file (`damage_named` for reads that ran in a session).
 """
 
-import concurrent.futures
 import math
 
 from google.protobuf import message
@@ -26,10 +25,13 @@ from tensorflow.python.training import py_checkpoint_reader
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 
-_read_pool = None
+# Reads beside the calling thread's own (`eager_restore_v2`).
+_read_pool = thread_pools.ThreadPool(
+    "tf_objckpt_read", lambda: tuning.TUNING.read_threads - 1)
 
 
 def open_reader(save_path):
@@ -166,10 +168,6 @@ def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
 
   if len(chunks) == 1:
     return read(chunks[0])
-  global _read_pool
-  if _read_pool is None:
-    _read_pool = concurrent.futures.ThreadPoolExecutor(
-        tuning.TUNING.read_threads - 1, thread_name_prefix="tf_objckpt_read")
   others = [_read_pool.submit(read, chunk) for chunk in chunks[1:]]
   values = list(read(chunks[0]))
   for future in others:

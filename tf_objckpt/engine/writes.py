@@ -22,11 +22,13 @@ from tensorflow.python.ops import io_ops
 from tensorflow.python.ops import string_ops
 
 from tf_objckpt.engine import commit
+from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 
-# The threads of eager writes of several shards, started on first use.
-_write_pool = None
+# The threads of eager writes of several shards.
+_write_pool = thread_pools.ThreadPool(
+    "tf_objckpt_write", lambda: tuning.TUNING.write_threads)
 
 
 def save_v2(file_prefix, names, slices, tensors):
@@ -122,10 +124,6 @@ def _write_each(writes):
   if not (context.executing_eagerly() and len(writes) > 1 and
           _all_local([device for device, _ in writes])):
     return [_run_on(device, write) for device, write in writes]
-  global _write_pool
-  if _write_pool is None:
-    _write_pool = concurrent.futures.ThreadPoolExecutor(
-        tuning.TUNING.write_threads, thread_name_prefix="tf_objckpt_write")
   futures = [_write_pool.submit(_run_on, device, write, eager=True)
              for device, write in writes]
   # Every write ends before any error is raised, so that the cleanup of a
