@@ -37,6 +37,15 @@ def _step_initialize_or_restore(model, prefix):
   model.checkpoint.restore(path).initialize_or_restore(model.session)
 
 
+def _step_restore_or_initialize(model, prefix):
+  """A restarting job: its manager restores, then the restore ops run."""
+  manager = tl.IMPLS[model.impl].CheckpointManager(
+      model.checkpoint, os.path.dirname(prefix), max_to_keep=5,
+      checkpoint_name=os.path.basename(prefix))
+  path = manager.restore_or_initialize()
+  model.checkpoint.restore(path).run_restore_ops(model.session)
+
+
 def _step_grow(model, prefix):
   """Adds a dependency: the object graph changes, so the save op is rebuilt."""
   del prefix
@@ -84,6 +93,16 @@ def test_repeated_restores_add_no_ops(tmp_path, kind):
       [_step_save] * 2 + [_step_restore], prepare=_step_save)
   assert ours[0] > 0  # The first restore builds the restore ops.
   assert ours[1:] == [0] * 9
+
+
+@pytest.mark.parametrize("kind", tl.VARIABLE_KINDS)
+def test_repeated_restore_or_initialize_adds_no_ops(tmp_path, kind):
+  """Checking every value first reads eagerly: it adds no op either."""
+  ours = _assert_no_more_than_tensorflow(
+      tmp_path, kind, [_step_restore_or_initialize] * 4 + [_step_restore],
+      prepare=_step_save)
+  assert ours[0] > 0
+  assert ours[1:] == [0] * 4
 
 
 def _saved_by_another_program(model, prefix):
