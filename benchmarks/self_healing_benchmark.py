@@ -6,10 +6,10 @@ every value before it assigns any, so that a damaged checkpoint assigns
 nothing, values restored later (on creation, by graph-mode restore ops)
 included. Eagerly, the values it reads are the ones the restore assigns.
 Graph building, the plain restore reads nothing, so the check is one more
-read of the checkpoint; it runs in a thread while the restore ops are
-built, so the call takes the longer of the two. A graph-mode user then
-runs the restore ops (`checkpoint.restore(path).run_restore_ops()`):
-"build + run" is what they wait for in all.
+read of the checkpoint, before the restore is built (building it already
+sets Python state). A graph-mode user then runs the restore ops
+(`checkpoint.restore(path).run_restore_ops()`): "build + run" is what
+they wait for in all.
 
 The cases: `--mib` MiB in 64 variables, 1 MiB in 200, and a tf_keras
 ResNet50 (98 MiB in 321 variables), restored into existing variables,

@@ -1,7 +1,7 @@
 """A child made by `os.fork` saves and restores with its own threads.
 
-Parallel reads, graph-mode checks and asynchronous saves run on thread
-pools kept for the process (`engine.thread_pools`). A forked child has none
+Parallel reads and writes and asynchronous saves run on thread pools kept
+for the process (`engine.thread_pools`). A forked child has none
 of its parent's threads, so a pool the parent made would queue the child's
 work forever. Each test uses every pool in a real process, forks, and
 makes the child use them again under a deadline.
@@ -40,11 +40,6 @@ def use_every_pool(value):
     weight.assign(tf.zeros([64]))
   assert manager.restore_or_initialize()  # The read pool.
   assert all(float(weight[0]) == value for weight in module.weights)
-  with tf.Graph().as_default(), tf.compat.v1.Session():
-    graph_checkpoint = tf_objckpt.Checkpoint(module=tf.Module())
-    graph_manager = tf_objckpt.CheckpointManager(graph_checkpoint, directory,
-                                                 max_to_keep=2)
-    assert graph_manager.restore_or_initialize()  # The check's pool.
 
 
 use_every_pool(1.)

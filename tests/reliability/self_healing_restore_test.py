@@ -377,3 +377,54 @@ def test_verify_all_reports_every_checkpoint_of_a_directory(saved, tmp_path,
                     f"{os.path.join(directory, 'ckpt-2.index')}: index file "
                     "is missing")
   assert ckpt_1 == f"{os.path.join(directory, 'ckpt-1')}: intact"
+
+
+class _RecordedNumber(tf.train.experimental.PythonState):
+  """A number that records every value a restore gives it."""
+
+  def __init__(self):
+    self.number = 0
+    self.restored = []
+
+  def serialize(self):
+    return str(self.number)
+
+  def deserialize(self, string_value):
+    self.number = int(string_value)
+    self.restored.append(self.number)
+
+
+def _model_with_python_state():
+  model = tf.Module()
+  model.v = tf.Variable(np.zeros([_SIZE], np.float32))
+  model.number = _RecordedNumber()
+  return model
+
+
+def test_graph_building_assigns_nothing_from_a_damaged_checkpoint(tmp_path):
+  """Python state, restored while restore ops are built, never sees ckpt-3.
+
+  Its value in the damaged checkpoint reads fine: only the variable's is
+  damaged. The candidate must be known damaged before the restore of it
+  is built, not after.
+  """
+  directory = str(tmp_path)
+  model = _model_with_python_state()
+  manager = tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(model=model),
+                                         directory, max_to_keep=3)
+  for number in (1, 2, 3):
+    model.v.assign(np.full([_SIZE], number, np.float32))
+    model.number.number = number
+    manager.save()
+  _flip_value(os.path.join(directory, "ckpt-3"))
+  with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+    model = _model_with_python_state()
+    checkpoint = tf_objckpt.Checkpoint(model=model)
+    manager = tf_objckpt.CheckpointManager(checkpoint, directory,
+                                           max_to_keep=3)
+    restored = manager.restore_or_initialize()
+    assert restored == os.path.join(directory, "ckpt-2")
+    checkpoint.restore(restored).initialize_or_restore(session)
+    np.testing.assert_array_equal(session.run(model.v), 2.)
+  assert 3 not in model.number.restored, model.number.restored
+  assert model.number.number == 2

@@ -11,7 +11,6 @@ file, a damaged object graph) the checkpoint is skipped with a warning in
 checkpoints would repeat) is raised at once.
 """
 
-import concurrent.futures
 import contextlib
 import os
 
@@ -24,14 +23,9 @@ from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
-from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.inspection import checkpoint_listing
 from tf_objckpt.inspection import verify_checkpoint
-
-# The thread checking values while graph-mode restore ops are built: one
-# kept for the process, whose caches stay warm from one restore to the next.
-_checker = thread_pools.ThreadPool("tf_objckpt_check", lambda: 1)
 
 # Problems a warning or a line of `verify --all` names; the rest are counted.
 _PROBLEMS_SHOWN = 3
@@ -49,39 +43,34 @@ class CheckedValues(reads.CheckpointValues):
   def checked(self, keep_values=True):
     """A restore within this reads from a checkpoint whose values all read.
 
-    Eagerly the check comes first, a piece at a time. It keeps up to two
-    restore pieces of values for the restore (if `keep_values`), which does
-    not read those again, and the restore skips its own check. Graph
-    building, the restore only builds ops, which assign nothing until they
-    run: the check reads in a thread meanwhile, so it costs what the longer
-    of the two takes, and its error is raised when the restore is built.
+    The check comes first, a piece at a time, before the restore assigns
+    anything or builds anything that would later (a slot variable's
+    initial value, say): graph building too, although there the restore
+    itself reads nothing, because building a restore already sets Python
+    state. Eagerly (if `keep_values`) it keeps up to two restore pieces of
+    values for the restore, which does not read those again, and the
+    restore skips its own check.
 
     Args:
       keep_values: Whether the restore reads through this object, so that
         values kept serve it.
 
     Yields:
-      Nothing; on exit every value has been read.
+      Nothing; every value has been read when the body runs.
     """
+    keep_bytes = 0
+    if keep_values and context.executing_eagerly():
+      keep_bytes = 2 * tuning.TUNING.restore_piece_bytes
+    self._read_every_value(keep_bytes)
+    yield
+    self._drop_unawaited()
+
+  def _read_every_value(self, keep_bytes):
+    """Reads every value, keeping the first `keep_bytes` of them."""
     specs = [reads.KeyToRead(key, "", dtype)
              for key, dtype in self.dtypes.items()]
     sizes = [reads.byte_size(self.shapes[spec.name], spec.dtype)
              for spec in specs]
-    if context.executing_eagerly():
-      keep_bytes = 2 * tuning.TUNING.restore_piece_bytes if keep_values else 0
-      self._read_every_value(specs, sizes, keep_bytes)
-      yield
-      self._drop_unawaited()
-      return
-    checking = _checker.submit(self._read_every_value, specs, sizes, 0)
-    try:
-      yield
-    finally:
-      concurrent.futures.wait([checking])
-    checking.result()  # Raises what the check raised.
-
-  def _read_every_value(self, specs, sizes, keep_bytes):
-    """Reads `specs` (of `sizes`), keeping the first `keep_bytes` of values."""
     with context.eager_mode():
       for run in reads.runs_of_bytes(sizes,
                                      tuning.TUNING.restore_piece_bytes):

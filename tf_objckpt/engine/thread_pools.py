@@ -1,7 +1,7 @@
 """Thread pools made on first use, kept for the process, remade after fork.
 
-Reads, writes, asynchronous saves and the checks of restores each keep a
-pool of threads, so that a save or restore does not start threads of its
+Parallel reads, parallel writes and asynchronous saves each keep a pool of
+threads, so that a save or restore does not start threads of its
 own. A child made by `os.fork` has none of its parent's threads: a pool
 made before the fork would queue work that never runs, and the child would
 wait forever. Each pool is therefore forgotten in a forked child, and made
