@@ -59,7 +59,7 @@ def _variables_model(mib, count, on_create=False):
 
 
 def _resnet(on_create=False):
-  del on_create  # Keras builds its variables with the model.
+  del on_create  # Not supported (see `_cases`).
   return tf_keras.applications.ResNet50(weights=None), lambda: None
 
 
@@ -122,20 +122,26 @@ def _print(name, times):
 
 
 def _cases():
-  """`{label: make_model}`; `make_model(on_create)` is `(model, create)`."""
+  """`{label: (make_model, creates_later)}`.
+
+  `make_model(on_create)` is `(model, create)`; `creates_later` says whether
+  the model's variables can be created after the restore (Keras builds its
+  variables with the model).
+  """
   return {f"{_MIB.value} MiB, 64 variables":
-              lambda on_create=False: _variables_model(_MIB.value, 64,
-                                                       on_create),
+              (lambda on_create=False: _variables_model(_MIB.value, 64,
+                                                        on_create), True),
           "1 MiB, 200 variables":
-              lambda on_create=False: _variables_model(1, 200, on_create),
-          "ResNet50": _resnet}
+              (lambda on_create=False: _variables_model(1, 200, on_create),
+               True),
+          "ResNet50": (_resnet, False)}
 
 
-def _timers(directory, make_model):
+def _timers(directory, make_model, creates_later):
   """`{way: time(heal)}`: the ways a model is restored."""
   timers = {"existing": lambda heal: _eager(directory, make_model, False,
                                             heal)}
-  if make_model is not _resnet:
+  if creates_later:
     timers["on creation"] = lambda heal: _eager(directory, make_model, True,
                                                 heal)
   timers["graph building"] = lambda heal: _graph(directory, make_model, heal,
@@ -147,9 +153,8 @@ def _timers(directory, make_model):
 
 def _child(request):
   """Times one call in this new process, for `--fresh`."""
-  make_model = _cases()[request["case"]]
-  seconds = _timers(request["directory"], make_model)[request["way"]](
-      request["heal"])
+  timers = _timers(request["directory"], *_cases()[request["case"]])
+  seconds = timers[request["way"]](request["heal"])
   fresh_process.emit({"seconds": seconds})
 
 
@@ -170,10 +175,11 @@ def main(argv):
     _child(json.loads(_CHILD.value))
     return
   with tempfile.TemporaryDirectory() as root:
-    for label, make_model in _cases().items():
+    for label, (make_model, creates_later) in _cases().items():
       directory = os.path.join(root, label.split(",")[0].replace(" ", "_"))
       _write(directory, make_model)
-      for way, timer in _timers(directory, make_model).items():
+      for way, timer in _timers(directory, make_model,
+                                creates_later).items():
         if _FRESH.value:
           _compare_fresh(f"{label}, {way}", directory, label, way)
         else:
