@@ -153,17 +153,18 @@ def _given_slice(candidates, slice_spec, value):
 
 
 def _slice_within(given, slice_spec):
-  """(begin, size) of `slice_spec` within `given`'s tensor, or None."""
+  """(begin, size) of `slice_spec` within `given`'s tensor, or None.
+
+  None when `slice_spec` is not a slice spec, has another rank, or does
+  not lie within the given tensor, or when that tensor's shape is not
+  fully known.
+  """
   try:
-    full_shape, offsets, lengths = _parse_slice_spec(slice_spec)
+    offsets, lengths = _parse_slice_spec(slice_spec)
+    given_offsets, given_lengths = _extent(given)
   except ValueError:
     return None
-  if given.slice_spec:
-    _, given_offsets, given_lengths = _parse_slice_spec(given.slice_spec)
-  else:
-    given_offsets = [0] * len(full_shape)
-    given_lengths = given.shape.as_list()
-  if len(given_offsets) != len(offsets):
+  if len(given_offsets) != len(offsets) or None in given_lengths:
     return None
   begin = [offset - given_offset
            for offset, given_offset in zip(offsets, given_offsets)]
@@ -174,8 +175,24 @@ def _slice_within(given, slice_spec):
   return begin, lengths
 
 
+def _extent(given):
+  """(offsets, lengths) of a `ShardableTensor` within its whole value.
+
+  Raises:
+    ValueError: If its rank is unknown.
+  """
+  if given.slice_spec:
+    return _parse_slice_spec(given.slice_spec)
+  lengths = given.shape.as_list()
+  return [0] * len(lengths), lengths
+
+
 def _parse_slice_spec(slice_spec):
-  """(full shape, offsets, lengths) of a slice spec such as "4 6 0,2:-"."""
+  """(offsets, lengths) of a slice spec such as "4 6 0,2:-".
+
+  Raises:
+    ValueError: If `slice_spec` is not one.
+  """
   *dims, extents = slice_spec.split()
   full_shape = [int(dim) for dim in dims]
   extents = extents.split(":")
@@ -186,15 +203,13 @@ def _parse_slice_spec(slice_spec):
     offset, length = (0, dim) if extent == "-" else map(int, extent.split(","))
     offsets.append(offset)
     lengths.append(length)
-  return full_shape, offsets, lengths
+  return offsets, lengths
 
 
 def _to_write(task, shard):
   names, slices, tensors = [], [], []
   for key, slice_to_tensor in shard.items():
     for slice_spec, tensor in slice_to_tensor.items():
-      if tensor is None:
-        continue
       names.append(key)
       slices.append(slice_spec)
       tensors.append(tensor)
@@ -210,9 +225,9 @@ def _check_shards(shards, shardable, description):
 
   A callback may split a tensor into slices (`MaxShardSizePolicy` does), so
   keys are checked rather than slices: every key given is written, no other
-  key is, no (key, slice) twice, with the dtype and task it was given, and
-  no shard mixes tasks. (TensorFlow checks nothing, and writes whatever the
-  callback returns.)
+  key is, no (key, slice) twice, none as None, with the dtype and task it
+  was given, and no shard mixes tasks. (TensorFlow checks nothing, and
+  writes whatever the callback returns, leaving out None values.)
   """
   expected = {tensor.checkpoint_key: (tensor.dtype, _task(tensor.tensor.device))
               for tensor in shardable}
@@ -236,6 +251,8 @@ def _check_shards(shards, shardable, description):
           fail("multiple tensors with the same checkpoint key and slice spec "
                "were found", key, slice_spec)
         seen.add((key, slice_spec.strip()))
+        if tensor is None:
+          fail("a tensor was replaced by None", key, slice_spec)
         if tensor.dtype != dtype:
           fail("a tensor was found with an altered dtype", key, slice_spec,
                f"  original tensor_dtype: {dtype}\n"
