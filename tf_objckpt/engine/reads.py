@@ -5,8 +5,8 @@ the graph-mode restore functions (`graph_restores`), is issued here:
 `open_reader` and `read_object_graph` (their errors name the damaged file),
 and `CheckpointValues`, what one restore reads: eagerly, values of existing
 objects a piece at a time (`restore_in_pieces`), values of objects not
-created yet read ahead, large reads split across threads; graph building,
-one read op per value. A read that fails names the checkpoint, the key and
+created yet read ahead, large reads split across threads (by data file,
+`read_lanes`); graph building, one read op per value. A read that fails names the checkpoint, the key and
 the data file (`damage_named` for reads that ran in a session).
 """
 
@@ -25,6 +25,7 @@ from tensorflow.python.training import py_checkpoint_reader
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import read_lanes
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
@@ -144,7 +145,7 @@ def restore_v2(file_prefix, names, slices, dtypes_):
 
 
 def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
-                     device):
+                     device, data_files=None):
   """RestoreV2 of `names`, executing eagerly; large reads use threads.
 
   Args:
@@ -154,43 +155,30 @@ def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
     dtypes_: Their dtypes.
     byte_sizes: Their (approximate) sizes, to balance the threads.
     device: The device to read on.
+    data_files: Optional; returns the data file of each key (or None when
+      the checkpoint has one), so that threads read whole files
+      (`read_lanes.lanes`). Called only for reads worth splitting.
 
   Returns:
     The values, in the order of `names`.
   """
-  chunks = _balanced_chunks(byte_sizes)
+  lanes = read_lanes.lanes(byte_sizes, data_files)
 
-  def read(chunk):
+  def read(lane):
     with ops.device(device):
       return restore_v2(
-          file_prefix, [names[i] for i in chunk], [slices[i] for i in chunk],
-          [dtypes_[i] for i in chunk])
+          file_prefix, [names[i] for i in lane], [slices[i] for i in lane],
+          [dtypes_[i] for i in lane])
 
-  if len(chunks) == 1:
-    return read(chunks[0])
-  others = [_read_pool.submit(read, chunk) for chunk in chunks[1:]]
-  values = list(read(chunks[0]))
-  for future in others:
-    values.extend(future.result())
+  if len(lanes) == 1:
+    return read(lanes[0])
+  others = [_read_pool.submit(read, lane) for lane in lanes[1:]]
+  values = [None] * len(names)
+  for lane, lane_values in zip(lanes, [read(lanes[0])] + [
+      future.result() for future in others]):
+    for index, value in zip(lane, lane_values):
+      values[index] = value
   return values
-
-
-def _balanced_chunks(byte_sizes):
-  """Splits indices into runs of about equal cost, one per read thread."""
-  costs = [size + tuning.TUNING.lookup_cost_bytes for size in byte_sizes]
-  total = sum(costs)
-  count = min(tuning.TUNING.read_threads, len(costs))
-  if total < tuning.TUNING.parallel_read_min_bytes or count < 2:
-    return [range(len(costs))]
-  chunks, start, filled = [], 0, 0
-  for index, cost in enumerate(costs):
-    filled += cost
-    if filled >= total * (len(chunks) + 1) / count and index + 1 < len(
-        costs):
-      chunks.append(range(start, index + 1))
-      start = index + 1
-  chunks.append(range(start, len(costs)))
-  return chunks
 
 
 def byte_size(dims, dtype):
@@ -236,6 +224,7 @@ class CheckpointValues:
         reader._GetVariableToDataTypeMap().items()}  # pylint: disable=protected-access
     self.shapes = reader.get_variable_to_shape_map()
     self._reader = reader
+    self._data_files = read_lanes.DataFiles(save_path)
     self._device = io_device(options) or "/cpu:0"
     self._awaited = {}  # Keys of values waiting for their objects (ordered).
     self._read_ahead = {}  # (key, slice) -> value read ahead.
@@ -327,14 +316,21 @@ class CheckpointValues:
     """Splits `units` into runs of at most about `restore_piece_bytes`.
 
     Restores of up to twice that are read whole: below it, reading values
-    twice costs more than new memory does.
+    twice costs more than new memory does. Values of several data files
+    are read by one thread per file (up to `read_threads`), so a piece
+    holds `restore_piece_bytes` for each.
     """
     sizes = [sum(byte_size(self.shapes.get(spec.name, ()), spec.dtype)
                  for spec in specs) for specs, _ in units]
     total = sum(sizes)
-    if total <= 2 * tuning.TUNING.restore_piece_bytes:
+    piece_bytes = tuning.TUNING.restore_piece_bytes
+    if total <= 2 * piece_bytes:
       return [units]
-    target = total / math.ceil(total / tuning.TUNING.restore_piece_bytes)
+    files = self._data_files.of(
+        [specs[0].name if specs else "" for specs, _ in units])
+    if files is not None:
+      piece_bytes *= read_lanes.lane_count(files)
+    target = total / math.ceil(total / piece_bytes)
     return [units[run] for run in runs_of_bytes(sizes, target)]
 
   def _read_ahead_specs(self, excluded):
@@ -363,13 +359,13 @@ class CheckpointValues:
           f"{e.message}") from e
 
   def _read_unchecked(self, specs):
+    names = [spec.name for spec in specs]
     return eager_restore_v2(
-        self._eager_path, [spec.name for spec in specs],
-        [spec.slice_spec for spec in specs],
+        self._eager_path, names, [spec.slice_spec for spec in specs],
         [spec.dtype.base_dtype for spec in specs],
         [byte_size(self.shapes.get(spec.name, ()), spec.dtype)
          for spec in specs],
-        self._device)
+        self._device, lambda: self._data_files.of(names))
 
   def _unreadable(self, specs):
     """The first of `specs` that fails to read alone, found by bisection.
