@@ -95,6 +95,33 @@ def test_files_are_flushed_before_the_state_file_lists_them(
              for path, _ in flushed)
 
 
+_SHARDING_POLICIES = {
+    "parallel_shards": lambda: tf_objckpt.ParallelShardsPolicy(
+        max_shards=3, min_shard_bytes=1),
+    "max_shard_size": lambda: tf.train.experimental.MaxShardSizePolicy(8),
+}
+
+
+@pytest.mark.parametrize("policy", _SHARDING_POLICIES)
+def test_every_shard_is_flushed_before_the_state_file_lists_it(
+    tmp_path, monkeypatch, flushed, policy):
+  """Saves of several data files (written at once) flush each of them."""
+  monkeypatch.setattr(time, "time", lambda: 1e9)  # The state's timestamps.
+  options = tf_objckpt.CheckpointOptions(
+      durable=True,
+      experimental_sharding_callback=_SHARDING_POLICIES[policy]())
+  for impl in tl.IMPLS:
+    _save_by(impl, str(tmp_path / impl), "manager", options)
+  tl.assert_same_files(tmp_path)
+  directory = tmp_path / "ours"
+  files = [str(directory / name) for name in os.listdir(directory)
+           if name.startswith("ckpt-2.")]
+  assert len(files) >= 4, files  # The index and three data files or more.
+  for path in files:
+    states = [state for flushed_path, state in flushed if flushed_path == path]
+    assert states and all('"ckpt-2"' not in state for state in states), path
+
+
 def test_saves_without_the_option_flush_nothing(tmp_path, flushed):
   _save_by("ours", str(tmp_path), "manager", None)
   _save_by("ours", str(tmp_path / "plain"), "save",
