@@ -7,7 +7,8 @@ keeps rather than from fresh mappings, which decides whether a restore's
 freed memory is given back. Then it builds the program's variables,
 resets its peak resident size (`echo 5 > /proc/self/clear_refs`), restores
 once and reports the peak minus the resident size before the restore: the
-memory the restore itself added. The variables are float32, 64 MiB each.
+memory the restore itself added. The variables are float32, 64 MiB each
+(`--variable_mib`).
 
 Restore paths (`--paths`):
 - `read`: `Checkpoint.read` into existing variables (eager);
@@ -23,7 +24,7 @@ The same child measures the bounds in
 
 Run: python benchmarks/restore_memory_benchmark.py [--gib=1,2,4]
      [--paths=read,on_create,restore_or_initialize,graph,saver]
-     [--repeats=1]
+     [--repeats=1] [--variable_mib=64]
 """
 
 import json
@@ -41,13 +42,18 @@ _PATHS = flags.DEFINE_list(
     "paths", ["read", "on_create", "restore_or_initialize", "graph", "saver"],
     "Restore paths to measure.")
 _REPEATS = flags.DEFINE_integer("repeats", 1, "Processes per figure.")
+_VARIABLE_MIB = flags.DEFINE_integer("variable_mib", 64,
+                                     "The size of each variable, in MiB.")
+_ONEDNN = flags.DEFINE_enum(
+    "onednn", "default", ["default", "on", "off"],
+    "TensorFlow's oneDNN operations (TF_ENABLE_ONEDNN_OPTS), which bring "
+    "an allocator of their own that keeps what it frees.")
 _DIRECTORY = flags.DEFINE_string("directory", None,
                                  "Where to save (default: a temporary one).")
 _CHILD = flags.DEFINE_string("child", None,
                              "Internal: a JSON request run in this process.")
 
 _IMPLS = ("tensorflow", "tf_objckpt")
-_VARIABLE_ELEMENTS = 16 << 20  # 64 MiB of float32.
 _RESULT_PREFIX = "restore_memory result: "
 
 
@@ -80,6 +86,7 @@ class _Program:
     self.ours = request["impl"] == "tf_objckpt"
     self.lib = tf_objckpt if self.ours else None
     self.count = request["count"]
+    self.elements = request["variable_mib"] << 18  # float32
     self.prefix = request["prefix"]
     self.directory = os.path.dirname(self.prefix)
 
@@ -102,7 +109,7 @@ class _Program:
     else:
       from tensorflow.python.checkpoint import checkpoint  # pylint: disable=g-import-not-at-top
       add = checkpoint.add_variable
-    return add(root, name=name, shape=[_VARIABLE_ELEMENTS],
+    return add(root, name=name, shape=[self.elements],
                initializer=self.tf.constant_initializer(fill))
 
   def module(self, fill=None):
@@ -114,8 +121,8 @@ class _Program:
     tf = self.tf
     module = tf.Module()
     module.weights = [
-        tf.Variable(tf.random.uniform([_VARIABLE_ELEMENTS]) if fill is None
-                    else tf.fill([_VARIABLE_ELEMENTS], fill))
+        tf.Variable(tf.random.uniform([self.elements]) if fill is None
+                    else tf.fill([self.elements], fill))
         for _ in range(self.count)]
     return module
 
@@ -217,7 +224,8 @@ def _run_child(request):
           values)}), flush=True)
 
 
-def measure(impl, path, gib, directory, extra_env=None, wrapper=()):
+def measure(impl, path, gib, directory, extra_env=None, wrapper=(),
+            variable_mib=64):
   """Writes a `gib` GiB checkpoint, restores it along `path` in a new process.
 
   Args:
@@ -229,6 +237,7 @@ def measure(impl, path, gib, directory, extra_env=None, wrapper=()):
     extra_env: Environment variables for both processes.
     wrapper: A command line that the restoring process's command line is
       appended to (for example, to start it in a memory cgroup).
+    variable_mib: The size of each variable, in MiB.
 
   Returns:
     The restoring process's `CompletedProcess`, and its result, a dict with
@@ -236,7 +245,9 @@ def measure(impl, path, gib, directory, extra_env=None, wrapper=()):
     printed none.
   """
   os.makedirs(directory, exist_ok=True)
-  request = {"impl": "tf_objckpt", "path": path, "count": round(gib * 16),
+  request = {"impl": "tf_objckpt", "path": path,
+             "count": round(gib * 1024 / variable_mib),
+             "variable_mib": variable_mib,
              "prefix": os.path.join(directory, "ckpt")}
   written = _child_process({**request, "mode": "write"}, extra_env)
   if written.returncode:
@@ -258,8 +269,12 @@ def _child_process(request, extra_env=None, wrapper=()):
 
 
 def _added_mib(impl, path, gib):
+  extra_env = {}
+  if _ONEDNN.value != "default":
+    extra_env["TF_ENABLE_ONEDNN_OPTS"] = "1" if _ONEDNN.value == "on" else "0"
   with tempfile.TemporaryDirectory(dir=_DIRECTORY.value) as directory:
-    completed, result = measure(impl, path, gib, directory)
+    completed, result = measure(impl, path, gib, directory, extra_env,
+                                variable_mib=_VARIABLE_MIB.value)
   if result is None or not result["restored"]:
     raise RuntimeError(f"{impl} {path} {gib} GiB failed:\n"
                        f"{completed.stderr[-3000:]}")
@@ -272,7 +287,8 @@ def main(_):
     return
   print(f"Peak resident memory a restore adds (MiB), median of "
         f"{_REPEATS.value} fresh process(es) each, after large blocks were "
-        f"allocated and freed:")
+        f"allocated and freed; variables of {_VARIABLE_MIB.value} MiB, "
+        f"oneDNN {_ONEDNN.value}:")
   print(f"{'path':<22} {'model':>6} {'tensorflow':>11} {'tf_objckpt':>11}"
         f"  all (tensorflow; tf_objckpt)")
   for path in _PATHS.value:

@@ -2,14 +2,15 @@
 
 A large restore reads a piece of values, assigns it and frees it before it
 reads the next (`reads.CheckpointValues.restore_in_pieces`), so it should
-hold one piece at a time. Whether freed pieces leave the process is up to
-the C allocator, not to us. glibc's serves blocks above its mmap threshold
-from fresh mappings, unmapped on free; but freeing one such block raises
-the threshold up to 32 MiB, and after that, blocks of a piece come from
-heaps (one per thread that allocated) whose free memory glibc keeps, and
-reuses only when a later block fits the same heap. Depending on what the
-process allocated before, a restore then adds the whole model to the
-peak, as TensorFlow's does.
+hold one piece at a time. Whether freed pieces are reused is up to the
+allocator, not to us. oneDNN's, which TensorFlow uses where its oneDNN
+operations are on, keeps and reuses them. glibc's, used otherwise, serves
+blocks above its mmap threshold from fresh mappings, unmapped on free; but
+freeing one such block raises the threshold up to 32 MiB, and after that,
+blocks of a piece come from heaps (one per thread that allocated) whose
+free memory glibc keeps, and reuses only when a later block fits the same
+heap. Depending on what the process allocated before, a restore then adds
+the whole model to the peak, as TensorFlow's does.
 
 `PieceBudget` measures instead of trusting: after each piece is freed it
 reads the process's resident size (`/proc/self/statm`, a few
