@@ -22,6 +22,7 @@ from tensorflow.python.platform import tf_logging as logging
 from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import resident_memory
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tuning
 from tf_objckpt.inspection import checkpoint_listing
@@ -71,6 +72,7 @@ class CheckedValues(reads.CheckpointValues):
              for key, dtype in self.dtypes.items()]
     sizes = [reads.byte_size(self.shapes[spec.name], spec.dtype)
              for spec in specs]
+    budget = resident_memory.PieceBudget(tuning.TUNING.restore_piece_bytes)
     with context.eager_mode():
       for run in reads.runs_of_bytes(sizes,
                                      tuning.TUNING.restore_piece_bytes):
@@ -80,7 +82,9 @@ class CheckedValues(reads.CheckpointValues):
           self._read_ahead.update(
               ((spec.name, ""), value)
               for spec, value in zip(specs[run], values))
-        del values
+        else:
+          del values
+          budget.piece_freed()
     self.pieces_need_checking = False
 
   def _drop_unawaited(self):

@@ -25,6 +25,7 @@ from tensorflow.python.training import py_checkpoint_reader
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import resident_memory
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
@@ -297,10 +298,12 @@ class CheckpointValues:
     not a second copy of the model, and each piece reuses the memory the
     previous one freed (new memory costs page faults, and on many virtual
     machines the host's work on first touch: 300 MiB of values restore
-    about 3x faster in pieces there). Damage is still found before anything
-    is restored: every piece but the last is read once beforehand (reading
-    checks each value's checksum) and dropped, and the last is restored
-    first.
+    about 3x faster in pieces there). Should the allocator keep freed
+    pieces rather than reuse them, `resident_memory.PieceBudget` makes it
+    give them back, so the bound holds after any allocation history.
+    Damage is still found before anything is restored: every piece but the
+    last is read once beforehand (reading checks each value's checksum) and
+    dropped, and the last is restored first.
 
     Args:
       units: `(specs, restore)` pairs; `restore(values)` is called with the
@@ -309,11 +312,14 @@ class CheckpointValues:
     if not units:
       return
     pieces = self._pieces(units)
+    budget = (resident_memory.PieceBudget(tuning.TUNING.restore_piece_bytes)
+              if len(pieces) > 1 else None)
     for piece in pieces[:-1] if self.pieces_need_checking else ():
       unread = [spec for specs, _ in piece for spec in specs
                 if (spec.name, spec.slice_spec) not in self._read_ahead]
       if unread:
         self._restore_v2(unread)
+        budget.piece_freed()
     for piece in pieces[-1:] + pieces[:-1]:
       values = self.read([spec for specs, _ in piece for spec in specs])
       start = 0
@@ -322,6 +328,8 @@ class CheckpointValues:
           restore_unit(values[start:start + len(specs)])
           start += len(specs)
       del values  # Freed before the next piece is read into new memory.
+      if budget:
+        budget.piece_freed()
 
   def _pieces(self, units):
     """Splits `units` into runs of at most about `restore_piece_bytes`.
