@@ -465,10 +465,8 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
 
   def _unlisted_checkpoints(self, listed):
     """The directory's `<checkpoint_name>-<n>` not in `listed`, newest first."""
-    seen = {os.path.normpath(path) for path in listed}
-    return [path for path in state_file.directory_checkpoints(
-        self._directory, os.path.basename(self._checkpoint_prefix))
-            if os.path.normpath(path) not in seen]
+    return state_file.unlisted_checkpoints(
+        self._directory, listed, os.path.basename(self._checkpoint_prefix))
 
   def sync(self):
     """Waits for the checkpoint object's outstanding saves and restores."""

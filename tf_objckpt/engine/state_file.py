@@ -384,6 +384,29 @@ def directory_checkpoints(directory, checkpoint_name=None):
                                                            key=newest_first)]
 
 
+def _comparable(path):
+  """`path` in a form equal for every spelling of one local path.
+
+  The state file may hold absolute paths (the v1 `Saver` writes them) where
+  a directory was named by a relative one; other file systems' paths are
+  only normalized.
+  """
+  if "://" in path:
+    return os.path.normpath(path)
+  return os.path.abspath(path)
+
+
+def unlisted_checkpoints(directory, listed, checkpoint_name=None):
+  """`directory_checkpoints` that are not among the prefixes `listed`.
+
+  A prefix counts as listed however it is spelled there (relative or
+  absolute, with redundant separators).
+  """
+  seen = {_comparable(path) for path in listed}
+  return [path for path in directory_checkpoints(directory, checkpoint_name)
+          if _comparable(path) not in seen]
+
+
 def _delete_matching(pattern):
   for path in file_io.get_matching_files(pattern):
     try:
