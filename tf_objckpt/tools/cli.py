@@ -225,7 +225,8 @@ def _verify_all(directory):
 
 def _diff(args):
   from tf_objckpt.tools import diff_checkpoints  # pylint: disable=g-import-not-at-top
-  listing_a, listing_b = _open(args.path_a), _open(args.path_b)
+  listing_a, listing_b = (_open(args.path_a, strict=False),
+                          _open(args.path_b, strict=False))
   print(f"A: {listing_a.path}\nB: {listing_b.path}")
   differences = diff_checkpoints.diff(listing_a, listing_b, atol=args.atol)
   print("\n".join(diff_checkpoints.report_lines(
