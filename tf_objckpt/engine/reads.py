@@ -52,12 +52,18 @@ def open_reader(save_path):
         "checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from e
   except (errors.OpError, IndexError) as e:
     # An index whose footer points past its end fails as an IndexError.
+    index_file = bundle_index.index_file_name(save_path)
+    if bundle_index.file_size(index_file) is None:
+      # The reader read `save_path` itself, as a V1 checkpoint file.
+      text = (f"Cannot read a checkpoint at {save_path!r}: there is no "
+              f"index file {index_file!r} (a V2 checkpoint's), and "
+              f"{save_path!r} itself is not a readable V1 checkpoint (it is "
+              "damaged, or not a checkpoint at all)")
+    else:
+      text = (f"The checkpoint at {save_path!r} is corrupt or truncated and "
+              f"cannot be read: its index file {index_file!r} is damaged")
     raise errors.DataLossError(
-        None, None,
-        f"The checkpoint at {save_path!r} is corrupt or truncated and cannot "
-        f"be read: its index file "
-        f"{bundle_index.index_file_name(save_path)!r} is damaged: "
-        f"{getattr(e, 'message', e)}") from e
+        None, None, f"{text}: {getattr(e, 'message', e)}") from e
 
 
 def readable_values(save_path):
