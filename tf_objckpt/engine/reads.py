@@ -115,19 +115,20 @@ def damage_named(save_path, error):
 
   Graph-mode reads fail inside a session with TensorFlow's message, which
   says neither the key nor the file. This finds them, reading the
-  checkpoint's values one at a time (only after a failure), and returns an
-  error of the same type whose message names both; `error` itself if no
-  single value fails to read.
+  checkpoint's values one at a time (only after a failure), and returns a
+  `DataLossError` whose message names both (TensorFlow's reads raise
+  `OutOfRangeError` for a truncated data file): the error type of damage,
+  as eager reads give it. `error` itself if no single value fails to read.
   """
   try:
     reader = open_reader(save_path)
   except errors.OpError as open_error:
-    return type(error)(error.node_def, error.op, open_error.message)
+    return type(open_error)(error.node_def, error.op, open_error.message)
   for key in sorted(reader.get_variable_to_shape_map()):
     try:
       reader.get_tensor(key)
     except (errors.OpError, IndexError) as e:
-      return type(error)(
+      return errors.DataLossError(
           error.node_def, error.op,
           f"Failed to read values from checkpoint {save_path!r}: checkpoint "
           f"key {key!r}{in_data_file(save_path, key)} cannot be read: {e}")
