@@ -310,7 +310,7 @@ class Saver(object):
       self._next_checkpoint_time += 3600 * hours
       return
     try:
-      checkpoint_management.remove_checkpoint(
+      state_file.remove_checkpoint_files(
           path, self.saver_def.version, meta_graph_suffix)
     except Exception as e:  # pylint: disable=broad-except  # Best effort.
       logging.warning("Ignoring: %s", e)
@@ -376,7 +376,7 @@ class Saver(object):
     kept = []
     for path in checkpoint_paths:
       try:
-        mtimes = checkpoint_management.get_checkpoint_mtimes([path])
+        mtimes = state_file.checkpoint_mtimes([path])
       except errors.NotFoundError:
         continue  # Deleted meanwhile by someone else.
       if mtimes:

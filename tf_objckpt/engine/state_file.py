@@ -344,6 +344,14 @@ def get_checkpoint_mtimes(checkpoint_prefixes):
   For each prefix the V2 index file is tried first, then the V1 data file.
   Missing checkpoints are skipped, so the result may be shorter than the input.
   """
+  return checkpoint_mtimes(checkpoint_prefixes)
+
+
+def checkpoint_mtimes(checkpoint_prefixes):
+  """`get_checkpoint_mtimes` for our own code, which warns of nothing.
+
+  TensorFlow's deprecation warning is for callers who can change the call.
+  """
   mtimes = []
   for prefix in checkpoint_prefixes:
     for pattern in (_checkpoint_file(prefix, saver_pb2.SaverDef.V2), prefix):
@@ -430,6 +438,14 @@ def remove_checkpoint(checkpoint_prefix,
     checkpoint_format_version: `SaverDef.V1` or `SaverDef.V2` (default).
     meta_graph_suffix: Suffix of the `MetaGraphDef` file.
   """
+  remove_checkpoint_files(checkpoint_prefix, checkpoint_format_version,
+                          meta_graph_suffix)
+
+
+def remove_checkpoint_files(checkpoint_prefix,
+                            checkpoint_format_version=saver_pb2.SaverDef.V2,
+                            meta_graph_suffix="meta"):
+  """`remove_checkpoint` for our own code, which warns of nothing."""
   _delete_matching(meta_graph_filename(checkpoint_prefix, meta_graph_suffix))
   if checkpoint_format_version == saver_pb2.SaverDef.V2:
     _delete_matching(checkpoint_prefix + ".index")
