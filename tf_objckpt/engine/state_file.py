@@ -392,7 +392,7 @@ def directory_checkpoints(directory, checkpoint_name=None):
                                                            key=newest_first)]
 
 
-def _comparable(path):
+def comparable(path):
   """`path` in a form equal for every spelling of one local path.
 
   The state file may hold absolute paths (the v1 `Saver` writes them) where
@@ -410,9 +410,9 @@ def unlisted_checkpoints(directory, listed, checkpoint_name=None):
   A prefix counts as listed however it is spelled there (relative or
   absolute, with redundant separators).
   """
-  seen = {_comparable(path) for path in listed}
+  seen = {comparable(path) for path in listed}
   return [path for path in directory_checkpoints(directory, checkpoint_name)
-          if _comparable(path) not in seen]
+          if comparable(path) not in seen]
 
 
 def _delete_matching(pattern):
