@@ -41,6 +41,7 @@ from tf_objckpt.restoring import restore_plan
 from tf_objckpt.v1 import meta_graphs
 from tf_objckpt.v1 import object_based_names
 from tf_objckpt.v1 import saver_builders
+from tf_objckpt.v1 import session_manager_restores
 # Re-exported: TensorFlow's saver module has these names.
 # pylint: disable=unused-import
 from tf_objckpt.checkpoint_management import checkpoint_exists
@@ -367,6 +368,7 @@ class Saver(object):
     # Kept, not copied: later saves update the caller's list (as TF does).
     self._last_checkpoints = stamped
 
+  @session_manager_restores.forgetting_skipped
   def recover_last_checkpoints(self,
                                checkpoint_paths):
     """Restores the kept-checkpoint list after a restart.
@@ -620,6 +622,7 @@ class Saver(object):
     self._object_restore_saver = remapped
     remapped.restore(sess, save_path)
 
+  @session_manager_restores.healing_when_chosen
   def restore(self, sess, save_path):
     """Restores the variables from the checkpoint at `save_path`.
 
