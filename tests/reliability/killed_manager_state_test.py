@@ -20,8 +20,9 @@ import testlib as tl
 _KILLS = 30
 
 _SCRIPT = textwrap.dedent("""
-    import json, os, random, re, signal, sys, time, traceback
+    import json, os, re, sys
     import tensorflow as tf
+    import testlib as tl
     import tf_objckpt
 
     directory, kills, seed = sys.argv[1:]
@@ -49,29 +50,22 @@ _SCRIPT = textwrap.dedent("""
                     if not {name + ".index",
                             name + ".data-00000-of-00001"} <= files)
 
-    rng = random.Random(int(seed))
-    trials = []
-    for _ in range(int(kills)):
-      pid = os.fork()
-      if pid == 0:
-        try:
-          work()
-        except BaseException:
-          traceback.print_exc()
-          os._exit(2)
-      # Kill once the worker saves (its first save may come late under
-      # load), at a random moment of its loop.
-      deadline = time.time() + 120
-      start = os.stat(directory).st_mtime if os.path.exists(directory) else 0
-      while time.time() < deadline and not (
-          os.path.exists(directory) and
-          os.stat(directory).st_mtime != start):
-        time.sleep(0.01)
-      time.sleep(rng.uniform(0.05, 0.5))
-      os.kill(pid, signal.SIGKILL)
-      _, status = os.waitpid(pid, 0)
-      trials.append({"status": status, "missing": missing_listed(),
-                     "files": sorted(os.listdir(directory))})
+    # The directory's time when the last worker was killed: it changes when
+    # the next one saves (its first save may come late under load).
+    last_change = [None]
+
+    def saved():
+      return (os.path.exists(directory) and
+              os.stat(directory).st_mtime != last_change[0])
+
+    def after_kill():
+      last_change[0] = os.stat(directory).st_mtime
+      return {"missing": missing_listed(),
+              "files": sorted(os.listdir(directory))}
+
+    trials = [dict(found, ended=ended) for ended, found in
+              tl.kill_forked_workers(work, int(kills), int(seed), saved,
+                                     after_kill)]
     print("TRIALS", json.dumps(trials))
 """)
 
@@ -85,7 +79,7 @@ def test_killed_saves_never_leave_a_listed_checkpoint_without_files(
            if line.startswith("TRIALS ")]
   trials = json.loads(line.split(" ", 1)[1])
   assert len(trials) == _KILLS
-  assert {trial["status"] for trial in trials} == {9}, trials  # SIGKILL.
+  assert {trial["ended"] for trial in trials} == {-9}, trials  # SIGKILL.
   bad = [trial for trial in trials if trial["missing"]]
   assert not bad, f"{len(bad)} of {_KILLS} kills: {bad}"
   assert os.path.exists(os.path.join(directory, "checkpoint"))

@@ -49,6 +49,6 @@ from testlib.keras_models import (
     untrained, trained)
 from testlib.processes import (
     REPO_ROOT, time_limit, run_python, child_env, run_cli, start_python,
-    kill_group, finish, terminate_after_line)
+    kill_group, finish, terminate_after_line, kill_forked_workers)
 from testlib.cluster import (
     CLUSTER_PROGRAMS, free_ports, run_cluster_program)
