@@ -17,7 +17,6 @@ its own output; `run` leaves the script's output as Python would.
 """
 
 import argparse
-import logging
 import os
 import sys
 
@@ -184,6 +183,7 @@ def _load_tensorflow_quietly():
     os.dup2(saved_stderr, 2)
     os.close(saved_stderr)
     os.close(null)
+  import logging  # pylint: disable=g-import-not-at-top  # Not for `run`.
   logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 

@@ -17,7 +17,6 @@ configures `logging` gets each line once). Processes the script starts are
 not patched unless they call `patch_tensorflow()`.
 """
 
-import importlib.abc
 import importlib.machinery
 import io
 import os
@@ -36,8 +35,13 @@ def _patch_tensorflow():
   patching.patch_tensorflow()
 
 
-class _PatchingLoader(importlib.abc.Loader):
-  """Loads TensorFlow's package with its own loader, then patches it."""
+class _PatchingLoader:
+  """Loads TensorFlow's package with its own loader, then patches it.
+
+  A loader as `importlib.abc.Loader` describes one, without importing that
+  module (and `importlib.resources` with it), which would slow the start
+  of every script.
+  """
 
   def __init__(self, loader, on_loaded):
     self._loader = loader
@@ -53,13 +57,14 @@ class _PatchingLoader(importlib.abc.Loader):
     self._on_loaded()
 
 
-class PatchOnImport(importlib.abc.MetaPathFinder):
+class PatchOnImport:
   """Patches TensorFlow as soon as its package is first imported.
 
   Installed on `sys.meta_path` (`install`), it finds nothing itself: it
   hands the import of `tensorflow` to the finders after it, and wraps the
   loader they give so that `patch_tensorflow()` runs once TensorFlow's
-  `__init__` has run. It removes itself then.
+  `__init__` has run. It removes itself then. (A finder as
+  `importlib.abc.MetaPathFinder` describes one.)
   """
 
   def install(self):
