@@ -1,8 +1,8 @@
 """A damaged checkpoint the user names: no fallback, a pointer to one.
 
 `checkpoint.restore(manager.latest_checkpoint)`, `read(...)`, graph-mode
-restore ops and `saver.restore(sess, tf.train.latest_checkpoint(d))`
-restore the path they are given. With real damage on the newest of three
+restore ops and `saver.restore(sess, tf.train.latest_checkpoint(d))` (of a
+name-based or an object-based checkpoint) restore the path they are given. With real damage on the newest of three
 checkpoints, each raises TensorFlow's error type (as TensorFlow does for
 the same call) and assigns nothing; our message then names the newest
 intact checkpoint the state file lists, which `restore_or_initialize()`
@@ -28,7 +28,7 @@ _HINT = ("The state file of {directory!r} lists an older intact checkpoint, "
 def _saved(directory, impl):
   """ckpt-1 .. ckpt-3 of a manager, each holding its number."""
   model = tf.Module()
-  model.v = tf.Variable(np.zeros([_SIZE], np.float32))
+  model.v = tf.Variable(np.zeros([_SIZE], np.float32), name="v")
   manager = tl.IMPLS[impl].CheckpointManager(
       tl.IMPLS[impl].Checkpoint(model=model), directory, max_to_keep=3)
   for number in (1, 2, 3):
@@ -91,6 +91,8 @@ _WAYS = {
         impl, path, "read")),
     "graph": (_saved, "ckpt", _restore_in_graph),
     "saver": (_saved_by_saver, "model", _restore_with_saver),
+    # Through the names the object graph records.
+    "saver_object_based": (_saved, "ckpt", _restore_with_saver),
 }
 
 

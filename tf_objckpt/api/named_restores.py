@@ -26,6 +26,8 @@ from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
 
+_POINTER = "CheckpointManager.restore_or_initialize() would have restored"
+
 
 @contextlib.contextmanager
 def pointing_to_intact(save_path):
@@ -79,18 +81,18 @@ def with_intact_alternative(error, save_path):
     save_path = save_path.decode()
   if isinstance(save_path, os.PathLike):
     save_path = os.fspath(save_path)
-  if not isinstance(save_path, str) or not _is_damage(error, save_path):
-    return None
+  message = str(getattr(error, "message", error))
+  if (not isinstance(save_path, str) or _POINTER in message or
+      not _is_damage(error, save_path)):
+    return None  # A restore within a restore (the v1 Saver's) points once.
   alternative, older = _newest_intact_listed(save_path)
   if alternative is None:
     return None
   directory = os.path.dirname(save_path) or os.curdir
-  text = (f"{getattr(error, 'message', error)}\nThe state file of "
-          f"{directory!r} lists an{' older' if older else ''} intact "
-          f"checkpoint, {alternative!r}: "
-          "CheckpointManager.restore_or_initialize() would have restored "
-          "it, skipping damaged ones. A restore of a path you name never "
-          "falls back.")
+  text = (f"{message}\nThe state file of {directory!r} lists an"
+          f"{' older' if older else ''} intact checkpoint, {alternative!r}: "
+          f"{_POINTER} it, skipping damaged ones. A restore of a path you "
+          "name never falls back.")
   if isinstance(error, errors.OpError):
     return type(error)(error.node_def, error.op, text)
   return type(error)(text)
