@@ -29,6 +29,7 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt.api import intact_restore
+from tf_objckpt.api import named_restores
 from tf_objckpt.api import load_status
 from tf_objckpt.api import save_transaction
 from tf_objckpt.api import trackable_saver
@@ -459,6 +460,7 @@ class CheckpointV1(_CheckpointBase):
     """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
     return self._save(file_prefix, session=session, options=options)
 
+  @named_restores.restore_pointing_to_intact
   def restore(self, save_path, options=None):
     """Restores from `save_path`; returns a load status."""
     return self._restore(save_path, options=options)
@@ -529,11 +531,13 @@ class Checkpoint(_CheckpointBase):
     """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
     return self._save(file_prefix, options=options)
 
+  @named_restores.restore_pointing_to_intact
   def read(self, save_path, options=None):
     """Restores a checkpoint written by `write` (no save counter handling)."""
     self._finish_pending_write()
     return self._saver.restore(save_path=save_path, options=options)
 
+  @named_restores.restore_pointing_to_intact
   def restore(self, save_path, options=None):
     """Restores from `save_path` (a checkpoint or a SavedModel directory).
 

@@ -225,9 +225,16 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         "the directory over.")
 
   def _sweep(self):
-    """Deletes or preserves the checkpoints beyond `max_to_keep`."""
+    """Drops the checkpoints beyond `max_to_keep` from the managed ones.
+
+    Those kept by `keep_checkpoint_every_n_hours` are preserved.
+
+    Returns:
+      The prefixes to delete, once the state file no longer lists them.
+    """
+    to_delete = []
     if not self._max_to_keep:
-      return
+      return to_delete
     while len(self._maybe_delete) > self._max_to_keep:
       path, timestamp = self._maybe_delete.popitem(last=False)
       interval = self._preserve_interval
@@ -235,8 +242,8 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
           timestamp - interval >= self._last_preserved_timestamp):
         self._last_preserved_timestamp = timestamp
         continue
-      state_file._delete_matching(path + ".index")
-      state_file._delete_matching(path + state_file._V2_DATA_GLOB)
+      to_delete.append(path)
+    return to_delete
 
   def _record_state(self, durable=False):
     """Writes the manager's state to the directory's state file."""
@@ -251,25 +258,32 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
   def _record_and_sweep(self, save_path, save, durable=False):
     """Step 4 of a save: lists `save_path` as the newest, deletes old ones.
 
+    The state file is written once, listing the new checkpoint and no
+    longer those beyond `max_to_keep`, and only then are their files
+    deleted. A process killed in between leaves files the state file does
+    not list (a data file without its index is removed as a leftover when
+    the next manager starts), never a listed checkpoint whose files are
+    gone. (TensorFlow writes the state file before and after deleting.)
     The save is kept (`save.keep()`) once the state file lists it; if that
     write fails, the manager forgets the checkpoint too.
     """
     self._remove_rest_of_damaged(save_path)
     previous = (collections.OrderedDict(self._maybe_delete),
-                self._latest_checkpoint)
+                self._latest_checkpoint, self._last_preserved_timestamp)
     self._maybe_delete.pop(save_path, None)  # A rewrite moves to the end.
     self._maybe_delete[save_path] = time.time()
     self._latest_checkpoint = save_path
-    # Record before deleting, so an interruption leaves the new checkpoint
-    # recorded; record again once the deleted ones are gone.
+    to_delete = self._sweep()
     try:
       self._record_state(durable)
     except BaseException:
-      self._maybe_delete, self._latest_checkpoint = previous
+      (self._maybe_delete, self._latest_checkpoint,
+       self._last_preserved_timestamp) = previous
       raise
     save.keep()
-    self._sweep()
-    self._record_state(durable)
+    for path in to_delete:
+      state_file._delete_matching(path + ".index")
+      state_file._delete_matching(path + state_file._V2_DATA_GLOB)
 
   def _remove_rest_of_damaged(self, save_path):
     """Removes the data files a damaged checkpoint `save_path` had beyond
@@ -465,10 +479,8 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
 
   def _unlisted_checkpoints(self, listed):
     """The directory's `<checkpoint_name>-<n>` not in `listed`, newest first."""
-    seen = {os.path.normpath(path) for path in listed}
-    return [path for path in state_file.directory_checkpoints(
-        self._directory, os.path.basename(self._checkpoint_prefix))
-            if os.path.normpath(path) not in seen]
+    return state_file.unlisted_checkpoints(
+        self._directory, listed, os.path.basename(self._checkpoint_prefix))
 
   def sync(self):
     """Waits for the checkpoint object's outstanding saves and restores."""

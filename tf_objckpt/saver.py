@@ -41,6 +41,7 @@ from tf_objckpt.restoring import restore_plan
 from tf_objckpt.v1 import meta_graphs
 from tf_objckpt.v1 import object_based_names
 from tf_objckpt.v1 import saver_builders
+from tf_objckpt.v1 import session_manager_restores
 # Re-exported: TensorFlow's saver module has these names.
 # pylint: disable=unused-import
 from tf_objckpt.checkpoint_management import checkpoint_exists
@@ -310,7 +311,7 @@ class Saver(object):
       self._next_checkpoint_time += 3600 * hours
       return
     try:
-      checkpoint_management.remove_checkpoint(
+      state_file.remove_checkpoint_files(
           path, self.saver_def.version, meta_graph_suffix)
     except Exception as e:  # pylint: disable=broad-except  # Best effort.
       logging.warning("Ignoring: %s", e)
@@ -367,6 +368,7 @@ class Saver(object):
     # Kept, not copied: later saves update the caller's list (as TF does).
     self._last_checkpoints = stamped
 
+  @session_manager_restores.forgetting_skipped
   def recover_last_checkpoints(self,
                                checkpoint_paths):
     """Restores the kept-checkpoint list after a restart.
@@ -376,7 +378,7 @@ class Saver(object):
     kept = []
     for path in checkpoint_paths:
       try:
-        mtimes = checkpoint_management.get_checkpoint_mtimes([path])
+        mtimes = state_file.checkpoint_mtimes([path])
       except errors.NotFoundError:
         continue  # Deleted meanwhile by someone else.
       if mtimes:
@@ -620,6 +622,7 @@ class Saver(object):
     self._object_restore_saver = remapped
     remapped.restore(sess, save_path)
 
+  @session_manager_restores.healing_when_chosen
   def restore(self, sess, save_path):
     """Restores the variables from the checkpoint at `save_path`.
 

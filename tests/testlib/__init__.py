@@ -11,7 +11,7 @@ module of the package defines once:
   with shapes and dtypes, the object graph, values), comparisons, and
   writers of small checkpoints;
 - `files`: the files of checkpoints on disk, what interrupted saves leave
-  behind, and which data file holds each key;
+  behind, which data file holds each key, and real damage to them;
 - `outcomes`: `tl.outcome`, the one way tests catch what a call raises,
   and captured logs;
 - `state_objects`: Python state to checkpoint (`Counter`, `Recorder`, ...);
@@ -32,7 +32,8 @@ from testlib.checkpoints import (
     write_with_saver, snapshot, MANY, mixed_value, variable_values,
     assert_variables_equal)
 from testlib.files import (
-    files_under, assert_same_files, leftovers, bytes_under, file_layout)
+    files_under, assert_same_files, leftovers, bytes_under, file_layout,
+    DAMAGE, damage)
 from testlib.outcomes import (
     Outcome, outcome, STATUS_ASSERTIONS, assertion_outcomes, errors_by_impl,
     assert_same_error_type, assert_names_the_value, captured_logs)
@@ -48,6 +49,6 @@ from testlib.keras_models import (
     untrained, trained)
 from testlib.processes import (
     REPO_ROOT, time_limit, run_python, child_env, run_cli, start_python,
-    kill_group, finish, terminate_after_line)
+    kill_group, finish, terminate_after_line, kill_forked_workers)
 from testlib.cluster import (
     CLUSTER_PROGRAMS, free_ports, run_cluster_program)

@@ -131,9 +131,7 @@ def all_checkpoints(directory):
     listed = [state.model_checkpoint_path, *reversed(
         state.all_model_checkpoint_paths)]
   listed = list(dict.fromkeys(os.path.normpath(path) for path in listed))
-  return listed + [
-      path for path in state_file.directory_checkpoints(directory)
-      if os.path.normpath(path) not in listed]
+  return listed + state_file.unlisted_checkpoints(directory, listed)
 
 
 def summary(problems):

@@ -17,6 +17,7 @@ from tensorflow.python.framework import tensor_shape
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt import data_structures
+from tf_objckpt.api import named_restores
 from tf_objckpt.engine import reads
 from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt import object_identity
@@ -351,7 +352,7 @@ class CheckpointLoadStatus(_LoadStatus):
     try:
       self._run_restore_ops(session)
     except (errors.DataLossError, errors.OutOfRangeError) as e:
-      raise reads.damage_named(
+      raise named_restores.damage_named(
           self._checkpoint.values.save_path, e) from e
 
   def _run_restore_ops(self, session):

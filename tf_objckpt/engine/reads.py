@@ -53,12 +53,18 @@ def open_reader(save_path):
         "checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from e
   except (errors.OpError, IndexError) as e:
     # An index whose footer points past its end fails as an IndexError.
+    index_file = bundle_index.index_file_name(save_path)
+    if bundle_index.file_size(index_file) is None:
+      # The reader read `save_path` itself, as a V1 checkpoint file.
+      text = (f"Cannot read a checkpoint at {save_path!r}: there is no "
+              f"index file {index_file!r} (a V2 checkpoint's), and "
+              f"{save_path!r} itself is not a readable V1 checkpoint (it is "
+              "damaged, or not a checkpoint at all)")
+    else:
+      text = (f"The checkpoint at {save_path!r} is corrupt or truncated and "
+              f"cannot be read: its index file {index_file!r} is damaged")
     raise errors.DataLossError(
-        None, None,
-        f"The checkpoint at {save_path!r} is corrupt or truncated and cannot "
-        f"be read: its index file "
-        f"{bundle_index.index_file_name(save_path)!r} is damaged: "
-        f"{getattr(e, 'message', e)}") from e
+        None, None, f"{text}: {getattr(e, 'message', e)}") from e
 
 
 def readable_values(save_path):
@@ -110,19 +116,20 @@ def damage_named(save_path, error):
 
   Graph-mode reads fail inside a session with TensorFlow's message, which
   says neither the key nor the file. This finds them, reading the
-  checkpoint's values one at a time (only after a failure), and returns an
-  error of the same type whose message names both; `error` itself if no
-  single value fails to read.
+  checkpoint's values one at a time (only after a failure), and returns a
+  `DataLossError` whose message names both (TensorFlow's reads raise
+  `OutOfRangeError` for a truncated data file): the error type of damage,
+  as eager reads give it. `error` itself if no single value fails to read.
   """
   try:
     reader = open_reader(save_path)
   except errors.OpError as open_error:
-    return type(error)(error.node_def, error.op, open_error.message)
+    return type(open_error)(error.node_def, error.op, open_error.message)
   for key in sorted(reader.get_variable_to_shape_map()):
     try:
       reader.get_tensor(key)
     except (errors.OpError, IndexError) as e:
-      return type(error)(
+      return errors.DataLossError(
           error.node_def, error.op,
           f"Failed to read values from checkpoint {save_path!r}: checkpoint "
           f"key {key!r}{in_data_file(save_path, key)} cannot be read: {e}")

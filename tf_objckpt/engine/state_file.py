@@ -344,6 +344,14 @@ def get_checkpoint_mtimes(checkpoint_prefixes):
   For each prefix the V2 index file is tried first, then the V1 data file.
   Missing checkpoints are skipped, so the result may be shorter than the input.
   """
+  return checkpoint_mtimes(checkpoint_prefixes)
+
+
+def checkpoint_mtimes(checkpoint_prefixes):
+  """`get_checkpoint_mtimes` for our own code, which warns of nothing.
+
+  TensorFlow's deprecation warning is for callers who can change the call.
+  """
   mtimes = []
   for prefix in checkpoint_prefixes:
     for pattern in (_checkpoint_file(prefix, saver_pb2.SaverDef.V2), prefix):
@@ -384,6 +392,29 @@ def directory_checkpoints(directory, checkpoint_name=None):
                                                            key=newest_first)]
 
 
+def comparable(path):
+  """`path` in a form equal for every spelling of one local path.
+
+  The state file may hold absolute paths (the v1 `Saver` writes them) where
+  a directory was named by a relative one; other file systems' paths are
+  only normalized.
+  """
+  if "://" in path:
+    return os.path.normpath(path)
+  return os.path.abspath(path)
+
+
+def unlisted_checkpoints(directory, listed, checkpoint_name=None):
+  """`directory_checkpoints` that are not among the prefixes `listed`.
+
+  A prefix counts as listed however it is spelled there (relative or
+  absolute, with redundant separators).
+  """
+  seen = {comparable(path) for path in listed}
+  return [path for path in directory_checkpoints(directory, checkpoint_name)
+          if comparable(path) not in seen]
+
+
 def _delete_matching(pattern):
   for path in file_io.get_matching_files(pattern):
     try:
@@ -407,6 +438,14 @@ def remove_checkpoint(checkpoint_prefix,
     checkpoint_format_version: `SaverDef.V1` or `SaverDef.V2` (default).
     meta_graph_suffix: Suffix of the `MetaGraphDef` file.
   """
+  remove_checkpoint_files(checkpoint_prefix, checkpoint_format_version,
+                          meta_graph_suffix)
+
+
+def remove_checkpoint_files(checkpoint_prefix,
+                            checkpoint_format_version=saver_pb2.SaverDef.V2,
+                            meta_graph_suffix="meta"):
+  """`remove_checkpoint` for our own code, which warns of nothing."""
   _delete_matching(meta_graph_filename(checkpoint_prefix, meta_graph_suffix))
   if checkpoint_format_version == saver_pb2.SaverDef.V2:
     _delete_matching(checkpoint_prefix + ".index")

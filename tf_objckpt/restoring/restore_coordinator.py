@@ -52,11 +52,15 @@ class _UnrestoredValuesReport:
     if not unmatched and not self._unused_attributes:
       return
     names = object_graph_check.NodePaths(self._proto)
+    # TensorFlow's words, which users search for.
     logging.warning(
-        "A checkpoint restore is being discarded with values that were never "
-        "restored; the values are listed below. Call "
-        "`status.expect_partial()` on the status returned by restore() if "
-        "this is intended.")
+        "Detecting that an object or model or tf.train.Checkpoint is being "
+        "deleted with unrestored values. See the following logs for the "
+        "specific values in question. To silence these warnings, use "
+        "`status.expect_partial()`. See "
+        "https://www.tensorflow.org/api_docs/python/tf/train/Checkpoint#restore "
+        "for details about the status object returned by the restore "
+        "function.")
     for node_id in unmatched:
       logging.warning("Value in checkpoint could not be found in the "
                       "restored object: %s", names[node_id])
