@@ -149,12 +149,9 @@ def _file_problems(listing):
   index = listing.index
   if index is None:
     return []
-  needed, holders = {}, {}
+  needed, holders = index.data_file_sizes(), {}
   for key, entry in index.entries.items():
-    file = bundle_index.data_file_name(listing.path, entry.shard_id,
-                                          index.num_shards)
-    needed[file] = max(needed.get(file, 0), entry.offset + entry.size)
-    holders.setdefault(file, []).append(key)
+    holders.setdefault(index.data_file(entry.shard_id), []).append(key)
   problems = []
   for file in listing.data_files():
     size = bundle_index.file_size(file)
