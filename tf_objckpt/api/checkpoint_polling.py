@@ -79,6 +79,10 @@ def _unfinished(prefix):
   return None
 
 
+def _warn_skipped(prefix, why):
+  logging.warning("Skipped checkpoint %s: %s.", prefix, why)
+
+
 class _Watch:
   """Polls one directory; remembers what it judged and warned about."""
 
@@ -86,7 +90,6 @@ class _Watch:
     self._directory = checkpoint_dir
     self._damaged = set()  # The `_version`s of damaged checkpoints.
     self._pending = None  # (prefix, why) last found unfinished.
-    self._warned = set()  # Prefixes a warning named.
 
   def new_checkpoint(self, last_checkpoint) -> Optional[str]:
     """The state file's latest checkpoint, if new, finished and intact."""
@@ -106,7 +109,8 @@ class _Watch:
     problems = intact_restore.damage(prefix)
     if problems:
       self._damaged.add(version)
-      self._warn(prefix, "it is damaged: " + intact_restore.summary(problems))
+      _warn_skipped(prefix, "it is damaged: " +
+                    intact_restore.summary(problems))
       return None
     return prefix
 
@@ -116,13 +120,8 @@ class _Watch:
                                                     self._pending[0]):
       prefix, why = self._pending
       self._pending = None
-      self._warn(prefix, f"its save did not finish before a newer "
-                 f"checkpoint was named ({why})")
-
-  def _warn(self, prefix, why):
-    if prefix not in self._warned:
-      self._warned.add(prefix)
-      logging.warning("Skipped checkpoint %s: %s.", prefix, why)
+      _warn_skipped(prefix, f"its save did not finish before a newer "
+                    f"checkpoint was named ({why})")
 
   def wait(self, last_checkpoint, seconds_to_sleep, timeout):
     """The next new checkpoint, polling every `seconds_to_sleep`, or None.
