@@ -192,8 +192,10 @@ def test_under_a_distribution_strategy(path, context):
   def scenario(impl):
     with strategy.scope():
       variable = _zeros([6, 2])
-    warm_start = lambda: tl.IMPLS[impl].checkpoint_utils.init_from_checkpoint(  # pylint: disable=g-long-lambda
-        path, {"old/a": variable})
+    def warm_start():
+      tl.IMPLS[impl].checkpoint_utils.init_from_checkpoint(
+          path, {"old/a": variable})
+
     with strategy.scope() if context == "cross_replica" else (
         contextlib.nullcontext()):
       if context == "replica":

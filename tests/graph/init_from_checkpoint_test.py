@@ -173,7 +173,8 @@ def test_partitioned_and_sharded_variable_objects(path, form, use_resource):
 def test_values_are_the_checkpoints(path):
   with tl.GraphProgram("ours") as program:
     values, _ = _warm_start(program, path, lambda v: [
-        ("old_scope_1/", "new_scope_1/"), ("old_scope_2/var3", "new_scope_2/var3"),
+        ("old_scope_1/", "new_scope_1/"),
+        ("old_scope_2/var3", "new_scope_2/var3"),
         ("/", "new_scope_3/"), ("old_scope_1/var1", "copies/var1")], True)
   assert_equal = np.testing.assert_array_equal
   assert_equal(values["new_scope_1/var2"][0], _SAVED["old_scope_1/var2"])

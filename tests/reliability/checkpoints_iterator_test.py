@@ -26,6 +26,10 @@ _ASKS_AFTER_EACH_CHECKPOINT = not tf.__version__.startswith(("2.15.",
                                                              "2.16."))
 
 
+def _utils(impl):
+  return tl.IMPLS[impl].checkpoint_utils
+
+
 class _Trainer:
   """Saves numbered checkpoints into a directory, as a training job does."""
 
@@ -46,7 +50,7 @@ class _Trainer:
 
 def _iterate(impl, directory, timeout_fn, **kwargs):
   """The prefixes `impl`'s iterator yields, as numbers ("ckpt-3" -> 3)."""
-  utils = tl.IMPLS[impl].checkpoint_utils
+  utils = _utils(impl)
   return [int(path.rsplit("-", 1)[1]) for path in utils.checkpoints_iterator(
       directory, timeout=0, timeout_fn=timeout_fn, **kwargs)]
 
@@ -118,7 +122,7 @@ def test_timeout_fn_is_asked_after_each_checkpoint_as_in_2_21(tmp_path):
   def save_after_each_yield(impl, trainer):
     trainer.save()
     seen = []
-    utils = tl.IMPLS[impl].checkpoint_utils
+    utils = _utils(impl)
     for path in utils.checkpoints_iterator(trainer.directory, timeout=0,
                                            timeout_fn=lambda: True):
       seen.append(path)
@@ -151,11 +155,11 @@ def test_min_interval_secs_spaces_the_checkpoints(tmp_path, monkeypatch):
   def scenario(impl, trainer):
     clock = _FakeClock()
     module = (checkpoint_polling if impl == "ours"
-              else tl.IMPLS["tf"].checkpoint_utils)
+              else _utils("tf"))
     monkeypatch.setattr(module, "time", clock)
     trainer.save()
     seen = []
-    for path in tl.IMPLS[impl].checkpoint_utils.checkpoints_iterator(
+    for path in _utils(impl).checkpoints_iterator(
         trainer.directory, min_interval_secs=30, timeout=0,
         timeout_fn=lambda: len(seen) >= 2):
       seen.append(path)
@@ -214,7 +218,7 @@ def test_waits_for_data_files_to_be_complete(tmp_path):
           f.write(content)
       return seen.count("timeout") > 3
 
-    utils = tl.IMPLS[impl].checkpoint_utils
+    utils = _utils(impl)
     for path in utils.checkpoints_iterator(trainer.directory, timeout=0,
                                            timeout_fn=timeout_fn):
       seen.append(path)
@@ -300,7 +304,7 @@ def test_a_damaged_checkpoint_saved_again_is_judged_again(tmp_path):
     return len(looks) > 3
 
   with tl.captured_logs(logging.WARNING) as messages:
-    utils = tl.IMPLS["ours"].checkpoint_utils
+    utils = _utils("ours")
     seen = list(utils.checkpoints_iterator(
         trainer.directory, timeout=0, timeout_fn=timeout_fn))
   assert seen == [prefix_2]
@@ -316,10 +320,9 @@ def test_wait_for_new_checkpoint(tmp_path, damage):
     _flip_value(second)
   elif damage == "unfinished":
     os.remove(bundle_index.data_file_name(second, 0, 1))
-  waits = {impl: tl.IMPLS[impl].checkpoint_utils.wait_for_new_checkpoint(
+  waits = {impl: _utils(impl).wait_for_new_checkpoint(
       trainer.directory, first, timeout=0) for impl in tl.IMPLS}
   assert waits["tf"] == second
   assert waits["ours"] == (second if damage == "intact" else None)
-  assert tl.agreed(lambda impl: tl.IMPLS[impl].checkpoint_utils.  # pylint: disable=g-long-lambda
-                   wait_for_new_checkpoint(trainer.directory, second,
-                                           timeout=0)) is None
+  assert tl.agreed(lambda impl: _utils(impl).wait_for_new_checkpoint(
+      trainer.directory, second, timeout=0)) is None

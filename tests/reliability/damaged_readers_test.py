@@ -1,4 +1,6 @@
-"""`load_checkpoint`, `load_variable` and `init_from_checkpoint` on damaged files.
+"""Readers and `init_from_checkpoint` on damaged files: the damage is named.
+
+The readers are `load_checkpoint`, `list_variables` and `load_variable`.
 
 A truncated or corrupted index fails when the checkpoint is opened; a
 missing, truncated or corrupted data file when a value in it is read. Ours

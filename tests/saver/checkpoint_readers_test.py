@@ -1,4 +1,6 @@
-"""`load_checkpoint`, `list_variables` and `load_variable`, ours and TensorFlow's.
+"""Our `load_checkpoint` and its kin against TensorFlow's, on the same files.
+
+The readers are `load_checkpoint`, `list_variables` and `load_variable`.
 
 On the same checkpoints (object-based and name-based, sharded or not,
 written by either library) both readers give the same keys, shapes, dtypes
@@ -75,9 +77,13 @@ def _checkpoints(tmp_path):
   return paths
 
 
+def _utils(impl):
+  return tl.IMPLS[impl].checkpoint_utils
+
+
 def _read_everything(impl, path):
   """What `impl`'s readers say about `path`: keys, shapes, dtypes, values."""
-  utils = tl.IMPLS[impl].checkpoint_utils
+  utils = _utils(impl)
   reader = utils.load_checkpoint(path)
   listed = utils.list_variables(path)
   return {
@@ -107,15 +113,14 @@ def test_readers_agree_with_tensorflow(checkpoints):
 def test_path_like_and_bytes_paths(checkpoints):
   path = checkpoints["object-based by ours"]
   for given in (pathlib.Path(path), path.encode()):
-    tl.agreed(lambda impl, name: tl.IMPLS[impl].checkpoint_utils.list_variables(  # pylint: disable=g-long-lambda
-        name), given)
+    tl.agreed(lambda impl, name: _utils(impl).list_variables(name), given)
 
 
 def test_checkpoint_files_name_their_checkpoint(checkpoints):
   path = checkpoints["name-based by tf"]
   expected = tf.train.list_variables(path)
   index, data = path + ".index", path + ".data-00000-of-00001"
-  ours = tl.IMPLS["ours"].checkpoint_utils
+  ours = _utils("ours")
   assert ours.list_variables(index) == expected
   assert ours.list_variables(data) == expected
   np.testing.assert_array_equal(ours.load_variable(data, "dense/kernel"),
@@ -136,20 +141,20 @@ def test_no_checkpoint_raises_tensorflows_types_naming_the_path(tmp_path):
   for path, error_type in ((str(tmp_path / "missing"), tf.errors.NotFoundError),
                            (str(empty), ValueError),
                            (str(unlisted), ValueError)):
-    errors = {impl: tl.outcome(tl.IMPLS[impl].checkpoint_utils.load_checkpoint,
+    errors = {impl: tl.outcome(_utils(impl).load_checkpoint,
                                path).error for impl in tl.IMPLS}
     tl.assert_same_error_type(errors, error_type)
     assert path in str(errors["ours"])
   # A directory without a state file: ours lists the checkpoints it holds.
   assert str(unlisted / "ckpt") in str(
-      tl.outcome(tl.IMPLS["ours"].checkpoint_utils.load_checkpoint,
+      tl.outcome(_utils("ours").load_checkpoint,
                  str(unlisted)).error)
 
 
 def test_data_files_without_their_index(checkpoints):
   path = checkpoints["name-based by ours"]
   os.remove(path + ".index")
-  errors = {impl: tl.outcome(tl.IMPLS[impl].checkpoint_utils.list_variables,
+  errors = {impl: tl.outcome(_utils(impl).list_variables,
                              path).error for impl in tl.IMPLS}
   tl.assert_same_error_type(errors, tf.errors.NotFoundError)
   assert f"{path + '.index'!r} is missing" in str(errors["ours"])
@@ -157,7 +162,7 @@ def test_data_files_without_their_index(checkpoints):
 
 def test_missing_key_names_the_checkpoint_and_the_closest(checkpoints):
   path = checkpoints["name-based by tf"]
-  readers = {impl: tl.IMPLS[impl].checkpoint_utils.load_checkpoint(path)
+  readers = {impl: _utils(impl).load_checkpoint(path)
              for impl in tl.IMPLS}
   errors = {impl: tl.outcome(reader.get_tensor, "dense/kernal").error
             for impl, reader in readers.items()}
@@ -169,7 +174,7 @@ def test_missing_key_names_the_checkpoint_and_the_closest(checkpoints):
 
 def test_load_variable_takes_object_paths(checkpoints):
   path = checkpoints["object-based by tf"]
-  ours = tl.IMPLS["ours"].checkpoint_utils
+  ours = _utils("ours")
   key = "model/layer/kernel/.ATTRIBUTES/VARIABLE_VALUE"
   np.testing.assert_array_equal(ours.load_variable(path, "model/layer/kernel"),
                                 tf.train.load_variable(path, key))
@@ -187,7 +192,7 @@ def test_load_variable_takes_object_paths(checkpoints):
 
 def test_load_variable_names_what_an_object_path_holds(checkpoints):
   path = checkpoints["object-based by ours"]
-  ours = tl.IMPLS["ours"].checkpoint_utils
+  ours = _utils("ours")
   # The pair holds two values: the error names their keys.
   error = tl.outcome(ours.load_variable, path, "model/pair").error
   assert isinstance(error, tf.errors.NotFoundError)
@@ -204,5 +209,5 @@ def test_load_variable_names_what_an_object_path_holds(checkpoints):
 def test_load_variable_strips_the_output_index(checkpoints):
   path = checkpoints["name-based by ours"]
   np.testing.assert_array_equal(
-      tl.agreed(lambda impl: tl.IMPLS[impl].checkpoint_utils.load_variable(  # pylint: disable=g-long-lambda
-          path, "dense/bias:0")), _BY_NAME["dense/bias"])
+      tl.agreed(lambda impl: _utils(impl).load_variable(path, "dense/bias:0")),
+      _BY_NAME["dense/bias"])

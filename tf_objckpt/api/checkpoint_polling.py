@@ -1,4 +1,6 @@
-"""Waiting for new checkpoints: `checkpoints_iterator`, `wait_for_new_checkpoint`.
+"""Waiting for new checkpoints: TensorFlow's `checkpoints_iterator`, ours.
+
+`wait_for_new_checkpoint` waits for one, `checkpoints_iterator` for each.
 
 An evaluation job polls the directory a training job saves into.
 TensorFlow's loop yields whatever the state file names once its `.index`
