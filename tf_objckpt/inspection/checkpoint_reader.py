@@ -62,6 +62,8 @@ class CheckpointReader:
     self._reader = reader
 
   def __getattr__(self, name):
+    if name == "_reader":  # Not set yet (a copy being made, say).
+      raise AttributeError(name)
     return getattr(self._reader, name)
 
   def get_variable_to_shape_map(self):
