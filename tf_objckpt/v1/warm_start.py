@@ -82,35 +82,31 @@ def _initialize(ckpt_dir_or_file, assignment_map):
 
 def _check(assignments, values):
   """Raises if any assignment does not fit the checkpoint; see the module."""
-  problems = []  # (error type, text)
-  for assignment in assignments:
-    problem = _problem(assignment, values)
-    if problem is not None:
-      problems.append(problem)
+  problems = [problem for problem in (_problem(assignment, values)
+                                      for assignment in assignments)
+              if problem is not None]
   if not problems:
     return
-  if any(error_type is ValueError for error_type, _ in problems):
-    error_type = ValueError
-  else:
-    error_type = errors.InvalidArgumentError
   text = (f"Cannot initialize variables from checkpoint "
           f"{values.save_path!r}; nothing was initialized. "
           f"{len(problems)} problem(s):\n  " +
           "\n  ".join(text for _, text in problems))
-  if error_type is ValueError:
+  if any(error_type is ValueError for error_type, _ in problems):
     raise ValueError(text)
-  raise error_type(None, None, text)
+  raise errors.InvalidArgumentError(None, None, text)
 
 
 def _problem(assignment, values):
-  """`(error type, text)` if `assignment` does not fit, else None."""
+  """`(error type, text)` if `assignment` does not fit, else None.
+
+  Each text starts with TensorFlow's message for the problem.
+  """
   key, variable = assignment.key, assignment.variable
-  whose = (f"(variable {assignment.name}, assignment map entry "
-           f"{assignment.entry})")
+  entry = f"(assignment map entry {assignment.entry})"
   stored_shape = values.shapes.get(key)
   if stored_shape is None:
     return ValueError, (f"Tensor {key} is not found in {values.save_path} "
-                        f"checkpoint {whose}")
+                        f"checkpoint, for variable {assignment.name} {entry}")
   # Shapes first: TensorFlow checks them when called, dtypes when run.
   if assignment.full_shape is not None:
     fits = list(stored_shape) == assignment.full_shape
@@ -122,14 +118,13 @@ def _problem(assignment, values):
     return ValueError, (
         f"Shape of variable {assignment.name} ({shape}) doesn't match with "
         f"shape of tensor {key} ({stored_shape}) from checkpoint reader "
-        f"(assignment map entry {assignment.entry})")
+        f"{entry}")
   stored_dtype = values.dtypes[key]
   if stored_dtype != variable.dtype.base_dtype:
     return errors.InvalidArgumentError, (
-        f"tensor {key} of the checkpoint has dtype {stored_dtype.name}, "
-        f"variable {assignment.name} has dtype "
-        f"{variable.dtype.base_dtype.name} (assignment map entry "
-        f"{assignment.entry})")
+        f"expected dtype {variable.dtype.base_dtype.name} of variable "
+        f"{assignment.name} does not equal original dtype "
+        f"{stored_dtype.name} of tensor {key} {entry}")
   return None
 
 
