@@ -20,6 +20,7 @@ from tensorflow.python.checkpoint import restore as tf_restore
 from tensorflow.python.trackable import autotrackable as tf_autotrackable
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
+from tensorflow.python.training import checkpoint_utils as tf_checkpoint_utils
 from tensorflow.python.training import saver as tf_saver
 from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 
@@ -27,6 +28,7 @@ import testlib as tl
 from tf_objckpt.api import load_status
 from tf_objckpt import base
 from tf_objckpt import checkpoint_management
+from tf_objckpt import checkpoint_utils
 from tf_objckpt import data_structures
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view
@@ -82,6 +84,7 @@ MIRRORED = [
     ("module data_structures", data_structures, tf_data_structures),
     ("module base", base, tf_base),
     ("module functional_saver", functional_saver, tf_functional_saver),
+    ("module checkpoint_utils", checkpoint_utils, tf_checkpoint_utils),
 ]
 
 # (label, name): why ours differs.

@@ -14,10 +14,12 @@ from tensorflow.python.checkpoint import checkpoint as tf_checkpoint
 from tensorflow.python.checkpoint import checkpoint_management as tf_management
 from tensorflow.python.trackable import autotrackable as tf_autotrackable
 from tensorflow.python.trackable import data_structures as tf_data_structures
+from tensorflow.python.training import checkpoint_utils as tf_checkpoint_utils
 from tensorflow.python.training import saver as tf_saver
 
 import tf_objckpt
 from tf_objckpt import checkpoint_management
+from tf_objckpt import checkpoint_utils
 from tf_objckpt import data_structures
 from tf_objckpt import saver
 from tf_objckpt import util
@@ -29,7 +31,9 @@ class Impl(typing.NamedTuple):
   `checkpoint` is the module of `list_objects`, `gather_initializers`,
   `streaming_restore`, `frozen_saver`, `add_variable` and
   `capture_dependencies`; `saver` the module of the v1 `Saver` and its
-  builders.
+  builders; `checkpoint_utils` the module of `load_checkpoint`,
+  `list_variables`, `load_variable`, `checkpoints_iterator` and
+  `init_from_checkpoint`.
   """
   # pylint: disable=invalid-name
   Checkpoint: type
@@ -43,6 +47,7 @@ class Impl(typing.NamedTuple):
   checkpoint_management: typing.Any
   data_structures: typing.Any
   saver: typing.Any
+  checkpoint_utils: typing.Any
 
 
 # The implementations under test, by the names tests give them.
@@ -57,7 +62,8 @@ IMPLS = {
         checkpoint=tf_checkpoint,
         checkpoint_management=tf_management,
         data_structures=tf_data_structures,
-        saver=tf_saver),
+        saver=tf_saver,
+        checkpoint_utils=tf_checkpoint_utils),
     "ours": Impl(
         Checkpoint=tf_objckpt.Checkpoint,
         CheckpointV1=tf_objckpt.CheckpointV1,
@@ -68,7 +74,8 @@ IMPLS = {
         checkpoint=util,
         checkpoint_management=checkpoint_management,
         data_structures=data_structures,
-        saver=saver),
+        saver=saver,
+        checkpoint_utils=checkpoint_utils),
 }
 # Objects to attach variables to: ours, and one of TensorFlow's.
 OWNERS = {"ours": tf_objckpt.AutoTrackable, "tf_module": tf.Module}

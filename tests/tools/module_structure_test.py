@@ -24,10 +24,15 @@ _MODULES = sorted(glob.glob(os.path.join(ROOT, "tf_objckpt", "**", "*.py"),
 _FILE_IO_MODULES = ("tf_objckpt.engine.graph_restores",
                     "tf_objckpt.engine.reads", "tf_objckpt.engine.writes")
 # TensorFlow's modules whose ops read or write checkpoint files, its
-# checkpoint readers, and file ops added by name (as to a FunctionDef).
+# checkpoint readers (`tf.train.load_checkpoint` and its kin: ours, in
+# `inspection.checkpoint_reader`, share their names), and file ops added by
+# name (as to a FunctionDef).
 _FILE_IO = re.compile(
-    r"\b(gen_io_ops|io_ops|py_checkpoint_reader)\b|"
-    r"NewCheckpointReader|load_checkpoint|"
+    r"\b(gen_io_ops|io_ops|py_checkpoint_reader)\b|NewCheckpointReader|"
+    r"\b(train|checkpoint_utils)\.(load_checkpoint|load_variable|"
+    r"list_variables)\b|"
+    r"tensorflow\.python\.training(\.checkpoint_utils | import "
+    r"checkpoint_utils\b)|"
     r"op(_type)?=\"(SaveV2|RestoreV2|MergeV2Checkpoints|ShardedFilename|"
     r"ShardedFilespec|SaveSlices)\"")
 
@@ -57,6 +62,7 @@ LAYERS = {
     "tf_objckpt.checkpoint": "api",
     "tf_objckpt.saver": "api",
     "tf_objckpt.checkpoint_management": "api",
+    "tf_objckpt.checkpoint_utils": "api",
     "tf_objckpt.tools": "tools",
     "tf_objckpt.__main__": "tools",
     # The package's root loads its public names lazily, by name.
@@ -186,6 +192,24 @@ def test_module_is_small_and_says_its_job(path):
   docstring = ast.get_docstring(ast.parse(source))
   assert docstring and docstring.split("\n")[0].strip(), (
       f"{module_name(path)} has no docstring saying its job")
+
+
+def test_file_io_check_catches_tensorflows_readers_not_ours():
+  tensorflows = (
+      "tf.train.load_checkpoint(path)",
+      "tf.compat.v1.train.list_variables(path)",
+      "checkpoint_utils.load_variable(path, key)",
+      "from tensorflow.python.training import checkpoint_utils",
+      "from tensorflow.python.training.checkpoint_utils import load_checkpoint",
+      "py_checkpoint_reader.NewCheckpointReader(path)")
+  ours = (
+      "def load_checkpoint(ckpt_dir_or_file):",
+      "from tf_objckpt.inspection.checkpoint_reader import load_checkpoint",
+      'TARGET = ("tensorflow.python.training.checkpoint_utils", '
+      '"load_checkpoint")',
+      "reader = checkpoint_reader.load_checkpoint(path)")
+  assert all(_FILE_IO.search(line) for line in tensorflows)
+  assert not any(_FILE_IO.search(line) for line in ours)
 
 
 @pytest.mark.parametrize("path", _MODULES, ids=module_name)

@@ -155,8 +155,7 @@ def file_problems(listing):
     return []
   ends, holders = {}, {}
   for key, entry in index.entries.items():
-    file = bundle_index.data_file_name(listing.path, entry.shard_id,
-                                       index.num_shards)
+    file = index.data_file(entry.shard_id)
     ends.setdefault(file, {})[key] = entry.offset + entry.size
     if key in listing.values:
       holders.setdefault(file, []).append(key)

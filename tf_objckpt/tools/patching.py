@@ -18,10 +18,13 @@ import typing
 
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 
+from tf_objckpt.api import checkpoint_polling
 from tf_objckpt.api import load_status
 from tf_objckpt import checkpoint_management
 from tf_objckpt import saver as saver_lib
 from tf_objckpt import util
+from tf_objckpt.inspection import checkpoint_reader
+from tf_objckpt.v1 import warm_start
 
 
 def _streaming_restore(status, session=None):
@@ -88,6 +91,31 @@ _TARGETS = (
     _Target("tensorflow.compat.v2.__internal__.tracking", "streaming_restore",
             _STREAMING_RESTORE),
 )
+
+# TensorFlow's `checkpoint_utils` functions, at each place TensorFlow
+# exposes them: the module (where TensorFlow's warm starting and feature
+# columns look `init_from_checkpoint` up), `tf.train` (and `tf.compat.v2`'s,
+# which tf_keras reads checkpoints through) and `tf.compat.v1.train`.
+_CHECKPOINT_UTILS = "tensorflow.python.training.checkpoint_utils"
+_UTILS_ROLES = {
+    name: _Role(_CHECKPOINT_UTILS, name, ours) for name, ours in (
+        ("load_checkpoint", checkpoint_reader.load_checkpoint),
+        ("list_variables", checkpoint_reader.list_variables),
+        ("load_variable", checkpoint_reader.load_variable),
+        ("checkpoints_iterator", checkpoint_polling.checkpoints_iterator),
+        ("wait_for_new_checkpoint",
+         checkpoint_polling.wait_for_new_checkpoint),
+        ("init_from_checkpoint", warm_start.init_from_checkpoint))}
+_V2_UTILS = ("load_checkpoint", "list_variables", "load_variable",
+             "checkpoints_iterator")
+_TARGETS += tuple(
+    _Target(module, name, _UTILS_ROLES[name])
+    for module, names in (
+        (_CHECKPOINT_UTILS, tuple(_UTILS_ROLES)),
+        ("tensorflow.train", _V2_UTILS),
+        ("tensorflow.compat.v2.train", _V2_UTILS),
+        ("tensorflow.compat.v1.train", _V2_UTILS + ("init_from_checkpoint",)))
+    for name in names)
 
 _LOCK = threading.Lock()
 # TensorFlow's objects by role, kept while patched.
