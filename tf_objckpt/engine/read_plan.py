@@ -29,6 +29,9 @@ from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
 
+from tf_objckpt.engine import reads as value_reads
+from tf_objckpt.engine import tuning
+from tf_objckpt.engine import variable_batches
 from tf_objckpt.engine import variable_values
 from tf_objckpt import trackable_utils
 
@@ -92,6 +95,18 @@ def read(key, slice_spec, dtype, shape, reshape=False):
   return Read(key, "", dtype, shape, mode)
 
 
+def whole_variable_read(key, variable):
+  """The `Read` of a resource variable's whole value, made quickly.
+
+  What `read(key, "", variable.dtype, variable.shape)` gives, for a `key`
+  that is a `str` (as object graphs give them) and a variable, whose dtype
+  is a base dtype: made for every plain variable of a restore.
+  """
+  shape = variable.shape
+  dims = None if shape.rank is None else tuple(shape.as_list())
+  return Read(key, "", variable.dtype, dims, SAME_SHAPE)
+
+
 class Destination:
   """What receives the values of some `Read`s, in order.
 
@@ -130,7 +145,7 @@ class ToVariable(Destination):
   def __init__(self, name, key, variable):  # pylint: disable=super-init-not-called
     # Made for each plain variable of a restore: kept short.
     self.name = name
-    self.reads = (read(key, "", variable.dtype, variable.shape),)
+    self.reads = (whole_variable_read(key, variable),)
     self.variable = variable
 
   @property
@@ -337,10 +352,46 @@ def execute_eagerly(plan, values):
   a damaged value leaves it as it was too.
   """
   hand_over_python_state = read_python_state(plan, values)
-  values.restore_in_pieces([(destination.reads, destination.restore)
-                            for destination in plan.destinations
-                            if not destination.python_state])
+  values.restore_in_pieces(_eager_units(plan.destinations, values.shapes))
   hand_over_python_state()
+
+
+def _eager_units(destinations, stored_shapes):
+  """The `(reads, restore)` units of `restore_in_pieces` for `destinations`.
+
+  Plain variables next to each other share a unit (a run of a fraction of
+  a piece, see `tuning`), which assigns them in one loop: what is left per
+  variable is its assign op. Python state is left out.
+  """
+  units = []
+  run_reads, run_handles, run_bytes = [], [], 0
+  limit = (tuning.TUNING.restore_piece_bytes /
+           tuning.TUNING.assign_runs_per_piece)
+  for destination in destinations:
+    if type(destination) is not ToVariable:  # pylint: disable=unidiomatic-typecheck
+      if not destination.python_state:
+        units.append((destination.reads, destination.restore))
+      continue
+    value, = destination.reads
+    size = value_reads.byte_size(stored_shapes[value.key], value.dtype)
+    if run_reads and run_bytes + size > limit:
+      units.append(_assign_run(run_reads, run_handles))
+      run_reads, run_handles, run_bytes = [], [], 0
+    run_reads.append(value)
+    run_handles.append(destination.variable.handle)
+    run_bytes += size
+  if run_reads:
+    units.append(_assign_run(run_reads, run_handles))
+  return units
+
+
+def _assign_run(run_reads, handles):
+  """The unit assigning each value read to the variable of its handle."""
+
+  def assign_all(tensors):
+    variable_batches.assign_variables(handles, tensors)
+
+  return run_reads, assign_all
 
 
 def read_python_state(plan, values):
