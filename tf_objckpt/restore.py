@@ -30,67 +30,13 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.engine import registered_savers
+from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
 from tf_objckpt import trackable_utils
-
-
-class CheckpointInitialValueCallable(tf_base.CheckpointInitialValueCallable):
-  """A variable initializer that reads the variable's checkpointed value.
-
-  Passing this as `initializer` makes a new variable start with its
-  checkpointed value, so it is never initialized and then overwritten.
-  """
-
-  # pylint: disable=super-init-not-called
-  def __init__(self, checkpoint_position):
-    self._checkpoint_position = checkpoint_position
-
-  def __call__(self, shape=None, dtype=None, shard_info=None):
-    return CheckpointInitialValue(self._checkpoint_position, shape,
-                                  shard_info=shard_info, dtype=dtype)
-
-
-class CheckpointInitialValue(tf_base.CheckpointInitialValue):
-  """An initial value read from a checkpoint, tagged with its restore UID.
-
-  Variables recognize it and record the UID, so later restores from older
-  `restore()` calls do not overwrite the value.
-  """
-
-  # pylint: disable=super-init-not-called
-  def __init__(self, checkpoint_position, shape=None, shard_info=None,
-               dtype=None):
-    checkpoint_position.check_initial_value(
-        None if shard_info else shape, dtype)
-    shape_and_slice = _shape_and_slice(shape, shard_info)
-    self.wrapped_value = checkpoint_position.value_tensors(
-        {trackable_utils.VARIABLE_VALUE_KEY: shape_and_slice})[trackable_utils.VARIABLE_VALUE_KEY]
-    self._checkpoint_position = checkpoint_position
-
-
-def awaits_initialization(trackable):
-  """Whether `trackable` is a Keras 3 variable not initialized yet.
-
-  Keras 3 creates such variables while tracing a build symbolically; they
-  are initialized by calling their `_initializer` when the trace ends.
-  """
-  return (getattr(trackable, "_value", False) is None and
-          callable(getattr(trackable, "_initializer", None)) and
-          hasattr(trackable, "_deferred_initialize"))
-
-
-def _shape_and_slice(shape, shard_info):
-  """The RestoreV2 `shape_and_slice` string for one shard, or ""."""
-  if not shard_info:
-    return ""
-  full_shape = " ".join("%d" % d for d in shape) + " "
-  return full_shape + ":".join(
-      "%d,%d" % (offset, size)
-      for offset, size in zip(shard_info.offset, shard_info.shape))
 
 
 # Keys of `_serialize_to_tensors` values start with "<object path>" + this.
@@ -150,7 +96,8 @@ class CheckpointPosition:
       and this node its plain value: the value is then its initializer.
       False if it is to be restored as usual.
     """
-    if not (awaits_initialization(trackable) and self.is_simple_variable()):
+    if not (initial_values.awaits_initialization(trackable) and
+            self.is_simple_variable()):
       return False
     if parent is not None:
       self._deferred_in = (weakref.ref(parent), local_name)
@@ -220,7 +167,8 @@ class CheckpointPosition:
       raise
     if not self.bind_object(variable):
       return
-    variable._initializer = CheckpointInitialValueCallable(self)  # pylint: disable=protected-access
+    variable._initializer = (  # pylint: disable=protected-access
+        initial_values.CheckpointInitialValueCallable(self))
     variable._maybe_initialize_trackable()  # pylint: disable=protected-access
     variable._update_uid = self._checkpoint.restore_uid  # pylint: disable=protected-access
 
@@ -554,20 +502,23 @@ def _plain_variable(checkpoint, node_id, trackable):
   `read_plan.ToVariable`, which the engine restores by its batched reads
   and assigns.
   """
-  if node_id in checkpoint.slots_by_variable:
+  key = checkpoint.plain_keys.get(node_id)
+  if key is None or node_id in checkpoint.slots_by_variable:
     return None
   variable = saveable_object_util.stock_variable(trackable)
   if variable is None:
     return None
-  node = checkpoint.object_graph_proto.nodes[node_id]
-  if node.children or node.slot_variables or len(node.attributes) != 1:
-    return None
-  attribute = node.attributes[0]
-  if attribute.name != trackable_utils.VARIABLE_VALUE_KEY:
-    return None
-  key = attribute.checkpoint_key
   return (key.removesuffix(trackable_utils.VARIABLE_VALUE_KEY), key,
           variable)
+
+
+def _update_uid(trackable):
+  """The restore that last assigned `trackable` (made trackable if not)."""
+  try:
+    return trackable._update_uid  # pylint: disable=protected-access
+  except AttributeError:
+    trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
+    return trackable._update_uid  # pylint: disable=protected-access
 
 
 def _restore_one(position, visit_queue, batch):
@@ -741,9 +692,9 @@ def _bind_child(checkpoint, node_id, local_object, visit_queue, batch,
   plain = _plain_variable(checkpoint, node_id, local_object)
   if plain:
     if _bind(checkpoint, node_id, local_object, see=False):
-      local_object._maybe_initialize_trackable()  # pylint: disable=protected-access
-      if checkpoint.restore_uid > local_object._update_uid:  # pylint: disable=protected-access
-        local_object._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
+      restore_uid = checkpoint.restore_uid
+      if restore_uid > _update_uid(local_object):
+        local_object._update_uid = restore_uid  # pylint: disable=protected-access
         batch.variables.append(plain)
     return
   child_position = CheckpointPosition(checkpoint, node_id)
