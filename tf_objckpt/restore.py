@@ -27,7 +27,6 @@ from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 from tensorflow.python.platform import tf_logging as logging
-from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.engine import registered_savers
 from tf_objckpt.restoring import initial_values
@@ -502,7 +501,7 @@ def _plain_variable(checkpoint, node_id, trackable):
   `read_plan.ToVariable`, which the engine restores by its batched reads
   and assigns.
   """
-  key = checkpoint.plain_keys.get(node_id)
+  key = checkpoint.graph_index.plain_keys.get(node_id)
   if key is None or node_id in checkpoint.slots_by_variable:
     return None
   variable = saveable_object_util.stock_variable(trackable)
@@ -536,7 +535,7 @@ def _restore_one(position, visit_queue, batch):
   if checkpoint.restore_uid > parent._update_uid:  # pylint: disable=protected-access
     batch.add_node(position)
     parent._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
-  children = position.object_proto.children
+  children = checkpoint.graph_index.children.get(position.proto_id)
   if not children:
     return
   slot_list = checkpoint.slot_lists.get(position.proto_id)
@@ -551,30 +550,30 @@ def _restore_one(position, visit_queue, batch):
     checkpoint.slot_lists.wait(slot_list, position)
   objects_by_node_id = checkpoint.objects_by_node_id
   current_children = parent._trackable_children()  # pylint: disable=protected-access
-  trainable_list = checkpoint.slot_lists.is_trainable_list(position.proto_id)
-  for child in children:
-    node_id = child.node_id
+  slot_lists = checkpoint.slot_lists
+  trainable_list = slot_lists.is_trainable_list(position.proto_id)
+  for node_id, local_name in zip(*children):
     if node_id in objects_by_node_id:
       continue  # Already bound through another path.
-    if trainable_list and checkpoint.slot_lists.reached_elsewhere(node_id):
+    if trainable_list and slot_lists.reached_elsewhere(node_id):
       continue  # A Keras 3 optimizer's variable, bound through the model.
     # A Keras 3 slot reached by position (through `_variables`, or a slot
     # list assigned too early) may be another variable's: matched by its
     # list later, it is restored here only into a slot of its shape.
-    only_if_it_fits = node_id in checkpoint.slot_lists.slot_ids
+    only_if_it_fits = node_id in slot_lists.slot_ids
     local_object = parent._lookup_dependency(  # pylint: disable=protected-access
-        child.local_name, current_children)
+        local_name, current_children)
     if local_object is None:
       if checkpoint.node_has_values(node_id):
         deferred = CheckpointPosition(checkpoint, node_id)
         deferred.only_if_it_fits = only_if_it_fits
-        deferred.defer_in(parent, child.local_name)
+        deferred.defer_in(parent, local_name)
       continue
     if only_if_it_fits and not CheckpointPosition(
         checkpoint, node_id).fits(local_object):
       continue
     _bind_child(checkpoint, node_id, local_object, visit_queue, batch,
-                parent, child.local_name)
+                parent, local_name)
 
 
 def _restore_slots_by_variable(position, slot_list, visit_queue, batch):

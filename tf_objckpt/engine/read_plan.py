@@ -29,7 +29,6 @@ from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
 
-from tf_objckpt.engine import reads as value_reads
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 from tf_objckpt.engine import variable_values
@@ -352,11 +351,12 @@ def execute_eagerly(plan, values):
   a damaged value leaves it as it was too.
   """
   hand_over_python_state = read_python_state(plan, values)
-  values.restore_in_pieces(_eager_units(plan.destinations, values.shapes))
+  values.restore_in_pieces(_eager_units(plan.destinations,
+                                        values.byte_sizes))
   hand_over_python_state()
 
 
-def _eager_units(destinations, stored_shapes):
+def _eager_units(destinations, byte_sizes):
   """The `(reads, restore)` units of `restore_in_pieces` for `destinations`.
 
   Plain variables next to each other share a unit (a run of a fraction of
@@ -373,7 +373,7 @@ def _eager_units(destinations, stored_shapes):
         units.append((destination.reads, destination.restore))
       continue
     value, = destination.reads
-    size = value_reads.byte_size(stored_shapes[value.key], value.dtype)
+    size = byte_sizes[value.key]
     if run_reads and run_bytes + size > limit:
       units.append(_assign_run(run_reads, run_handles))
       run_reads, run_handles, run_bytes = [], [], 0

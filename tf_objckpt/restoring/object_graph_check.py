@@ -200,16 +200,19 @@ class GraphIndex:
     valued_node_ids: The ids of the nodes with attributes, in order.
     slot_variables: `(optimizer node id, SlotVariableReference)` of every
       slot variable, in node order.
+    children: `{node id: (child ids, local names)}` of the nodes with
+      children, in order.
     child_names: Every local name of a child, in the graph.
   """
 
   __slots__ = ("plain_keys", "valued_node_ids", "slot_variables",
-               "child_names")
+               "children", "child_names")
 
   def __init__(self):
     self.plain_keys = {}
     self.valued_node_ids = []
     self.slot_variables = []
+    self.children = {}
     self.child_names = set()
 
 
@@ -267,8 +270,11 @@ def _index(object_graph_proto, stored_keys):
       valued.append(node_id)
       keys.extend(attribute.checkpoint_key for attribute in attributes)
     if children:
-      referred.extend(child.node_id for child in children)
+      children = list(children)
+      child_ids = [child.node_id for child in children]
       child_names = [child.local_name for child in children]
+      index.children[node_id] = (child_ids, child_names)
+      referred.extend(child_ids)
       index.child_names.update(child_names)
       fits = fits and len(set(child_names)) == len(child_names)
     if slot_variables:

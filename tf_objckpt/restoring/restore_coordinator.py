@@ -90,9 +90,8 @@ class CheckpointRestoreCoordinator:
         and whether to skip optimizer slot variables.
     """
     self.object_graph_proto = object_graph_proto
-    # Node id -> the checkpoint key of a node holding a variable's value
-    # alone (see `object_graph_check.GraphIndex`).
-    self.plain_keys = graph_index.plain_keys
+    # What the walk reads of each node (`object_graph_check.GraphIndex`).
+    self.graph_index = graph_index
     self.values = values
     self.options = options
     self.skip_slot_variables = bool(
