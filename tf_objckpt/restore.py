@@ -23,6 +23,7 @@ is bound) is its coordinator's (`restore_coordinator`).
 import collections
 import weakref
 
+from tensorflow.python.eager import context
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
@@ -124,24 +125,37 @@ class CheckpointPosition:
         return
       if self.initialize_when_awaited(trackable):
         return
+      checkpoint = self._checkpoint
+      plain = context.executing_eagerly() and _plain_variable(
+          checkpoint, self._node_id, trackable)
+      if plain:  # Bound as the walk binds a plain child.
+        if _bind(checkpoint, self._node_id, trackable, see=False):
+          self._record_restore_ops(
+              lambda _: _restore_plain_variable(checkpoint, trackable, plain),
+              None)
+        return
       if not self.bind_object(trackable):
         return
       restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
                            restore_breadth_first)
-      self._restore_ops_of(restore_fn, self)
+      self._record_restore_ops(restore_fn, self)
 
   def _restore_ops_of(self, restore_fn, argument):
     """Runs `restore_fn(argument)`, recording the restore ops it returns."""
     with ops.init_scope():
-      try:
-        restore_ops = restore_fn(argument)
-      except (ValueError, errors.OpError) as e:
-        # Graph building, a value that does not fit is reported when the
-        # restore ops run: creating the object goes on, as in TensorFlow.
-        self._checkpoint.report_mismatch(e)
-        return
-      if restore_ops:
-        self._checkpoint.new_restore_ops(restore_ops)
+      self._record_restore_ops(restore_fn, argument)
+
+  def _record_restore_ops(self, restore_fn, argument):
+    """`_restore_ops_of`, inside `ops.init_scope()` already."""
+    try:
+      restore_ops = restore_fn(argument)
+    except (ValueError, errors.OpError) as e:
+      # Graph building, a value that does not fit is reported when the
+      # restore ops run: creating the object goes on, as in TensorFlow.
+      self._checkpoint.report_mismatch(e)
+      return
+    if restore_ops:
+      self._checkpoint.new_restore_ops(restore_ops)
 
   def _restore_on_initialization(self, variable):
     """Gives a Keras 3 variable made in a symbolic build its value.
@@ -509,6 +523,18 @@ def _plain_variable(checkpoint, node_id, trackable):
     return None
   return (key.removesuffix(trackable_utils.VARIABLE_VALUE_KEY), key,
           variable)
+
+
+def _restore_plain_variable(checkpoint, trackable, plain):
+  """Restores one bound plain variable (`_plain_variable`) eagerly.
+
+  What the walk does for a plain child, for a variable tracked after the
+  restore (its value most often read ahead): a plan of one `ToVariable`.
+  """
+  restore_uid = checkpoint.restore_uid
+  if restore_uid > _update_uid(trackable):
+    trackable._update_uid = restore_uid  # pylint: disable=protected-access
+    checkpoint.restore_variable_eagerly(*plain)
 
 
 def _update_uid(trackable):

@@ -356,6 +356,26 @@ def execute_eagerly(plan, values):
   hand_over_python_state()
 
 
+def restore_variable_eagerly(destination, values, check_plan):
+  """Checks and restores one `ToVariable` by itself, eagerly.
+
+  What `check_plan(ReadPlan([destination]))` and `execute_eagerly` do, for
+  variables created one by one after a restore: a value whose dtype and
+  shape agree exactly with the checkpoint's is read (most often read
+  ahead) and assigned; any other goes through `check_plan`, which raises
+  unless it fits.
+  """
+  value, = destination.reads
+  if (values.dtypes.get(value.key) is not value.dtype or value.shape is None
+      or list(value.shape) != values.shapes[value.key]):
+    check_plan(ReadPlan([destination]))
+  handle = destination.variable.handle
+  values.restore_in_pieces([(
+      destination.reads,
+      lambda tensors: gen_resource_variable_ops.assign_variable_op(
+          handle, tensors[0]))])
+
+
 def _eager_units(destinations, byte_sizes):
   """The `(reads, restore)` units of `restore_in_pieces` for `destinations`.
 
@@ -403,6 +423,8 @@ def read_python_state(plan, values):
   """
   python = [destination for destination in plan.destinations
             if destination.python_state]
+  if not python:
+    return _nothing_to_hand_over
   numpy_values = [[values.python_value(value.key)
                    for value in destination.reads] for destination in python]
 
@@ -411,6 +433,10 @@ def read_python_state(plan, values):
       destination.restore(restored)
 
   return hand_over
+
+
+def _nothing_to_hand_over():
+  pass
 
 
 def describe_key(key):

@@ -254,6 +254,15 @@ class CheckpointRestoreCoordinator:
     read_plan.check(plan, self.values, shape_error=shape_error,
                     dtype_error=dtype_error)
 
+  def restore_variable_eagerly(self, name, key, variable):
+    """Restores one stock resource variable now: a plan of it alone.
+
+    Restore-on-create of a plain variable; as `restore_saveables` with it
+    alone in `variables`, made short.
+    """
+    read_plan.restore_variable_eagerly(
+        read_plan.ToVariable(name, key, variable), self.values, self.check)
+
   def restore_saveables(self, tensor_saveables, python_saveables,
                         variables=(), cached=()):
     """Restores one step's values now (eagerly) or builds their restore ops.
