@@ -101,8 +101,10 @@ def whole_variable_read(key, variable):
   that is a `str` (as object graphs give them) and a variable, whose dtype
   is a base dtype: made for every plain variable of a restore.
   """
-  shape = variable.shape
-  dims = None if shape.rank is None else tuple(shape.as_list())
+  try:
+    dims = tuple(variable.shape.as_list())
+  except ValueError:  # Unknown rank.
+    dims = None
   return Read(key, "", variable.dtype, dims, SAME_SHAPE)
 
 

@@ -377,7 +377,7 @@ class CheckpointValues:
     return eager_restore_v2(
         self._eager_path, [spec.name for spec in specs],
         [spec.slice_spec for spec in specs],
-        [spec.dtype.base_dtype for spec in specs],
+        [spec.dtype for spec in specs],
         list(map(self.byte_sizes.get, [spec.name for spec in specs],
                  itertools.repeat(0))),
         self._device)
