@@ -92,9 +92,12 @@ def assign_variables(handles, values):
   An eager op records the Python stack of its caller, at a cost that grows
   with the stack's depth (from about 5 us per assign at a shallow stack to
   12 us 25 frames down, where restores run). Runs of many assigns are
-  therefore made on a thread of their own, whose stack is shallow.
+  therefore made on a thread of their own, whose stack is shallow, unless
+  the caller's thread has op callbacks (TensorFlow keeps them per thread),
+  which must see them.
   """
-  if len(handles) < tuning.TUNING.assign_thread_min:
+  if (len(handles) < tuning.TUNING.assign_thread_min or
+      context.context().op_callbacks):
     _assign(handles, values)
   else:
     _assign_pool.submit(_assign_eagerly, handles, values).result()
