@@ -16,6 +16,7 @@ values through their saveables.
 checkpoint, each key with its object path, and both dtypes or shapes.
 """
 
+import itertools
 import math
 from typing import NamedTuple, Optional
 
@@ -266,9 +267,9 @@ class ReadPlan:
 
   def __init__(self, destinations):
     self.destinations = tuple(destinations)
-    self.reads = tuple(value for destination in self.destinations
-                       for value in destination.reads)
-    self.keys = frozenset(value.key for value in self.reads)
+    self.reads = tuple(itertools.chain.from_iterable(
+        destination.reads for destination in self.destinations))
+    self.keys = frozenset([value.key for value in self.reads])
 
   def __eq__(self, other):
     return isinstance(other, ReadPlan) and self.reads == other.reads

@@ -337,8 +337,10 @@ class CheckpointValues:
     """Splits `units` into runs of at most about `restore_piece_bytes`.
 
     Restores of up to twice that are read whole: below it, reading values
-    twice costs more than new memory does.
+    twice costs more than new memory does. One unit is one piece.
     """
+    if len(units) < 2:
+      return [units]
     byte_sizes = self.byte_sizes
     sizes = [sum(byte_sizes.get(spec.name, 0) for spec in specs)
              for specs, _ in units]
