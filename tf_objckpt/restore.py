@@ -24,6 +24,7 @@ import collections
 import weakref
 
 from tensorflow.python.eager import context
+from tensorflow.python.eager import record
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
@@ -119,26 +120,38 @@ class CheckpointPosition:
           self._checkpoint)
 
   def _restore_into(self, trackable):
-    """Restores this node and its dependencies into `trackable`."""
+    """Restores this node and its dependencies into `trackable`.
+
+    Out of any function being built and any tape. Eagerly with no tape
+    recording, `ops.init_scope()` would do nothing, and it is skipped: a
+    restore-on-create runs this once per variable.
+    """
+    if context.executing_eagerly() and not record.could_possibly_record():
+      self._restore_in_scope(trackable)
+      return
     with ops.init_scope():
-      if self.only_if_it_fits and not self.fits(trackable):
-        return
-      if self.initialize_when_awaited(trackable):
-        return
-      checkpoint = self._checkpoint
-      plain = context.executing_eagerly() and _plain_variable(
-          checkpoint, self._node_id, trackable)
-      if plain:  # Bound as the walk binds a plain child.
-        if _bind(checkpoint, self._node_id, trackable, see=False):
-          self._record_restore_ops(
-              lambda _: _restore_plain_variable(checkpoint, trackable, plain),
-              None)
-        return
-      if not self.bind_object(trackable):
-        return
-      restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
-                           restore_breadth_first)
-      self._record_restore_ops(restore_fn, self)
+      self._restore_in_scope(trackable)
+
+  def _restore_in_scope(self, trackable):
+    """`_restore_into`, in `ops.init_scope()` (or where it does nothing)."""
+    if self.only_if_it_fits and not self.fits(trackable):
+      return
+    if self.initialize_when_awaited(trackable):
+      return
+    checkpoint = self._checkpoint
+    plain = context.executing_eagerly() and _plain_variable(
+        checkpoint, self._node_id, trackable)
+    if plain:  # Bound as the walk binds a plain child.
+      if _bind(checkpoint, self._node_id, trackable, see=False):
+        self._record_restore_ops(
+            lambda _: _restore_plain_variable(checkpoint, trackable, plain),
+            None)
+      return
+    if not self.bind_object(trackable):
+      return
+    restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
+                         restore_breadth_first)
+    self._record_restore_ops(restore_fn, self)
 
   def _restore_ops_of(self, restore_fn, argument):
     """Runs `restore_fn(argument)`, recording the restore ops it returns."""
