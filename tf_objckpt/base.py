@@ -23,8 +23,8 @@ from tensorflow.python.trackable import base as tf_base
 from tf_objckpt import restore
 from tf_objckpt import trackable_utils
 # Re-exported: these were born here, and TensorFlow's users look for them here.
-from tf_objckpt.restore import CheckpointInitialValue  # pylint: disable=unused-import
-from tf_objckpt.restore import CheckpointInitialValueCallable  # pylint: disable=unused-import
+from tf_objckpt.restoring.initial_values import CheckpointInitialValue  # pylint: disable=unused-import
+from tf_objckpt.restoring.initial_values import CheckpointInitialValueCallable
 from tf_objckpt.restore import CheckpointPosition  # pylint: disable=unused-import
 from tf_objckpt.saveable_object import NoRestoreSaveable  # pylint: disable=unused-import
 from tf_objckpt.saveable_object import PythonStateSaveable  # pylint: disable=unused-import
@@ -167,7 +167,7 @@ class Trackable(tf_base.Trackable):
       return None
     newest = max(queued, key=lambda position: position.restore_uid)
     if isinstance(newest, restore.CheckpointPosition):
-      return restore.CheckpointInitialValueCallable(newest)
+      return CheckpointInitialValueCallable(newest)
     return tf_base.CheckpointInitialValueCallable(newest)
 
   def _track_trackable(self, trackable, name, overwrite=False):

@@ -458,7 +458,7 @@ def _forwards_saving(cls) -> bool:
 def _overrides_serialization(obj):
   """Whether `obj` sets its own (de)serialization methods on the instance."""
   attributes = getattr(obj, "__dict__", None)
-  return bool(attributes) and (
+  return attributes is not None and (
       "_serialize_to_tensors" in attributes or
       "_restore_from_tensors" in attributes)
 

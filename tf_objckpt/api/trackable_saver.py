@@ -332,10 +332,11 @@ class TrackableSaver:
     values_class = (intact_restore.CheckedValues if check_values_first
                     else reads.CheckpointValues)
     values = values_class(save_path, reader, path_tensor, options)
-    object_graph_check.check_object_graph(object_graph_proto, save_path,
-                                          values.shapes)
+    graph_index = object_graph_check.check_object_graph(
+        object_graph_proto, save_path, values.shapes)
     checkpoint = restore_coordinator.CheckpointRestoreCoordinator(
-        object_graph_proto=object_graph_proto, values=values,
+        object_graph_proto=object_graph_proto, graph_index=graph_index,
+        values=values,
         restore_op_cache=self._restore_op_cache,
         graph_view=self._graph_view, options=options)
     with (values.checked() if check_values_first

@@ -10,6 +10,8 @@ one read op per value. A read that fails names the checkpoint, the key and
 the data file (`damage_named` for reads that ran in a session).
 """
 
+import functools
+import itertools
 import math
 
 from google.protobuf import message
@@ -239,9 +241,11 @@ class CheckpointValues:
     self.save_path = save_path
     self.path_tensor = path_tensor
     # Interned DTypes, so that dtype checks are identity checks.
-    self.dtypes = {
-        key: dtypes.as_dtype(dtype_enum) for key, dtype_enum in
-        reader._GetVariableToDataTypeMap().items()}  # pylint: disable=protected-access
+    dtype_enums = reader._GetVariableToDataTypeMap()  # pylint: disable=protected-access
+    dtype_of = {dtype_enum: dtypes.as_dtype(dtype_enum)
+                for dtype_enum in set(dtype_enums.values())}
+    self.dtypes = {key: dtype_of[dtype_enum]
+                   for key, dtype_enum in dtype_enums.items()}
     self.shapes = reader.get_variable_to_shape_map()
     self._reader = reader
     self._device = io_device(options) or "/cpu:0"
@@ -251,6 +255,12 @@ class CheckpointValues:
     self._eager_path = (path_tensor if context.executing_eagerly()
                         else save_path)
     self.pieces_need_checking = True  # False once all values were read.
+
+  @functools.cached_property
+  def byte_sizes(self):
+    """About how many bytes the value of each key takes (`byte_size`)."""
+    return {key: byte_size(dims, self.dtypes[key])
+            for key, dims in self.shapes.items()}
 
   def python_value(self, key):
     """The value of `key` as a numpy value (Python state)."""
@@ -342,10 +352,13 @@ class CheckpointValues:
     """Splits `units` into runs of at most about `restore_piece_bytes`.
 
     Restores of up to twice that are read whole: below it, reading values
-    twice costs more than new memory does.
+    twice costs more than new memory does. One unit is one piece.
     """
-    sizes = [sum(byte_size(self.shapes.get(spec.name, ()), spec.dtype)
-                 for spec in specs) for specs, _ in units]
+    if len(units) < 2:
+      return [units]
+    byte_sizes = self.byte_sizes
+    sizes = [sum(byte_sizes.get(spec.name, 0) for spec in specs)
+             for specs, _ in units]
     total = sum(sizes)
     if total <= 2 * tuning.TUNING.restore_piece_bytes:
       return [units]
@@ -381,9 +394,9 @@ class CheckpointValues:
     return eager_restore_v2(
         self._eager_path, [spec.name for spec in specs],
         [spec.slice_spec for spec in specs],
-        [spec.dtype.base_dtype for spec in specs],
-        [byte_size(self.shapes.get(spec.name, ()), spec.dtype)
-         for spec in specs],
+        [spec.dtype for spec in specs],
+        list(map(self.byte_sizes.get, [spec.name for spec in specs],
+                 itertools.repeat(0))),
         self._device)
 
   def _unreadable(self, specs):
