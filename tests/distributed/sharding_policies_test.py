@@ -6,6 +6,9 @@ as in TensorFlow, through `write`, `save` and `CheckpointManager.save`,
 eagerly and in graph mode; tensors split across files restore in both
 libraries. (tests/distributed/cluster_layout_test.py applies the policies
 over ps tasks.)
+
+Covers: tf_objckpt.engine.sharding, tf_objckpt.functional_saver,
+tf_objckpt.checkpoint.
 """
 
 import os

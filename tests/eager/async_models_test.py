@@ -9,6 +9,8 @@ of Keras 3 variables in the object graph. Python state and
 TensorFlow's asynchronous save reads them when it writes. Building
 a graph, both save synchronously (with a warning). A process that exits
 right after `save()` waits for the write.
+
+Covers: tf_objckpt.engine.async_checkpoint, tf_objckpt.checkpoint.
 """
 
 import os

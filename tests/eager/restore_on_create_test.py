@@ -5,6 +5,9 @@ variables yet, then creates them step by step; it runs once with
 `tf.train.Checkpoint` and once with `tf_objckpt.Checkpoint`. After every step
 the load status must pass and fail the same assertions as TensorFlow's, and
 in the end the variables hold the checkpoint's values.
+
+Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
+tf_objckpt.base, tf_objckpt.checkpoint.
 """
 
 import gc

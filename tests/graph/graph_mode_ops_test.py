@@ -6,6 +6,9 @@ Each scenario is a list of steps (save, write, restore and run its ops,
 every step. Repeating a step adds no op, and no step adds more ops than the
 same step adds in TensorFlow. Saves through cached ops still save the
 current state.
+
+Covers: tf_objckpt.api.trackable_saver, tf_objckpt.functional_saver,
+tf_objckpt.checkpoint, tf_objckpt.checkpoint_management.
 """
 
 import os

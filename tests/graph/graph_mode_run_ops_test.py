@@ -4,6 +4,9 @@ TensorFlow's `restore()` builds the restore ops; running them
 (`run_restore_ops`, `initialize_or_restore`, `streaming_restore`) adds no op
 to the graph. No step of ours may add more ops than the same step adds with
 `tf.compat.v1.train.Checkpoint`.
+
+Covers: tf_objckpt.api.load_status, tf_objckpt.api.trackable_saver,
+tf_objckpt.checkpoint.
 """
 
 import os

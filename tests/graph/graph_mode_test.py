@@ -5,6 +5,9 @@ TensorFlow has the behaviour, the scenario runs once with
 `tf.compat.v1.train.Checkpoint` and TensorFlow's AutoTrackable and once with
 ours, and what it observes (values, uninitialized variables, which
 assertions pass, exception types) must be equal.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.api.load_status,
+tf_objckpt.api.trackable_saver, tf_objckpt.restore.
 """
 
 import os

@@ -9,6 +9,9 @@ Ours adds a few batched reads where TensorFlow adds a `RestoreV2` per
 variable. Problems raise TensorFlow's error types before anything is
 built, naming the variable, the key and the checkpoint; TensorFlow has
 replaced the initializers of the entries before the bad one by then.
+
+Covers: tf_objckpt.checkpoint_utils, tf_objckpt.v1.warm_start,
+tf_objckpt.v1.assignment_maps.
 """
 
 import numpy as np

@@ -3,6 +3,8 @@
 The same objects are viewed by both classes: children, descendants, paths,
 serialized object graphs and saveables must agree. TensorFlow's own
 `save_util_v1` must get the same answers from our view as from its own.
+
+Covers: tf_objckpt.graph_view.
 """
 
 import pytest

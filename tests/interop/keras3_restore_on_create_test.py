@@ -9,6 +9,9 @@ API.md). Each test compares, value for value, a model restored this way
 with the same checkpoint restored into a model built first, then their
 predictions and one more training step; and runs TensorFlow's Checkpoint
 side by side to show its behaviour is unchanged.
+
+Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
+tf_objckpt.engine.read_plan.
 """
 
 import keras

@@ -3,6 +3,9 @@
 For each, TensorFlow and tf_objckpt write the same checkpoint, and a
 restore before anything is built (restore-on-create) ends with the same
 values, statuses and continued training as TensorFlow's.
+
+Covers: tf_objckpt.restore, tf_objckpt.restoring.keras3_slots,
+tf_objckpt.checkpoint.
 """
 
 import os

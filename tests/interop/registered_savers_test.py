@@ -6,6 +6,8 @@ libraries must write the same checkpoint (the saver's file merged first,
 the object graph naming the saver), restore each other's through the
 restore function, and skip objects the predicate rejects when the saver
 allows it (`CheckpointPosition.skip_restore`).
+
+Covers: tf_objckpt.engine.registered_savers.
 """
 
 import numpy as np

@@ -11,6 +11,9 @@ raises the newest one's error and assigns nothing. Eagerly into existing
 objects, eagerly into objects created after the restore, and graph
 building; TensorFlow's classes too while patched. TensorFlow's manager
 fails on a damaged newest checkpoint.
+
+Covers: tf_objckpt.api.intact_restore, tf_objckpt.checkpoint_management,
+tf_objckpt.inspection.verify_checkpoint.
 """
 
 import logging

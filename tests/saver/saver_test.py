@@ -4,6 +4,11 @@ Most tests build the same graph twice, once per implementation (or write
 with one and read with the other), run real sessions on real files, and
 compare what they observe: values, checkpoint contents, SaverDefs, files on
 disk and checkpoint state protos, and the error types raised.
+
+Covers: tf_objckpt.saver, tf_objckpt.v1.saver_builders,
+tf_objckpt.v1.meta_graphs, tf_objckpt.v1.object_based_names,
+tf_objckpt.saveable_object, tf_objckpt.restoring.restore_plan,
+tf_objckpt.engine.read_plan.
 """
 
 import os
