@@ -27,7 +27,7 @@ def _assert_same_layouts(result):
   for kind, tf_path in result["paths"]["tf"].items():
     expected = tl.file_layout(tf_path)
     actual = tl.file_layout(result["paths"]["ours"][kind])
-    assert actual == expected, kind
+    assert actual == expected, f"{kind}: ours (left), TensorFlow's (right)"
 
 
 def _run(scenario, directory, *args):

@@ -75,7 +75,8 @@ def _op_growth(impl, kind, steps, directory, prepare=None):
 def _assert_no_more_than_tensorflow(tmp_path, kind, steps, prepare=None):
   theirs = _op_growth("tf", kind, steps, tmp_path, prepare)
   ours = _op_growth("ours", kind, steps, tmp_path, prepare)
-  assert all(o <= t for o, t in zip(ours, theirs)), (ours, theirs)
+  assert all(o <= t for o, t in zip(ours, theirs)), (
+      f"ops added by each step: ours {ours}, TensorFlow's {theirs}")
   return ours
 
 
