@@ -220,11 +220,22 @@ def test_group_by_devices():
       saver_lib.BaseSaverBuilder()._GroupByDevices([TwoDevices()])
 
 
-def test_build_needs_save_and_restore_together_in_graph_mode():
-  with tf.Graph().as_default():
-    v = tf.compat.v1.get_variable("v", [1])
-    with pytest.raises(ValueError):
-      saver_lib.BulkSaverBuilder()._build_internal([v], build_save=False)
+@pytest.mark.parametrize("only", ["build_save", "build_restore"])
+def test_build_needs_save_and_restore_together_in_graph_mode(only):
+  """Either alone is a ValueError saying so, before any op is built."""
+  for impl, lib in tl.IMPLS.items():
+    with tf.Graph().as_default() as graph:
+      v = tf.compat.v1.get_variable("v", [1])
+      ops_before = len(graph.get_operations())
+      error = tl.outcome(lib.saver.BulkSaverBuilder()._build_internal, [v],
+                         **{only: False}).error
+      assert isinstance(error, ValueError), (impl, error)
+      assert "save and restore operations need to be built together" in (
+          str(error)), impl
+      assert "when eager execution is not enabled" in str(error), impl
+      assert len(graph.get_operations()) == ops_before, impl
+      saver_def = lib.saver.BulkSaverBuilder()._build_internal([v])
+      assert saver_def.save_tensor_name and saver_def.restore_op_name, impl
 
 
 # ----------------------------------------------------------------------------
