@@ -237,6 +237,11 @@ def _new_strings():
   }
 
 
+def _shards_of_100_bytes():
+  """A policy splitting `_strings()` over several files."""
+  return tf.train.experimental.MaxShardSizePolicy(100)
+
+
 def _saves_in_a_default_session(tmp_path, impl, policy):
   """Saves `_strings()`, assigns `_new_strings()`, saves again.
 
@@ -331,10 +336,10 @@ def test_graph_mode_strings_in_a_default_session_match_tensorflow(tmp_path):
   of the variable (TensorFlow's, reusing its save op, the words' first
   values).
   """
-  policy = lambda: tf.train.experimental.MaxShardSizePolicy(100)  # pylint: disable=unnecessary-lambda-assignment
   later = {}
   for impl in tl.IMPLS:
-    first, later[impl] = _saves_in_a_default_session(tmp_path, impl, policy)
+    first, later[impl] = _saves_in_a_default_session(tmp_path, impl,
+                                                    _shards_of_100_bytes)
     assert first.error is None and later[impl].error is None, impl
   assert tl.file_layout(str(tmp_path / "ours" / "ckpt-1"))["num_shards"] >= 5
   tl.assert_same_files(tmp_path)
@@ -350,8 +355,8 @@ def test_graph_mode_strings_in_a_default_session_match_tensorflow(tmp_path):
 def test_graph_mode_strings_sliced_by_the_policy_follow_the_variable(
     tmp_path):
   """A later save of ours writes the text's new value too, in slices."""
-  policy = lambda: tf.train.experimental.MaxShardSizePolicy(100)  # pylint: disable=unnecessary-lambda-assignment
-  _, later = _saves_in_a_default_session(tmp_path, "ours", policy)
+  _, later = _saves_in_a_default_session(
+      tmp_path, "ours", _shards_of_100_bytes)
   text = repr(b"text/.ATTRIBUTES/VARIABLE_VALUE")
   assert tl.file_layout(later.result)[text][3] == 3  # Three slices.
   _assert_holds_the_new_text(later.result)

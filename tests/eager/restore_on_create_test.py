@@ -323,7 +323,8 @@ def test_add_variable_for_both_implementations_is_the_same(tmp_path):
       add(root, name, shape=shape, dtype=dtype, initializer=initializer)
     add(root, "constant", initializer=7, dtype=tf.int32)
     results[impl] = tl.values(tl.write("tf", tmp_path / impl, tree=root))
-  tl.assert_values_equal(results["tf"], results["ours"], tl.TENSORFLOWS_AND_OURS)
+  tl.assert_values_equal(results["tf"], results["ours"],
+                         tl.TENSORFLOWS_AND_OURS)
 
 
 @pytest.mark.parametrize("order", ["first_then_second", "second_then_first"])
