@@ -5,6 +5,9 @@ reads run `RestoreV2` in several threads. Each test checks, against
 TensorFlow, that these checkpoints have TensorFlow's keys and values,
 restore both ways, and fail as TensorFlow's. (Graph mode:
 `graph/graph_many_variables_test.py`.)
+
+Covers: tf_objckpt.engine.variable_batches, tf_objckpt.engine.reads,
+tf_objckpt.engine.tuning.
 """
 
 import os

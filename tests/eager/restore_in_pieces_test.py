@@ -7,6 +7,9 @@ beforehand, so a damaged value still fails the restore before anything is
 assigned. These tests shrink the piece size to split small models, compare
 with `tf.train.Checkpoint` and damage values in each piece; the peak memory
 of real restores is measured by `tests/reliability/restore_memory_test.py`.
+
+Covers: tf_objckpt.engine.reads, tf_objckpt.engine.read_plan,
+tf_objckpt.engine.tuning.
 """
 
 import numpy as np

@@ -5,6 +5,8 @@ These tests run on every TensorFlow we support (2.15 to 2.21, see
 where it has the sharding options of 2.16, ours accept them as it does;
 where it lacks them (2.15), ours raise its `TypeError`, naming the option,
 the version that added it and the installed version, never a crash later.
+
+Covers: tf_objckpt.engine.tf_compat, tf_objckpt.api.trackable_saver.
 """
 
 import keras

@@ -4,6 +4,9 @@ For each structure the same objects are written by both; the checkpoints
 must have the same keys, shapes, dtypes, values and object graph. A
 checkpoint from either must restore into fresh objects through the other
 with `assert_consumed()` passing and the values of the originals.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.graph_view, tf_objckpt.restore,
+tf_objckpt.saveable_object_util, tf_objckpt.engine.state_file.
 """
 
 import functools

@@ -6,6 +6,13 @@ calls TensorFlow's accepts: the same parameters, in order, by name and kind;
 ours may add parameters after them if they have defaults, and give a
 default where TensorFlow has none. Annotations are not compared. The
 differences we accept are listed in `ACCEPTED`, each with its reason.
+
+Covers: tf_objckpt.util, tf_objckpt.checkpoint, tf_objckpt.api.trackable_saver,
+tf_objckpt.api.load_status, tf_objckpt.base, tf_objckpt.tracking,
+tf_objckpt.data_structures, tf_objckpt.graph_view, tf_objckpt.restore,
+tf_objckpt.saveable_object_util, tf_objckpt.functional_saver,
+tf_objckpt.checkpoint_management, tf_objckpt.checkpoint_utils, tf_objckpt.saver,
+tf_objckpt.v1.saver_builders.
 """
 
 import inspect

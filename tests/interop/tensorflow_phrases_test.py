@@ -5,6 +5,10 @@ the same type of error, and both messages must contain the phrase, which
 is taken from TensorFlow's message (so the test checks it against
 TensorFlow too). Our messages add detail after the phrase (object paths,
 checkpoints, the operation at fault).
+
+Covers: tf_objckpt.base, tf_objckpt.saveable_object_util, tf_objckpt.checkpoint,
+tf_objckpt.checkpoint_management, tf_objckpt.objects.lists,
+tf_objckpt.objects.dicts, tf_objckpt.saver.
 """
 
 import functools

@@ -14,6 +14,9 @@ graph (a large constant, small values), or in the state file (a manager
 listing many long names). Both libraries raise the same error and
 keep the first checkpoint. We also leave the directory and the state file
 byte for byte as they were; TensorFlow leaves what is pinned below.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.engine.state_file,
+tf_objckpt.saver.
 """
 
 import json

@@ -12,6 +12,8 @@ interrupted save left (each save cleans up what came before, see
 
 Sharded saves are as safe: object-based saves of variables on two devices
 (one shard each, merged), and the v1 `Saver(sharded=True)` in graph mode.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.engine.writes.
 """
 
 import json

@@ -5,6 +5,9 @@ the error type TensorFlow raises, and our message names the checkpoint
 path, the checkpoint key and the object path, whatever creates the
 variable: `tf_objckpt.add_variable`, a tf_keras `add_weight`, or a Keras 3
 `add_weight`.
+
+Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
+tf_objckpt.engine.read_plan, tf_objckpt.checkpoint.
 """
 
 import os

@@ -6,6 +6,8 @@ real checkpoint files under the names TensorFlow's ops give them while a
 save runs. A manager starting, or any save of ours, removes those of its
 own prefixes once no save runs in the directory; TensorFlow removes none.
 Complete checkpoints, listed or not, other prefixes and other files stay.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.checkpoint_management.
 """
 
 import os

@@ -16,6 +16,8 @@
 Bazel misses some of this by itself: the venv's editable install supplies
 modules missing from the runfiles to the processes tests start. The failure
 messages say what to add where.
+
+Covers: no module; it checks the BUILD files.
 """
 
 import ast

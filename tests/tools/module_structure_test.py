@@ -7,6 +7,8 @@ names its layer. Every module starts with a docstring saying its job and
 is at most 800 lines long; imports between tf_objckpt modules form no
 cycle; and only the I/O engine's reads, writes and graph-mode restore
 functions issue checkpoint file ops or open checkpoints for reading.
+
+Covers: no module; it checks the package's layout.
 """
 
 import ast
