@@ -7,7 +7,7 @@ the load status must pass and fail the same assertions as TensorFlow's, and
 in the end the variables hold the checkpoint's values.
 
 Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
-tf_objckpt.base, tf_objckpt.checkpoint.
+tf_objckpt.restoring.initial_values, tf_objckpt.base, tf_objckpt.checkpoint.
 """
 
 import gc
