@@ -21,7 +21,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt import restore
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 # Re-exported: these were born here, and TensorFlow's users look for them here.
 from tf_objckpt.restore import CheckpointInitialValue  # pylint: disable=unused-import
 from tf_objckpt.restore import CheckpointInitialValueCallable  # pylint: disable=unused-import

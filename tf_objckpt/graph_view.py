@@ -21,9 +21,9 @@ from tensorflow.python.trackable import python_state
 
 from tf_objckpt import base
 from tf_objckpt.engine import registered_savers
-from tf_objckpt import object_identity
+from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt import saveable_object_util
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 _TrackableObject = trackable_object_graph_pb2.TrackableObjectGraph.TrackableObject
 

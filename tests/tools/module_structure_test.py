@@ -39,6 +39,7 @@ LAYERS = {
     "tf_objckpt.version": "foundation",
     "tf_objckpt.object_identity": "foundation",
     "tf_objckpt.trackable_utils": "foundation",
+    "tf_objckpt.foundation": "foundation",
     "tf_objckpt.engine": "engine",
     "tf_objckpt.functional_saver": "engine",
     "tf_objckpt.saveable_object": "engine",

@@ -20,7 +20,7 @@ from tf_objckpt import data_structures
 from tf_objckpt.api import named_restores
 from tf_objckpt.engine import reads
 from tf_objckpt import graph_view as graph_view_lib
-from tf_objckpt import object_identity
+from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.restoring import name_based
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_report
