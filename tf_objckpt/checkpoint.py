@@ -33,14 +33,14 @@ from tf_objckpt.api import named_restores
 from tf_objckpt.api import load_status
 from tf_objckpt.api import save_transaction
 from tf_objckpt.api import trackable_saver
-from tf_objckpt import base
-from tf_objckpt import data_structures
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
 from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt.objects import auto_trackable
+from tf_objckpt.objects import trackable
+from tf_objckpt.objects import wrapping
 from tf_objckpt import restore
 from tf_objckpt.restoring import object_graph_check
-from tf_objckpt import tracking
 # Part of this module's API, as in TensorFlow.
 # pylint: disable=unused-import
 from tf_objckpt.api.load_status import CheckpointLoadStatus
@@ -153,7 +153,7 @@ def object_metadata(save_path):
     raise ValueError(
         f"The specified checkpoint \"{save_path}\" does not appear to be "
         f"object-based (saved with TF2) since it is missing the key "
-        f"\"{base.OBJECT_GRAPH_PROTO_KEY}\": it has no object graph, so it "
+        f"\"{trackable.OBJECT_GRAPH_PROTO_KEY}\": it has no object graph, so it "
         "was probably written by a name-based (TF1) Saver.")
   return proto
 
@@ -252,7 +252,7 @@ def _assign_trackable_arguments(checkpoint, kwargs):
   return assigned
 
 
-class _CheckpointBase(tracking.AutoTrackable):
+class _CheckpointBase(auto_trackable.AutoTrackable):
   """What `Checkpoint` and `CheckpointV1` share: objects and a save counter."""
 
   # Whether arguments may be weak references to trackables.
@@ -271,7 +271,7 @@ class _CheckpointBase(tracking.AutoTrackable):
   def _maybe_create_save_counter(self):
     if self._save_counter is None:
       with ops.device("/cpu:0"):
-        self._save_counter = data_structures.NoDependency(add_variable(
+        self._save_counter = wrapping.NoDependency(add_variable(
             self, name="save_counter", initializer=0, dtype=dtypes.int64,
             trainable=False))
       self._attach_save_counter()
@@ -373,7 +373,7 @@ class _CheckpointBase(tracking.AutoTrackable):
         session, f"save checkpoint to {file_prefix!r}")
     new_counter = self._save_counter is None
     if self._save_assign_op is None:  # Built once, then run at each save.
-      self._save_assign_op = data_structures.NoDependency(
+      self._save_assign_op = wrapping.NoDependency(
           self._increment_save_counter())
       self._saver.build_save_ops(options)
     if new_counter:
@@ -488,7 +488,7 @@ class Checkpoint(_CheckpointBase):
       self._attached_dependencies = None
       super().__init__(**kwargs)
       return
-    tracking.AutoTrackable.__init__(self)  # pylint: disable=non-parent-init-called
+    auto_trackable.AutoTrackable.__init__(self)  # pylint: disable=non-parent-init-called
     self._root = root
     root_object = _check_trackable("root", root, accept_weak_references=True)
     root_object._maybe_initialize_trackable()  # pylint: disable=protected-access
@@ -504,9 +504,9 @@ class Checkpoint(_CheckpointBase):
         raise ValueError(
             f"Cannot create a Checkpoint with keyword argument {name} if "
             f"root.{name} already exists.")
-    self._attached_dependencies = data_structures.NoDependency(attached)
+    self._attached_dependencies = wrapping.NoDependency(attached)
     existing_counter = root_object._lookup_dependency("save_counter")  # pylint: disable=protected-access
-    self._save_counter = data_structures.NoDependency(existing_counter)
+    self._save_counter = wrapping.NoDependency(existing_counter)
     self._save_assign_op = None
     self._saver = trackable_saver.TrackableSaver(graph_view_lib.ObjectGraphView(
         root, attached_dependencies=attached))
@@ -517,7 +517,7 @@ class Checkpoint(_CheckpointBase):
     # Held strongly, unlike the other attached objects: a load status may
     # outlive this checkpoint, and still finds the counter through the view.
     self._attached_dependencies.append(
-        base.TrackableReference("save_counter", self._save_counter))
+        trackable.TrackableReference("save_counter", self._save_counter))
     root = self._saver._graph_view.root  # pylint: disable=protected-access
     waiting = root._deferred_dependencies.pop("save_counter", ())  # pylint: disable=protected-access
     if waiting:

@@ -19,11 +19,12 @@ from tensorflow.python.framework import ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import python_state
 
-from tf_objckpt import base
 from tf_objckpt.engine import registered_savers
-from tf_objckpt.foundation import identity_containers as object_identity
+from tf_objckpt.foundation import checkpoint_keys
+from tf_objckpt.foundation import identity_containers
+from tf_objckpt.objects import trackable
+from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
-from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 _TrackableObject = trackable_object_graph_pb2.TrackableObjectGraph.TrackableObject
 
@@ -119,7 +120,7 @@ class ObjectGraphView:
     """
     if self._saveables_cache is None:
       self._saveables_cache = (
-          object_identity.ObjectIdentityWeakKeyDictionary())
+          identity_containers.ObjectIdentityWeakKeyDictionary())
 
   def _child_items(self, obj, save_type=tf_base.SaveType.CHECKPOINT,
                    **kwargs):
@@ -160,7 +161,7 @@ class ObjectGraphView:
                 f"{type(child).__name__}, not a trackable object; only "
                 "trackables can be checkpointed.")
           child_id = gathered.add(
-              child, trackable_utils.escape_local_name(local_name), node_id)
+              child, checkpoint_keys.escape_local_name(local_name), node_id)
         children.append((child_id, local_name))
       gathered.children.append(children)
     return gathered
@@ -200,7 +201,7 @@ class ObjectGraphView:
         if paths[child_id] is None:  # Its parent on a shortest path.
           paths[child_id] = paths[node_id] + (
               tf_base.TrackableReference(local_name, objects[child_id]),)
-    node_paths = object_identity.ObjectIdentityDictionary()
+    node_paths = identity_containers.ObjectIdentityDictionary()
     for obj, path in zip(objects, paths):
       node_paths[obj] = path
     return objects, node_paths
@@ -269,7 +270,7 @@ class ObjectGraphView:
     feed_additions = {}
     if not freeze:
       for saveable in saveables:
-        if isinstance(saveable, base.PythonStateSaveable):
+        if isinstance(saveable, saveable_object.PythonStateSaveable):
           feed_additions.update(saveable.feed_dict_additions())
     return saveables, last.proto, feed_additions
 
@@ -292,7 +293,7 @@ class ObjectGraphView:
     with to_graph.as_default() if to_graph else contextlib.nullcontext():
       gathered = self._gather()
       saving = _Saving(
-          object_identity.ObjectIdentityDictionary() if object_map is None
+          identity_containers.ObjectIdentityDictionary() if object_map is None
           else object_map, call_with_mapped_captures)
       registered = _registered_nodes(gathered)
       node_saveables, attributes = self._node_saveables(
@@ -304,9 +305,9 @@ class ObjectGraphView:
       return [saveable for per_node in node_saveables
               for saveable in per_node] + _registered_saves(
                   gathered, registered, saving.object_map) + [
-                      base.NoRestoreSaveable(
+                      saveable_object.NoRestoreSaveable(
                           tensor=proto_tensor,
-                          name=base.OBJECT_GRAPH_PROTO_KEY)]
+                          name=trackable.OBJECT_GRAPH_PROTO_KEY)]
 
   def _node_saveables(self, gathered, freeze, weak=False, registered=(),
                       saving=None):
@@ -360,7 +361,7 @@ class ObjectGraphView:
     for attribute_saveables in self._attribute_saveables(
         obj, object_name, node_attributes, weak, saving):
       if freeze and isinstance(attribute_saveables[0],
-                               base.PythonStateSaveable):
+                               saveable_object.PythonStateSaveable):
         attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
       saveables.extend(attribute_saveables)
     return saveables
@@ -392,9 +393,9 @@ class ObjectGraphView:
       # The common case, kept short: saves walk every variable.
       saveable = saveable_object_util.VariableSaveable(
           weakref.proxy(variable) if weak else variable,
-          trackable_utils.checkpoint_key(
-              object_name, trackable_utils.SERIALIZE_TO_TENSORS_NAME))
-      node_attributes.append(dict(name=base.VARIABLE_VALUE_KEY,
+          checkpoint_keys.checkpoint_key(
+              object_name, checkpoint_keys.SERIALIZE_TO_TENSORS_NAME))
+      node_attributes.append(dict(name=trackable.VARIABLE_VALUE_KEY,
                                   checkpoint_key=saveable.specs[0].name,
                                   full_name=full_name))
       return [(saveable,)]
@@ -406,7 +407,7 @@ class ObjectGraphView:
       cache = self._saveables_cache.setdefault(obj, {})
     result = []
     for name, factory in factories.items():
-      key = trackable_utils.checkpoint_key(object_name, name)
+      key = checkpoint_keys.checkpoint_key(object_name, name)
       saveables = cache.get(name) if cache is not None else None
       if saveables is None or any(key not in s.name for s in saveables):
         saveables = saveable_object_util.saveables_for_attribute(
@@ -575,7 +576,7 @@ def _gather_slot_variables(gathered):
         if slot is None:
           continue
         _check_slot_variable(slot, gathered.node_ids)
-        slot_id = gathered.add(slot, trackable_utils.slot_variable_key(
+        slot_id = gathered.add(slot, checkpoint_keys.slot_variable_key(
             variable_path=gathered.names[variable_id],
             optimizer_path=gathered.names[optimizer_id],
             slot_name=slot_name))

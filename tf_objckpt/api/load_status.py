@@ -16,13 +16,13 @@ from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
-from tf_objckpt import data_structures
 from tf_objckpt.api import named_restores
 from tf_objckpt.engine import reads
 from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.restoring import name_based
 from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.objects import structure_base
 from tf_objckpt.restoring import restore_report
 from tf_objckpt import saveable_object_util
 
@@ -279,7 +279,7 @@ class CheckpointLoadStatus(_LoadStatus):
     checkpoint = self._checkpoint
     for obj in self._graph_view.list_objects(
         skip_slot_variables=checkpoint.skip_slot_variables):
-      if (isinstance(obj, data_structures.TrackableDataStructure) and
+      if (isinstance(obj, structure_base.TrackableDataStructure) and
           not obj._trackable_children()):  # pylint: disable=protected-access
         continue
       checkpoint.seen_objects.add(obj)

@@ -28,7 +28,6 @@ from tensorflow.python.util import compat
 from tf_objckpt.api import intact_restore
 from tf_objckpt.api import load_status
 from tf_objckpt.api import save_transaction
-from tf_objckpt import base
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import sharding
@@ -37,9 +36,11 @@ from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
 from tf_objckpt import functional_saver
 from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt.objects import trackable
 from tf_objckpt import restore
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_coordinator
+from tf_objckpt import saveable_object
 
 
 @contextlib.contextmanager
@@ -142,8 +143,8 @@ class TrackableSaver:
     else:
       with ops.device("/cpu:0"):
         object_graph_tensor = constant_op.constant(serialized)
-    saveables.append(base.NoRestoreSaveable(
-        tensor=object_graph_tensor, name=base.OBJECT_GRAPH_PROTO_KEY))
+    saveables.append(saveable_object.NoRestoreSaveable(
+        tensor=object_graph_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY))
     return saveables, serialized, feed_additions
 
   def _save_cached_when_graph_building(self, file_prefix, object_graph_tensor,
