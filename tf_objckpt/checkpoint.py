@@ -35,8 +35,8 @@ from tf_objckpt.api import save_transaction
 from tf_objckpt.api import trackable_saver
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
-from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt.objects import auto_trackable
+from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
 from tf_objckpt.objects import wrapping
 from tf_objckpt import restore
@@ -53,6 +53,8 @@ from tf_objckpt.api.trackable_saver import saver_with_op_caching
 from tf_objckpt.api.trackable_saver import TrackableSaver
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
+from tf_objckpt.objects.graph_walk import gather_initializers
+from tf_objckpt.objects.graph_walk import list_objects
 # pylint: enable=unused-import
 
 
@@ -156,18 +158,6 @@ def object_metadata(save_path):
         f"\"{trackable.OBJECT_GRAPH_PROTO_KEY}\": it has no object graph, so it "
         "was probably written by a name-based (TF1) Saver.")
   return proto
-
-
-def list_objects(root_trackable):
-  """Every object saved with `root_trackable`, slot variables included."""
-  view = graph_view_lib.ObjectGraphView(root_trackable)
-  return view.list_objects()
-
-
-def gather_initializers(root_trackable):
-  """The initializers of every object saved with `root_trackable`."""
-  return [obj.initializer for obj in list_objects(root_trackable)
-          if getattr(obj, "initializer", None) is not None]
 
 
 @contextlib.contextmanager
@@ -499,7 +489,7 @@ class Checkpoint(_CheckpointBase):
     for name, value in _assign_trackable_arguments(self, kwargs).items():
       existing = root_object._lookup_dependency(name)  # pylint: disable=protected-access
       if existing is None:
-        attached.append(graph_view_lib.WeakTrackableReference(name, value))
+        attached.append(graph_walk.WeakTrackableReference(name, value))
       elif existing is not value:
         raise ValueError(
             f"Cannot create a Checkpoint with keyword argument {name} if "
@@ -508,7 +498,7 @@ class Checkpoint(_CheckpointBase):
     existing_counter = root_object._lookup_dependency("save_counter")  # pylint: disable=protected-access
     self._save_counter = wrapping.NoDependency(existing_counter)
     self._save_assign_op = None
-    self._saver = trackable_saver.TrackableSaver(graph_view_lib.ObjectGraphView(
+    self._saver = trackable_saver.TrackableSaver(graph_walk.ObjectGraphView(
         root, attached_dependencies=attached))
 
   def _attach_save_counter(self):

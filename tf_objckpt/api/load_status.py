@@ -18,11 +18,11 @@ from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt.api import named_restores
 from tf_objckpt.engine import reads
-from tf_objckpt import graph_view as graph_view_lib
 from tf_objckpt.foundation import identity_containers as object_identity
+from tf_objckpt.objects import graph_walk
+from tf_objckpt.objects import structure_base
 from tf_objckpt.restoring import name_based
 from tf_objckpt.restoring import object_graph_check
-from tf_objckpt.objects import structure_base
 from tf_objckpt.restoring import restore_report
 from tf_objckpt import saveable_object_util
 
@@ -623,4 +623,4 @@ def restore_by_names(save_path, reader, graph_view, assignment_map=None):
 
 def _objects_below(trackable):
   """The objects `trackable` depends on, directly or not, itself excluded."""
-  return graph_view_lib.ObjectGraphView(trackable).list_objects()[1:]
+  return graph_walk.ObjectGraphView(trackable).list_objects()[1:]

@@ -35,7 +35,7 @@ from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
 from tf_objckpt import functional_saver
-from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
 from tf_objckpt import restore
 from tf_objckpt.restoring import object_graph_check
@@ -368,9 +368,9 @@ def frozen_saver(root_trackable):
   checkpoints.
   """
   return functional_saver.Saver(
-      graph_view_lib.ObjectGraphView(root_trackable).frozen_saveable_objects())
+      graph_walk.ObjectGraphView(root_trackable).frozen_saveable_objects())
 
 
 def saver_with_op_caching(obj):
   """A `TrackableSaver` for `obj` that caches saveables when graph building."""
-  return TrackableSaver(graph_view_lib.ObjectGraphView(obj))
+  return TrackableSaver(graph_walk.ObjectGraphView(obj))

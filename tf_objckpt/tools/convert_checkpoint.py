@@ -23,7 +23,7 @@ from tensorflow.python.trackable import base as tf_base
 from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
-from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt.objects import graph_walk
 from tf_objckpt.restoring import name_matching
 from tf_objckpt import util
 
@@ -77,7 +77,7 @@ def _variables(root):
   else the variable's name.
   """
   found = []
-  for obj in graph_view_lib.ObjectGraphView(root).list_objects():
+  for obj in graph_walk.ObjectGraphView(root).list_objects():
     if isinstance(obj, variables.Variable) or (
         isinstance(getattr(obj, "path", None), str) and
         callable(getattr(obj, "assign", None))):
