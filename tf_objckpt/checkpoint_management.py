@@ -27,6 +27,9 @@ from tensorflow.python.platform import tf_logging as logging
 from tf_objckpt.api import save_transaction
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import commit
+from tf_objckpt.engine import directory_lock
+from tf_objckpt.engine import leftovers
+from tf_objckpt.engine import save_errors
 from tf_objckpt.engine import state_file
 # TensorFlow's names for the state file's functions.
 # pylint: disable=unused-import
@@ -141,7 +144,7 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     # disk, unless a save replaces them.
     self._damaged = set()
     self._recover_state()
-    commit.remove_stale(self._checkpoint_prefix, keep=self._listed_names(),
+    leftovers.remove_stale(self._checkpoint_prefix, keep=self._listed_names(),
                         state_file=state_file.STATE_FILENAME)
 
   def _recover_state(self):
@@ -395,9 +398,9 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       commit.check_durable(self._prefix)
     # A pending asynchronous save records (or raises) before we check.
     self.sync()
-    with commit.explaining_failures(self._prefix):
+    with save_errors.explaining_failures(self._prefix):
       file_io.recursive_create_dir(self._directory)  # To lock it.
-    with commit.exclusively(self._directory):
+    with directory_lock.exclusively(self._directory):
       self._check_state_unchanged()
       if self._checkpoint_interval is not None:
         self._last_checkpoint_step = step

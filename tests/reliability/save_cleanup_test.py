@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt.engine import commit
+from tf_objckpt.engine import leftovers
 
 # Left by saves killed at different points, with the directory they were
 # written in. Their prefixes are all numbered from "ckpt".
@@ -174,7 +174,7 @@ def test_remote_leftovers_wait_for_the_staleness_delay(monkeypatch):
   monkeypatch.setattr(time, "time", lambda: now[0])
   tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=2)
   assert _files(directory) == sorted(_KEPT + list(_LEFTOVERS))
-  now[0] = commit.REMOTE_STALE_AFTER_SECONDS + 1.
+  now[0] = leftovers.REMOTE_STALE_AFTER_SECONDS + 1.
   tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=2)
   assert _files(directory) == _KEPT
   tf.io.gfile.rmtree(directory)

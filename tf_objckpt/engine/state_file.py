@@ -11,7 +11,6 @@ removing one; `checkpoint_management` makes these TensorFlow's public names.
 import contextlib
 import os
 import re
-import uuid
 
 from google.protobuf import text_format
 from tensorflow.core.protobuf import saver_pb2
@@ -22,6 +21,7 @@ from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 from tensorflow.python.util import deprecation
 
 from tf_objckpt.engine import commit
+from tf_objckpt.engine import temporary_names
 
 STATE_FILENAME = "checkpoint"
 _V2_DATA_GLOB = ".data-?????-of-?????"
@@ -44,7 +44,7 @@ def _atomic_write(path, contents, durable=False):
   if not file_io.has_atomic_move(path):
     file_io.write_string_to_file(path, contents)
     return
-  temp_path = "%s.tmp%s" % (path, uuid.uuid4().hex)
+  temp_path = temporary_names.temporary_copy(path)
   try:
     file_io.write_string_to_file(temp_path, contents)
     if durable:
