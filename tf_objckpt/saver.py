@@ -32,7 +32,6 @@ from tensorflow.python.training import training_util
 from tensorflow.python.util import compat
 
 from tf_objckpt.api import save_transaction
-from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
@@ -44,13 +43,13 @@ from tf_objckpt.v1 import saver_builders
 from tf_objckpt.v1 import session_manager_restores
 # Re-exported: TensorFlow's saver module has these names.
 # pylint: disable=unused-import
-from tf_objckpt.checkpoint_management import checkpoint_exists
-from tf_objckpt.checkpoint_management import generate_checkpoint_state_proto
-from tf_objckpt.checkpoint_management import get_checkpoint_mtimes
-from tf_objckpt.checkpoint_management import get_checkpoint_state
-from tf_objckpt.checkpoint_management import latest_checkpoint
-from tf_objckpt.checkpoint_management import remove_checkpoint
-from tf_objckpt.checkpoint_management import update_checkpoint_state
+from tf_objckpt.engine.state_file import checkpoint_exists
+from tf_objckpt.engine.state_file import generate_checkpoint_state_proto
+from tf_objckpt.engine.state_file import get_checkpoint_mtimes
+from tf_objckpt.engine.state_file import get_checkpoint_state
+from tf_objckpt.engine.state_file import latest_checkpoint
+from tf_objckpt.engine.state_file import remove_checkpoint
+from tf_objckpt.engine.state_file import update_checkpoint_state
 from tf_objckpt.v1.meta_graphs import export_meta_graph
 from tf_objckpt.v1.object_based_names import object_graph_key_mapping
 from tf_objckpt.v1.saver_builders import BaseSaverBuilder
@@ -457,7 +456,7 @@ class Saver(object):
       raise TypeError("'sess' must be a Session; %s" % (sess,))
     meta_file = None
     if write_meta_graph and not eager:
-      meta_file = checkpoint_management.meta_graph_filename(
+      meta_file = state_file.meta_graph_filename(
           checkpoint_file, meta_graph_suffix)
 
     def write_meta_graph_file():
@@ -527,7 +526,7 @@ class Saver(object):
     queued = list(self._checkpoints_to_be_deleted)
     self._RecordLastCheckpoint(saved)
     try:
-      checkpoint_management.update_checkpoint_state_internal(
+      state_file.update_checkpoint_state_internal(
           save_dir=save_dir, model_checkpoint_path=saved,
           all_model_checkpoint_paths=self.last_checkpoints,
           latest_filename=latest_filename,
@@ -646,7 +645,7 @@ class Saver(object):
       raise ValueError(
           "Can't load save_path when it is None.")
     prefix = compat.as_text(save_path)
-    if not checkpoint_management.checkpoint_exists_internal(prefix):
+    if not state_file.checkpoint_exists_internal(prefix):
       raise ValueError(
           "The passed save_path is not a valid checkpoint: " + prefix)
     logging.info("Restoring parameters from %s", prefix)

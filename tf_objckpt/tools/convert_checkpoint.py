@@ -20,9 +20,9 @@ from tensorflow.python.eager import context
 from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import state_file
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.restoring import name_matching
 from tf_objckpt import util
@@ -180,7 +180,7 @@ def convert(save_path, out_prefix, objects, mapping=None,
   # The save counter (0) is written too, as after a restore by names.
   checkpoint.save_counter  # pylint: disable=pointless-statement
   written = checkpoint.write(out_prefix)
-  checkpoint_management.update_checkpoint_state_internal(
+  state_file.update_checkpoint_state_internal(
       save_dir=os.path.dirname(written) or ".", model_checkpoint_path=written,
       all_model_checkpoint_paths=[written], save_relative_paths=True)
   return Result(save_path, out_prefix, match, written=True)

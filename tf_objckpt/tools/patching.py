@@ -18,8 +18,9 @@ import typing
 
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 
+from tf_objckpt.api import checkpoint_manager
 from tf_objckpt.api import load_status
-from tf_objckpt import checkpoint_management
+from tf_objckpt.engine import state_file
 from tf_objckpt import saver as saver_lib
 from tf_objckpt import util
 
@@ -47,11 +48,11 @@ _CHECKPOINT = _Role("tensorflow.python.checkpoint.checkpoint", "Checkpoint",
 _CHECKPOINT_V1 = _Role("tensorflow.python.checkpoint.checkpoint",
                        "CheckpointV1", util.CheckpointV1)
 _MANAGER = _Role("tensorflow.python.checkpoint.checkpoint_management",
-                 "CheckpointManager", checkpoint_management.CheckpointManager)
+                 "CheckpointManager", checkpoint_manager.CheckpointManager)
 _SAVER = _Role("tensorflow.python.training.saver", "Saver", saver_lib.Saver)
 _UPDATE_STATE = _Role("tensorflow.python.checkpoint.checkpoint_management",
                       "update_checkpoint_state_internal",
-                      checkpoint_management.update_checkpoint_state_internal)
+                      state_file.update_checkpoint_state_internal)
 _STREAMING_RESTORE = _Role("tensorflow.python.checkpoint.checkpoint",
                            "streaming_restore", _streaming_restore)
 
