@@ -20,12 +20,12 @@ from tensorflow.python.eager import context
 from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 
+from tf_objckpt.api import object_checkpoints
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.restoring import name_matching
-from tf_objckpt import util
 
 # At most this many names are listed per section of the report.
 _MAX_LISTED = 50
@@ -144,8 +144,8 @@ def _listed(title, items):
 def _checkpoint_of(objects):
   """A `Checkpoint` of a dict of named trackables, or of one root."""
   if isinstance(objects, dict):
-    return util.Checkpoint(**objects)
-  return util.Checkpoint(root=objects)
+    return object_checkpoints.Checkpoint(**objects)
+  return object_checkpoints.Checkpoint(root=objects)
 
 
 def convert(save_path, out_prefix, objects, mapping=None,

@@ -20,9 +20,9 @@ from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 
 from tf_objckpt.api import checkpoint_manager
 from tf_objckpt.api import load_status
+from tf_objckpt.api import object_checkpoints
 from tf_objckpt.engine import state_file
 from tf_objckpt import saver as saver_lib
-from tf_objckpt import util
 
 
 def _streaming_restore(status, session=None):
@@ -44,9 +44,9 @@ class _Role(typing.NamedTuple):
 
 
 _CHECKPOINT = _Role("tensorflow.python.checkpoint.checkpoint", "Checkpoint",
-                    util.Checkpoint)
+                    object_checkpoints.Checkpoint)
 _CHECKPOINT_V1 = _Role("tensorflow.python.checkpoint.checkpoint",
-                       "CheckpointV1", util.CheckpointV1)
+                       "CheckpointV1", object_checkpoints.CheckpointV1)
 _MANAGER = _Role("tensorflow.python.checkpoint.checkpoint_management",
                  "CheckpointManager", checkpoint_manager.CheckpointManager)
 _SAVER = _Role("tensorflow.python.training.saver", "Saver", saver_lib.Saver)
