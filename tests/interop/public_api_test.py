@@ -25,6 +25,7 @@ from tensorflow.python.training.saving import saveable_object_util as tf_saveabl
 
 import testlib as tl
 from tf_objckpt.api import load_status
+from tf_objckpt.api import name_based_status
 from tf_objckpt import base
 from tf_objckpt import checkpoint_management
 from tf_objckpt import data_structures
@@ -46,7 +47,7 @@ MIRRORED = [
      tf_checkpoint.CheckpointLoadStatus),
     ("InitializationOnlyStatus", load_status.InitializationOnlyStatus,
      tf_checkpoint.InitializationOnlyStatus),
-    ("NameBasedSaverStatus", load_status.NameBasedSaverStatus,
+    ("NameBasedSaverStatus", name_based_status.NameBasedSaverStatus,
      tf_checkpoint.NameBasedSaverStatus),
     ("ObjectGraphView", graph_view.ObjectGraphView,
      tf_graph_view.ObjectGraphView),

@@ -3,7 +3,9 @@
 `Checkpoint` saves numbered checkpoints of the objects given to it, and
 restores them by walking the checkpoint's object graph; `TrackableSaver`
 (`trackable_saver`) does the work, each save is a save transaction
-(`save_transaction`), and a restore returns a load status (`load_status`).
+(`save_transaction`), and a restore returns a load status (`load_status`,
+`name_based_status`), whose restore ops `streaming_restore` runs as they
+are created.
 TensorFlow's names for this module are `checkpoint` (TensorFlow 2) and
 `util` (TensorFlow 1), which re-export it.
 """
@@ -23,9 +25,10 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt.api import intact_restore
-from tf_objckpt.api import load_status
+from tf_objckpt.api import name_based_status
 from tf_objckpt.api import named_restores
 from tf_objckpt.api import save_transaction
+from tf_objckpt.api import sessions
 from tf_objckpt.api import trackable_saver
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
@@ -197,7 +200,7 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
           "tf.train.Checkpoint.write(), a lower-level API which does not "
           "update metadata. tf.train.latest_checkpoint and related APIs will "
           "not see this checkpoint.")
-    session = load_status.default_session(
+    session = sessions.default_session(
         session, f"save checkpoint to {file_prefix!r}")
     new_counter = self._save_counter is None
     if self._save_assign_op is None:  # Built once, then run at each save.
@@ -247,7 +250,7 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
     self._maybe_create_save_counter()
     status = self._saver.restore(save_path=save_path, options=options,
                                  check_values_first=check_values_first)
-    if isinstance(status, load_status.NameBasedSaverStatus):
+    if isinstance(status, name_based_status.NameBasedSaverStatus):
       status.add_to_optionally_restored(self.save_counter)
     return status
 
@@ -390,6 +393,30 @@ def _saved_model_variables_path(save_path):
       for name in ("saved_model.pb", "saved_model.pbtxt")):
     return os.path.join(path, "variables", "variables")
   return save_path
+
+
+def streaming_restore(status, session=None):
+  """When graph building, runs restore ops as soon as they are created.
+
+  Restore ops for dependencies added later (deferred restores) run in
+  `session` as they are created. Nothing to do when executing eagerly.
+
+  Raises:
+    NotImplementedError: For name-based checkpoints.
+  """
+  if context.executing_eagerly():
+    return
+  session = sessions.default_session(session, "stream restore ops")
+  if isinstance(status, name_based_status.NameBasedSaverStatus):
+    raise NotImplementedError(
+        "Streaming restore not supported from name-based checkpoints when "
+        "graph building: restore the name-based checkpoint with "
+        "`Checkpoint.restore()` (and run its restore ops), or eagerly.")
+  status.run_restore_ops(session=session)
+  # pylint: disable=protected-access
+  feed_dict = status._feed_dict
+  status._checkpoint.on_new_restore_ops = (
+      lambda new_ops: session.run(new_ops, feed_dict=feed_dict))
 
 
 module_names.keep_module_name("tf_objckpt.checkpoint", CheckpointV1, Checkpoint)

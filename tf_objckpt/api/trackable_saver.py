@@ -27,7 +27,9 @@ from tensorflow.python.util import compat
 
 from tf_objckpt.api import intact_restore
 from tf_objckpt.api import load_status
+from tf_objckpt.api import name_based_status
 from tf_objckpt.api import save_transaction
+from tf_objckpt.api import sessions
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import sharding
@@ -248,7 +250,7 @@ class TrackableSaver:
                    not ops.inside_function())
     feed_dict = {}
     if use_session:
-      session = load_status.default_session(
+      session = sessions.default_session(
           session, f"save checkpoint to {file_prefix!r}")
       file_prefix_tensor, object_graph_tensor = self._feed_tensors()
       feed_dict[file_prefix_tensor] = file_prefix
@@ -317,7 +319,7 @@ class TrackableSaver:
         checked = intact_restore.CheckedValues(
             save_path, reader, save_path).checked(keep_values=False)
       with checked:
-        return load_status.restore_by_names(
+        return name_based_status.restore_by_names(
             save_path, reader, self._graph_view,
             getattr(options, "assignment_map", None))
     feed_dict = None

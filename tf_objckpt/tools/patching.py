@@ -31,8 +31,8 @@ def _streaming_restore(status, session=None):
   Models built before the patch hold TensorFlow's checkpoints, whose load
   statuses TensorFlow's own function streams.
   """
-  if isinstance(status, load_status._LoadStatus):  # pylint: disable=protected-access
-    return load_status.streaming_restore(status, session=session)
+  if isinstance(status, load_status.LoadStatus):
+    return object_checkpoints.streaming_restore(status, session=session)
   return tf_checkpoint_lib.streaming_restore(status, session=session)
 
 
