@@ -760,7 +760,7 @@ def test_restore_plan_read_from_graph_matches_built_plan(kwargs):
     tf.compat.v1.get_variable("unknown_shape", validate_shape=False,
                               initializer=tf.zeros([3]), use_resource=False)
     saver = saver_lib.Saver(**kwargs)
-    _, name, built = saver._restore_plan_cache
+    _, name, built = saver._restore_plans.cached
     assert name == saver.as_saver_def().restore_op_name
     read = restore_plan.plan_from_graph(graph, name)
     assert sorted(read.reads) == sorted(built.reads)

@@ -156,10 +156,10 @@ class NameBasedSaverStatus(load_status.LoadStatus):
     """Restores by name with a v1 `Saver` (graph mode)."""
     if context.executing_eagerly():
       return
-    from tf_objckpt import saver as v1_saver_lib  # pylint: disable=g-import-not-at-top
+    from tf_objckpt.v1 import name_based_saver  # pylint: disable=g-import-not-at-top
     with ops.device("/cpu:0"):
       saveables = self._gather_saveable_objects()
-      v1_saver_lib.Saver(saveables).restore(
+      name_based_saver.Saver(saveables).restore(
           sess=sessions.default_session(session, "restore by name"),
           save_path=self._checkpoint.save_path)
 

@@ -22,7 +22,7 @@ from tf_objckpt.api import checkpoint_manager
 from tf_objckpt.api import load_status
 from tf_objckpt.api import object_checkpoints
 from tf_objckpt.engine import state_file
-from tf_objckpt import saver as saver_lib
+from tf_objckpt.v1 import name_based_saver as saver_lib
 
 
 def _streaming_restore(status, session=None):
