@@ -37,7 +37,7 @@ from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 
 # Keys of `_serialize_to_tensors` values start with "<object path>" + this.

@@ -11,7 +11,7 @@ key fails our save. (tests/distributed/cluster_layout_test.py applies the
 policies over ps tasks.)
 
 Covers: tf_objckpt.engine.sharding, tf_objckpt.functional_saver,
-tf_objckpt.checkpoint.
+tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
 """
 
 import os

@@ -13,7 +13,8 @@ synchronous run does.
 
 Covers: tf_objckpt.engine.async_checkpoint, tf_objckpt.api.save_transaction,
 tf_objckpt.engine.commit, tf_objckpt.checkpoint,
-tf_objckpt.checkpoint_management.
+tf_objckpt.checkpoint_management, tf_objckpt.api.object_checkpoints,
+tf_objckpt.api.checkpoint_manager.
 """
 
 import contextlib

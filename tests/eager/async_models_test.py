@@ -10,7 +10,8 @@ TensorFlow's asynchronous save reads them when it writes. Building
 a graph, both save synchronously (with a warning). A process that exits
 right after `save()` waits for the write.
 
-Covers: tf_objckpt.engine.async_checkpoint, tf_objckpt.checkpoint.
+Covers: tf_objckpt.engine.async_checkpoint, tf_objckpt.checkpoint,
+tf_objckpt.api.object_checkpoints.
 """
 
 import os

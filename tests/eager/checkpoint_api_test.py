@@ -3,7 +3,8 @@
 Each test does the same thing with `tf.train.Checkpoint` and
 `tf_objckpt.Checkpoint` and compares what they return, write or raise.
 
-Covers: tf_objckpt.checkpoint, tf_objckpt.api.trackable_saver.
+Covers: tf_objckpt.checkpoint, tf_objckpt.api.trackable_saver,
+tf_objckpt.api.object_checkpoints.
 """
 
 import os

@@ -1,6 +1,6 @@
 """`Checkpoint(root=obj)`: obj itself is the root, other arguments attached.
 
-Covers: tf_objckpt.checkpoint.
+Covers: tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
 """
 
 import pytest

@@ -7,7 +7,8 @@ warning about unrestored values, logged when a restore is dropped without
 `expect_partial()`, must name the same values.
 
 Covers: tf_objckpt.api.load_status, tf_objckpt.restore,
-tf_objckpt.restoring.restore_coordinator, tf_objckpt.checkpoint.
+tf_objckpt.restoring.restore_coordinator, tf_objckpt.checkpoint,
+tf_objckpt.api.object_checkpoints.
 """
 
 import gc

@@ -8,7 +8,8 @@ by the check, before anything is assigned; with the check skipped, the
 same restore assigns values before failing (so these tests would fail).
 
 Covers: tf_objckpt.engine.read_plan, tf_objckpt.restoring.restore_plan,
-tf_objckpt.functional_saver, tf_objckpt.restoring.name_based, tf_objckpt.saver.
+tf_objckpt.functional_saver, tf_objckpt.restoring.name_based, tf_objckpt.saver,
+tf_objckpt.v1.name_based_saver.
 """
 
 import numpy as np

@@ -7,7 +7,9 @@ the load status must pass and fail the same assertions as TensorFlow's, and
 in the end the variables hold the checkpoint's values.
 
 Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
-tf_objckpt.restoring.initial_values, tf_objckpt.base, tf_objckpt.checkpoint.
+tf_objckpt.restoring.initial_values, tf_objckpt.base, tf_objckpt.checkpoint,
+tf_objckpt.objects.trackable, tf_objckpt.api.object_checkpoints,
+tf_objckpt.objects.variable_creation.
 """
 
 import gc

@@ -10,7 +10,8 @@ checkpoint they are given: the model trains away from them first, and new
 checkpoints come between restores.
 
 Covers: tf_objckpt.api.trackable_saver, tf_objckpt.functional_saver,
-tf_objckpt.checkpoint, tf_objckpt.checkpoint_management.
+tf_objckpt.checkpoint, tf_objckpt.checkpoint_management,
+tf_objckpt.api.object_checkpoints, tf_objckpt.api.checkpoint_manager.
 """
 
 import os

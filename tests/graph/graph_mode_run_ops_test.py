@@ -6,7 +6,7 @@ to the graph. No step of ours may add more ops than the same step adds with
 `tf.compat.v1.train.Checkpoint`.
 
 Covers: tf_objckpt.api.load_status, tf_objckpt.api.trackable_saver,
-tf_objckpt.checkpoint.
+tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
 """
 
 import os

@@ -7,7 +7,8 @@ ours, and what it observes (values, uninitialized variables, which
 assertions pass, exception types) must be equal.
 
 Covers: tf_objckpt.checkpoint, tf_objckpt.api.load_status,
-tf_objckpt.api.trackable_saver, tf_objckpt.restore.
+tf_objckpt.api.trackable_saver, tf_objckpt.restore,
+tf_objckpt.api.object_checkpoints.
 """
 
 import os

@@ -8,7 +8,7 @@ and in real checkpoints written by both, and read the object path back
 from a key as TensorFlow does. A local name ".ATTRIBUTES" is written as
 TensorFlow writes it, and read back, where TensorFlow looks for another key.
 
-Covers: tf_objckpt.trackable_utils.
+Covers: tf_objckpt.trackable_utils, tf_objckpt.foundation.checkpoint_keys.
 """
 
 import numpy as np

@@ -6,7 +6,9 @@ checkpoint from either must restore into fresh objects through the other
 with `assert_consumed()` passing and the values of the originals.
 
 Covers: tf_objckpt.checkpoint, tf_objckpt.graph_view, tf_objckpt.restore,
-tf_objckpt.saveable_object_util, tf_objckpt.engine.state_file.
+tf_objckpt.saveable_object_util, tf_objckpt.engine.state_file,
+tf_objckpt.api.object_checkpoints, tf_objckpt.objects.graph_walk,
+tf_objckpt.objects.graph_serialization.
 """
 
 import functools

@@ -10,7 +10,7 @@ containers). The two recordings must be equal.
 Covers: tf_objckpt.data_structures, tf_objckpt.objects.lists,
 tf_objckpt.objects.dicts, tf_objckpt.objects.tuples,
 tf_objckpt.objects.wrapping, tf_objckpt.objects.structure_base,
-tf_objckpt.tracking.
+tf_objckpt.tracking, tf_objckpt.objects.auto_trackable.
 """
 
 import collections

@@ -4,7 +4,8 @@ The same objects are viewed by both classes: children, descendants, paths,
 serialized object graphs and saveables must agree. TensorFlow's own
 `save_util_v1` must get the same answers from our view as from its own.
 
-Covers: tf_objckpt.graph_view.
+Covers: tf_objckpt.graph_view, tf_objckpt.objects.graph_walk,
+tf_objckpt.objects.graph_serialization.
 """
 
 import pytest

@@ -5,7 +5,7 @@ restore before anything is built (restore-on-create) ends with the same
 values, statuses and continued training as TensorFlow's.
 
 Covers: tf_objckpt.restore, tf_objckpt.restoring.keras3_slots,
-tf_objckpt.checkpoint.
+tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
 """
 
 import os

@@ -7,7 +7,8 @@ asks the inner optimizer whether it saves through `_serialize_to_tensors`
 write the same checkpoint as TensorFlow for such a wrapper, and that each
 restores the other's, before and after the variables exist.
 
-Covers: tf_objckpt.saveable_object_util, tf_objckpt.graph_view.
+Covers: tf_objckpt.saveable_object_util, tf_objckpt.graph_view,
+tf_objckpt.objects.graph_walk, tf_objckpt.objects.graph_serialization.
 """
 
 import numpy as np

@@ -7,7 +7,7 @@ two equal-looking ones), must see the same members; the weak containers
 must not keep their objects alive. Once a key is gone, our weak dictionary
 leaves it out, where TensorFlow's still counts it and fails to iterate.
 
-Covers: tf_objckpt.object_identity.
+Covers: tf_objckpt.object_identity, tf_objckpt.foundation.identity_containers.
 """
 
 import gc

@@ -9,7 +9,7 @@ deletion, here put back by hand), from its epoch and weights. With only
 damaged backups it raises, as TensorFlow's manager does on every restart.
 
 Covers: tf_objckpt.api.intact_restore, tf_objckpt.checkpoint_management,
-tf_objckpt.tools.patching.
+tf_objckpt.tools.patching, tf_objckpt.api.checkpoint_manager.
 """
 
 import contextlib

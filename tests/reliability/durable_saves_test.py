@@ -10,7 +10,8 @@ Which flushes happen is watched by wrapping `os.fsync` (calling the real
 one): a power loss cannot be simulated in a test.
 
 Covers: tf_objckpt.engine.commit, tf_objckpt.api.save_transaction,
-tf_objckpt.api.trackable_saver, tf_objckpt.checkpoint_management.
+tf_objckpt.api.trackable_saver, tf_objckpt.checkpoint_management,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.engine.local_paths.
 """
 
 import os

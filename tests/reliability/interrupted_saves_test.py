@@ -8,12 +8,13 @@ TensorFlow or with us: the latest checkpoint restores, and every checkpoint
 holds one save's values. What the interrupted saves leave behind differs:
 TensorFlow removes none of it, we remove all of it but what the last
 interrupted save left (each save cleans up what came before, see
-`tf_objckpt.engine.commit`).
+`tf_objckpt.engine.leftovers`).
 
 Sharded saves are as safe: object-based saves of variables on two devices
 (one shard each, merged), and the v1 `Saver(sharded=True)` in graph mode.
 
-Covers: tf_objckpt.engine.commit, tf_objckpt.engine.writes.
+Covers: tf_objckpt.engine.commit, tf_objckpt.engine.writes,
+tf_objckpt.engine.leftovers, tf_objckpt.engine.temporary_names.
 """
 
 import json

@@ -7,7 +7,8 @@ variable: `tf_objckpt.add_variable`, a tf_keras `add_weight`, or a Keras 3
 `add_weight`.
 
 Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
-tf_objckpt.engine.read_plan, tf_objckpt.checkpoint.
+tf_objckpt.engine.read_plan, tf_objckpt.checkpoint,
+tf_objckpt.api.object_checkpoints.
 """
 
 import os

@@ -13,7 +13,7 @@ building; TensorFlow's classes too while patched. TensorFlow's manager
 fails on a damaged newest checkpoint.
 
 Covers: tf_objckpt.api.intact_restore, tf_objckpt.checkpoint_management,
-tf_objckpt.inspection.verify_checkpoint.
+tf_objckpt.inspection.verify_checkpoint, tf_objckpt.api.checkpoint_manager.
 """
 
 import logging

@@ -13,7 +13,7 @@ checkpoint named by `checkpoint_filename_with_path` never falls back: its
 error names the intact checkpoint the state file lists.
 
 Covers: tf_objckpt.v1.session_manager_restores, tf_objckpt.saver,
-tf_objckpt.tools.patching.
+tf_objckpt.tools.patching, tf_objckpt.v1.name_based_saver.
 """
 
 import contextlib

@@ -8,7 +8,8 @@ disk and checkpoint state protos, and the error types raised.
 Covers: tf_objckpt.saver, tf_objckpt.v1.saver_builders,
 tf_objckpt.v1.meta_graphs, tf_objckpt.v1.object_based_names,
 tf_objckpt.saveable_object, tf_objckpt.restoring.restore_plan,
-tf_objckpt.engine.read_plan.
+tf_objckpt.engine.read_plan, tf_objckpt.v1.name_based_saver,
+tf_objckpt.v1.saver_retention, tf_objckpt.v1.saver_restores.
 """
 
 import os
@@ -776,7 +777,7 @@ def test_restore_plan_read_from_graph_matches_built_plan(kwargs):
     tf.compat.v1.get_variable("unknown_shape", validate_shape=False,
                               initializer=tf.zeros([3]), use_resource=False)
     saver = saver_lib.Saver(**kwargs)
-    _, name, built = saver._restore_plan_cache
+    _, name, built = saver._restore_plans.cached
     assert name == saver.as_saver_def().restore_op_name
     read = restore_plan.plan_from_graph(graph, name)
     assert sorted(read.reads) == sorted(built.reads)

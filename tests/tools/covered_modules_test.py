@@ -36,6 +36,7 @@ _TEST_FILES = sorted(
 EXEMPT = (
     "tf_objckpt.api",
     "tf_objckpt.engine",
+    "tf_objckpt.foundation",
     "tf_objckpt.inspection",
     "tf_objckpt.objects",
     "tf_objckpt.restoring",

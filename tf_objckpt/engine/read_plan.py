@@ -33,7 +33,7 @@ from tensorflow.python.util import compat
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 from tf_objckpt.engine import variable_values
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 # How a stored shape must relate to a read's expected shape.
 SAME_SHAPE = 0  # Compatible shapes (the variable's; None dims match any).

@@ -8,7 +8,7 @@ variables traced in a symbolic build get it as their initializer.
 
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys
 
 
 class CheckpointInitialValueCallable(tf_base.CheckpointInitialValueCallable):
@@ -41,7 +41,7 @@ class CheckpointInitialValue(tf_base.CheckpointInitialValue):
         None if shard_info else shape, dtype)
     shape_and_slice = _shape_and_slice(shape, shard_info)
     self.wrapped_value = checkpoint_position.value_tensors(
-        {trackable_utils.VARIABLE_VALUE_KEY: shape_and_slice})[trackable_utils.VARIABLE_VALUE_KEY]
+        {checkpoint_keys.VARIABLE_VALUE_KEY: shape_and_slice})[checkpoint_keys.VARIABLE_VALUE_KEY]
     self._checkpoint_position = checkpoint_position
 
 

@@ -25,7 +25,7 @@ from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
-from tf_objckpt import object_identity
+from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import name_matching
 from tf_objckpt.restoring import restore_plan

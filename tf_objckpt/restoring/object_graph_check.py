@@ -17,7 +17,7 @@ from tensorflow.python.framework import errors
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.engine import read_plan
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 # At most this many problems are spelled out in one error message.
 _MAX_PROBLEMS_IN_MESSAGE = 20

@@ -20,7 +20,7 @@ from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.engine import read_plan
 from tf_objckpt import functional_saver
-from tf_objckpt import object_identity
+from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt import restore
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
