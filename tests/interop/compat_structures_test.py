@@ -256,8 +256,15 @@ def test_tensorflow_saves_and_restores_ours_held_by_its_objects(
 
 
 def _build_stateful(offset=0):
-  """Trackables that save through `_serialize_to_tensors` and Python state."""
-  dataset = tf.data.Dataset.range(100)
+  """Trackables that save through `_serialize_to_tensors` and Python state.
+
+  The iterator runs no background prefetching, whose buffered elements,
+  and so the shape of the saved state, would depend on timing.
+  """
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  options.experimental_optimization.inject_prefetch = False
+  dataset = tf.data.Dataset.range(100).with_options(options)
   iterator = iter(dataset)
   table = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, -1)
   if offset == 0:
