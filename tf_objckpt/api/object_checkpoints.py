@@ -202,13 +202,15 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
           "not see this checkpoint.")
     session = sessions.default_session(
         session, f"save checkpoint to {file_prefix!r}")
-    new_counter = self._save_counter is None
     if self._save_assign_op is None:  # Built once, then run at each save.
-      self._save_assign_op = wrapping.NoDependency(
-          self._increment_save_counter())
+      new_counter = self._save_counter is None
+      increment = self._increment_save_counter()
+      # Initialized before the save's ops are built: building them runs the
+      # options' sharding callback, which may run the counter's value.
+      if new_counter:
+        session.run(self.save_counter.initializer)
       self._saver.build_save_ops(options)
-    if new_counter:
-      session.run(self.save_counter.initializer)
+      self._save_assign_op = wrapping.NoDependency(increment)
     return session.run(self._save_assign_op), session
 
   def _writes_in_background(self, options):
