@@ -251,7 +251,15 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
        self._last_preserved_timestamp) = previous
       raise
     save.keep()
-    for path in retained.deleted:
+    self._sweep(retained.deleted)
+
+  def _sweep(self, deleted_paths=()):
+    """Deletes the files of the checkpoints retention dropped.
+
+    TensorFlow's `_sweep` also decides what to drop; ours is told, since
+    `retention.after_save` decides before the state file is written.
+    """
+    for path in deleted_paths:
       state_file.delete_matching(path + ".index")
       state_file.delete_matching(path + state_file.V2_DATA_GLOB)
 
