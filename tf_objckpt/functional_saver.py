@@ -86,41 +86,58 @@ def _restore_group(destinations, file_prefix, device, batch_variables):
     `{destination name: restore op}` (ops are None when executing eagerly).
   """
   restore_ops = {}
+  chain = graph_restores.ReadChain(None)
+  if not context.executing_eagerly():
+    chain = graph_restores.ReadChain.for_bytes(
+        sum(_read_bytes(destination) for destination in destinations))
   # Batches read on their variables' host, so not with an I/O device.
   if batch_variables and not context.executing_eagerly():
-    restore_ops = _restore_variable_batches(file_prefix, destinations)
+    restore_ops = _restore_variable_batches(file_prefix, destinations, chain)
     destinations = [destination for destination in destinations
                     if destination.name not in restore_ops]
   for batch in _restore_batches(destinations):
     reads_ = [value for destination in batch for value in destination.reads]
-    with ops.device(device):
+    with ops.device(device), ops.control_dependencies(chain.waits_for()):
       restored = reads.restore_v2(
           file_prefix, [value.key for value in reads_],
           [value.slice_spec for value in reads_],
           [value.dtype for value in reads_])
-    restore_ops.update(apply_restored(batch, restored))
+    batch_ops = apply_restored(batch, restored)
+    chain.add(batch_ops.values())
+    restore_ops.update(batch_ops)
   return restore_ops
+
+
+def _read_bytes(destination):
+  """About how many bytes `destination` reads (values of unknown shape: 0)."""
+  return sum(reads.byte_size(value.shape, value.dtype)
+             for value in destination.reads
+             if value.dtype is not None and value.shape is not None and
+             None not in value.shape)
 
 
 def _restore_batches(destinations):
   """The destinations to read with one RestoreV2 each.
 
   Eagerly, all of them. Graph building, batches of at most
-  `graph_batch_size` values (`tuning`): Grappler's cost grows faster
-  than linearly with an op's number of outputs.
+  `graph_batch_size` values (`tuning`), since Grappler's cost grows faster
+  than linearly with an op's number of outputs, and of at most about
+  `graph_restore_batch_bytes`, so that a `ReadChain` bounds their memory.
   """
   if not destinations:
     return []
   if context.executing_eagerly():
     return [destinations]
-  batches, batch, size = [], [], 0
+  batches, batch, count, size = [], [], 0, 0
   for destination in destinations:
-    if batch and size + len(destination.reads) > (
-        tuning.TUNING.graph_batch_size):
+    values, byte_size = len(destination.reads), _read_bytes(destination)
+    if batch and (count + values > tuning.TUNING.graph_batch_size or
+                  size + byte_size > tuning.TUNING.graph_restore_batch_bytes):
       batches.append(batch)
-      batch, size = [], 0
+      batch, count, size = [], 0, 0
     batch.append(destination)
-    size += len(destination.reads)
+    count += values
+    size += byte_size
   return batches + [batch]
 
 
@@ -143,8 +160,10 @@ def apply_restored(destinations, tensors):
   return restore_ops
 
 
-def _restore_variable_batches(file_prefix, destinations):
+def _restore_variable_batches(file_prefix, destinations, chain):
   """Restore ops of the plain variables among `destinations` worth batching.
+
+  Their reads take their places in `chain` (a `graph_restores.ReadChain`).
 
   Returns:
     `{destination name: restore op}` for those variables.
@@ -165,7 +184,7 @@ def _restore_variable_batches(file_prefix, destinations):
     batch_ops = graph_restores.restore_variables(
         file_prefix, [destination.plain_variable for destination, _ in batch],
         [value.key for value in values], [value.slice_spec for value in values],
-        [handle_node for _, handle_node in batch])
+        [handle_node for _, handle_node in batch], chain)
     for (destination, _), restore_op in zip(batch, batch_ops):
       restore_ops[destination.name] = restore_op
   return restore_ops

@@ -3,6 +3,9 @@
 Where TensorFlow has the same situation, both libraries raise the same
 error types; ours say more: object paths with shapes and dtypes, one per
 line, and, for a directory given as a prefix, its latest checkpoint.
+
+Covers: tf_objckpt.restoring.restore_report, tf_objckpt.api.load_status,
+tf_objckpt.engine.transfer_log, tf_objckpt.engine.state_file.
 """
 
 import logging as py_logging
@@ -241,3 +244,57 @@ def test_saves_inside_a_function_log_nothing(tmp_path):
               if message.startswith(("Saved checkpoint", "Restored checkpoint"))]
   for name in ("first", "second"):
     assert os.path.exists(tmp_path / f"{name}.index")
+
+
+_DEPRECATED_CALLS = """
+import logging
+import os
+import sys
+
+import tensorflow as tf
+
+import testlib as tl
+import tf_objckpt
+
+def _deprecated(messages):  # The functions they say are deprecated.
+  return sorted(message.split(" (from ")[0].split(": ")[-1]
+                for message in messages if "is deprecated" in message)
+
+
+impl, directory = sys.argv[1:]
+management = {"tf": tf.compat.v1.train, "ours": tf_objckpt}[impl]
+with tl.captured_logs(logging.WARNING) as messages:
+  with tf.Graph().as_default():
+    tf.compat.v1.get_variable("v", [2])
+    saver = tl.IMPLS[impl].Saver(max_to_keep=1)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      for step in (1, 2, 3):  # Removes the older ones.
+        path = saver.save(session, os.path.join(directory, "model"),
+                          global_step=step)
+      saver.recover_last_checkpoints([path])  # Reads their times.
+  print("INTERNAL", _deprecated(messages))
+  del messages[:]
+  management.get_checkpoint_mtimes([path])
+  management.remove_checkpoint(path)
+  print("USER", _deprecated(messages))
+"""
+
+
+@pytest.mark.parametrize("impl", ["tf", "ours"])
+def test_deprecation_warnings_only_for_the_users_own_calls(tmp_path, impl):
+  """The v1 Saver's own deletions warn of nothing the user could change.
+
+  TensorFlow's Saver logs the deprecation of the functions it calls itself
+  (and, as TensorFlow warns once per function and process, a user's later
+  call of them is silent); ours does not, and the user's own call warns.
+  Each runs in a new process.
+  """
+  result = tl.run_python(_DEPRECATED_CALLS, impl, tmp_path)
+  assert result.returncode == 0, result.stderr[-3000:]
+  internal, user = result.stdout.splitlines()
+  both = "['get_checkpoint_mtimes', 'remove_checkpoint']"
+  if impl == "ours":
+    assert (internal, user) == ("INTERNAL []", f"USER {both}")
+  else:
+    assert (internal, user) == (f"INTERNAL {both}", "USER []")

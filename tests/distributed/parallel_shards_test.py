@@ -6,6 +6,9 @@ same files, byte for byte), and both libraries restore what it writes. It
 picks the number of files from the checkpoint's size and the cores, keeps
 values whole (the keys are those of a save without it) and balances the
 files' sizes.
+
+Covers: tf_objckpt.engine.sharding_policies, tf_objckpt.engine.tuning,
+tf_objckpt.engine.writes.
 """
 
 import os

@@ -11,6 +11,8 @@ TensorFlow saves them. What would lose or misplace a value fails our save
 with a RuntimeError, before anything is written. With
 sharding_policies_test.py and interop/departures_test.py, these tests run
 every branch of `tf_objckpt.engine.sharding`.
+
+Covers: tf_objckpt.engine.sharding.
 """
 
 import os

@@ -3,11 +3,15 @@
 Each scenario runs once with TensorFlow's module and once with ours, each in
 its own directory under a frozen clock, and the observations (return values,
 manager properties, files on disk, state file text) must be equal.
+
+Covers: tf_objckpt.checkpoint_management, tf_objckpt.engine.state_file,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.api.retention.
 """
 
 import inspect
 import os
 import pathlib
+import re
 import threading
 import time
 import types
@@ -62,7 +66,17 @@ def _observe(mod, manager, directory, result):
 
 
 def _run_both_modules(tmp_path, clock, scenario, relative=False):
-  """Runs `scenario(mod, directory)` for both modules; returns observations."""
+  """Runs `scenario(mod, directory)` for both modules; returns observations.
+
+  Both must observe the same.
+  """
+  results = _observations_by_module(tmp_path, clock, scenario, relative)
+  assert results["tf"] == results["ours"]
+  return results["ours"]
+
+
+def _observations_by_module(tmp_path, clock, scenario, relative=False):
+  """`{impl: observations}` of `scenario(mod, directory)` for both modules."""
   results = {}
   for name, lib in tl.IMPLS.items():
     mod = lib.checkpoint_management
@@ -80,8 +94,7 @@ def _run_both_modules(tmp_path, clock, scenario, relative=False):
     else:
       directory = str(base / "ck")
       results[name] = _normalize(scenario(mod, directory), directory)
-  assert results["tf"] == results["ours"]
-  return results["ours"]
+  return results
 
 
 def _new_checkpoint(value=1.):
@@ -366,7 +379,12 @@ def test_any_checkpoint_object(tmp_path, clock, duck):
 
 
 def test_state_recorded_before_deleting(tmp_path, clock, monkeypatch):
-  """If deleting old checkpoints fails, the new one is already recorded."""
+  """If deleting old checkpoints fails, the new one is already recorded.
+
+  Ours has already dropped the old one from the state file (so that a kill
+  while deleting never leaves it listed without its files); TensorFlow's
+  lists it until its second write of the state file.
+  """
   def scenario(mod, d):
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=1)
     out = _save_n(mod, m, d, clock, 1)
@@ -379,9 +397,17 @@ def test_state_recorded_before_deleting(tmp_path, clock, monkeypatch):
       out.append(tl.outcome(m.save).name)
     return out + [_observe(mod, m, d, None)]
 
-  obs = _run_both_modules(tmp_path, clock, scenario)
-  assert obs[1] == "PermissionDeniedError"
-  assert 'model_checkpoint_path: "ckpt-2"' in obs[2]["state"]
+  results = _observations_by_module(tmp_path, clock, scenario)
+  for impl, listed in (("tf", ["ckpt-1", "ckpt-2"]), ("ours", ["ckpt-2"])):
+    obs = results[impl]
+    assert obs[1] == "PermissionDeniedError"
+    assert 'model_checkpoint_path: "ckpt-2"' in obs[2]["state"]
+    assert re.findall(r'all_model_checkpoint_paths: "(.*)"',
+                      obs[2]["state"]) == listed
+    assert "ckpt-1.index" in obs[2]["files"]  # Not deleted.
+  for obs in results.values():
+    del obs[2]["state"]
+  assert results["tf"] == results["ours"]
 
 
 def test_tf_objckpt_checkpoint_object(tmp_path, clock):

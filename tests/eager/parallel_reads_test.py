@@ -5,10 +5,13 @@ file (up to the read threads), and a restore in pieces reads a piece for
 each thread at a time, so that every piece keeps the threads busy: for
 checkpoints of our `ParallelShardsPolicy` and of TensorFlow's
 `MaxShardSizePolicy` (whose files hold consecutive variables), restored by
-`read()` whole or in pieces of one variable per thread. The engine's `RestoreV2`s are watched: each
+`read()` whole or in pieces of one variable per thread. The engine's
+`RestoreV2`s are watched: each
 waits at a barrier for the other thread's, which only passes if both run
 at the same time (a read made one after the other would wait out the
 barrier's timeout, and fail).
+
+Covers: tf_objckpt.engine.read_lanes, tf_objckpt.engine.reads.
 """
 
 import threading

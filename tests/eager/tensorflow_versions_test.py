@@ -6,6 +6,9 @@ where it has the sharding options of 2.16, ours accept them as it does;
 where it lacks them (2.15), ours raise its `TypeError`, naming the option,
 the version that added it and the installed version, never a crash later;
 `tf_objckpt.ParallelShardsPolicy()` raises the same there.
+
+Covers: tf_objckpt.engine.tf_compat, tf_objckpt.api.trackable_saver,
+tf_objckpt.engine.sharding_policies.
 """
 
 import keras

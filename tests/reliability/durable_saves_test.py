@@ -8,6 +8,10 @@ The files are TensorFlow's either way.
 
 Which flushes happen is watched by wrapping `os.fsync` (calling the real
 one): a power loss cannot be simulated in a test.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.api.save_transaction,
+tf_objckpt.api.trackable_saver, tf_objckpt.checkpoint_management,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.engine.local_paths.
 """
 
 import os
@@ -138,7 +142,34 @@ def test_durable_saves_are_refused_off_local_paths(how):
       directory)
 
 
-def test_tensorflow_accepts_our_options(tmp_path):
-  checkpoint = tf.train.Checkpoint(v=tf.Variable(1.))
-  path = checkpoint.save(str(tmp_path / "ckpt"), options=_DURABLE)
-  assert tf.train.latest_checkpoint(str(tmp_path)) == path
+def _recorder(names):
+  """A write callback that appends the name of each checkpoint to `names`."""
+  return lambda path: names.append(os.path.basename(path))
+
+
+# The checkpoints each way in `_save_by` writes, in order.
+_WRITTEN = {"write": ["ckpt"], "save": ["ckpt-1", "ckpt-2"],
+            "manager": ["ckpt-1", "ckpt-2"]}
+
+
+@pytest.mark.parametrize("how", ["write", "save", "manager"])
+def test_tensorflow_accepts_our_options(tmp_path, monkeypatch, flushed, how):
+  """TensorFlow's classes take ours and ignore `durable`; we flush.
+
+  The rest of the options (here, write callbacks) works in both, and the
+  files are the same.
+  """
+  monkeypatch.setattr(time, "time", lambda: 1e9)  # The state's timestamps.
+  written, flushes = {}, {}
+  for impl in tl.IMPLS:
+    written[impl] = []
+    options = tf_objckpt.CheckpointOptions(
+        durable=True, experimental_write_callbacks=[_recorder(written[impl])])
+    before = len(flushed)
+    _save_by(impl, str(tmp_path / impl), how, options)
+    flushes[impl] = [path for path, _ in flushed[before:]]
+  assert not flushes["tf"]
+  assert os.path.join(str(tmp_path / "ours"), _LAST_SAVE[how] + ".index") in (
+      flushes["ours"])
+  assert written["tf"] == written["ours"] == _WRITTEN[how]
+  tl.assert_same_files(tmp_path)

@@ -8,13 +8,16 @@ TensorFlow or with us: the latest checkpoint restores, and every checkpoint
 holds one save's values. What the interrupted saves leave behind differs:
 TensorFlow removes none of it, we remove all of it but what the last
 interrupted save left (each save cleans up what came before, see
-`tf_objckpt.engine.commit`).
+`tf_objckpt.engine.leftovers`).
 
 Sharded saves are as safe: object-based saves of variables on two devices
 (one shard each, merged), saves split by `ParallelShardsPolicy` (shards
 written at the same time, durable or not), and the v1 `Saver(sharded=True)`
 in graph mode. A save killed while two of its shards are being written at
 once leaves only its own files, which the next save removes.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.engine.writes,
+tf_objckpt.engine.leftovers, tf_objckpt.engine.temporary_names.
 """
 
 import json
@@ -32,7 +35,7 @@ _KILLS = 20
 _SIZE = 1 << 20  # Floats per variable; four variables make 16 MiB a save.
 
 _SCRIPT = textwrap.dedent("""
-    import json, os, random, signal, sys, time, traceback
+    import json, os, sys
     import tensorflow as tf
     import testlib as tl
     import tf_objckpt
@@ -109,27 +112,13 @@ _SCRIPT = textwrap.dedent("""
           variable.assign(tf.fill([size], float(count)))
         save()
 
-    rng = random.Random(int(seed))
-    exits = []
-    for _ in range(int(kills)):
-      pid = os.fork()
-      if pid == 0:
-        try:
-          work()
-        except BaseException:
-          traceback.print_exc()
-          os._exit(2)
+    def saved():
       # The first kill waits for a complete save, however loaded the
       # machine: a run that never saved could not show what was kept.
-      deadline = time.time() + 120
-      while (not any(name.endswith(".index") for name in os.listdir(directory))
-             and time.time() < deadline):
-        time.sleep(0.05)
-      time.sleep(rng.uniform(0.1, 0.6))
-      os.kill(pid, signal.SIGKILL)
-      _, status = os.waitpid(pid, 0)
-      exits.append(-os.WTERMSIG(status) if os.WIFSIGNALED(status)
-                   else os.WEXITSTATUS(status))
+      return any(name.endswith(".index") for name in os.listdir(directory))
+
+    exits = [ended for ended, _ in tl.kill_forked_workers(
+        work, int(kills), int(seed), saved)]
     print("EXITS", json.dumps(exits))
 """)
 

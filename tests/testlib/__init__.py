@@ -6,12 +6,12 @@ oracle) and with tf_objckpt, and compare. Test files `import testlib as tl`
 module of the package defines once:
 
 - `impls`: the two implementations by name (`tl.IMPLS`), and running one
-  scenario with both (`tl.by_impl`, `tl.agreed`);
+  scenario with both (`tl.by_impl`, `tl.agreed`, `tl.assert_agree`);
 - `checkpoints`: checkpoints as `tf.train.load_checkpoint` sees them (keys
   with shapes and dtypes, the object graph, values), comparisons, and
   writers of small checkpoints;
 - `files`: the files of checkpoints on disk, what interrupted saves leave
-  behind, and which data file holds each key;
+  behind, which data file holds each key, and real damage to them;
 - `outcomes`: `tl.outcome`, the one way tests catch what a call raises,
   and captured logs;
 - `state_objects`: Python state to checkpoint (`Counter`, `Recorder`, ...);
@@ -25,14 +25,16 @@ module of the package defines once:
 
 # The names tests use as `tl.<name>`, from the module that defines each.
 from testlib.impls import (
-    Impl, IMPLS, OWNERS, PAIRS, other, by_impl, agreed, tensorflow_patched)
+    Impl, IMPLS, OWNERS, PAIRS, other, by_impl, agreed, assert_agree,
+    tensorflow_patched)
 from testlib.checkpoints import (
     OBJECT_GRAPH_KEY, object_graph, signature, keys, values,
-    assert_values_equal, assert_same_checkpoint, write, write_both,
-    write_with_saver, snapshot, MANY, mixed_value, variable_values,
+    TENSORFLOWS_AND_OURS, assert_values_equal, assert_same_checkpoint, write,
+    write_both, write_with_saver, snapshot, MANY, mixed_value, variable_values,
     assert_variables_equal)
 from testlib.files import (
-    files_under, assert_same_files, leftovers, bytes_under, file_layout)
+    files_under, assert_same_files, leftovers, bytes_under, file_layout,
+    DAMAGE, damage)
 from testlib.outcomes import (
     Outcome, outcome, STATUS_ASSERTIONS, assertion_outcomes, errors_by_impl,
     assert_same_error_type, assert_names_the_value, captured_logs)
@@ -48,6 +50,6 @@ from testlib.keras_models import (
     untrained, trained)
 from testlib.processes import (
     REPO_ROOT, time_limit, run_python, child_env, run_cli, start_python,
-    kill_group, finish, terminate_after_line)
+    kill_group, finish, terminate_after_line, kill_forked_workers)
 from testlib.cluster import (
     CLUSTER_PROGRAMS, free_ports, run_cluster_program)

@@ -1,8 +1,9 @@
 """The files of checkpoints on disk.
 
 Which files a directory holds and whether two directories hold the same
-bytes; what failed or killed saves leave behind (`leftovers`); and which
-data file holds each key and slice (`file_layout`).
+bytes; what failed or killed saves leave behind (`leftovers`); which data
+file holds each key and slice (`file_layout`); and real damage done to a
+checkpoint's files (`damage`).
 """
 
 import os
@@ -30,7 +31,10 @@ def assert_same_files(tmp_path):
   names = files_under(directories["tf"])
   assert any(name.endswith(".index") for name in names), names
   assert any(".data-" in name for name in names), names
-  assert files_under(directories["ours"]) == names
+  ours = files_under(directories["ours"])
+  assert ours == names, (
+      f"only TensorFlow's: {sorted(set(names) - set(ours))}, "
+      f"only ours: {sorted(set(ours) - set(names))}")
   for name in names:
     contents = {}
     for impl, directory in directories.items():
@@ -39,7 +43,7 @@ def assert_same_files(tmp_path):
         contents[impl] = contents[impl].replace(os.fsencode(directory),
                                                 b"<dir>")
     assert contents["ours"] == contents["tf"], (
-        f"{name} differs from byte "
+        f"our {name} differs from TensorFlow's from byte "
         f"{_first_difference(contents['tf'], contents['ours'])}")
 
 
@@ -100,3 +104,43 @@ def file_layout(prefix):
     layout[name] = (entry.shard_id, entry.offset, entry.size,
                     len(entry.slices))
   return layout
+
+
+def _truncate_data_file(prefix, _):
+  """Cuts the first data file inside its middle value."""
+  index = bundle_index.read_bundle_index(prefix)
+  data_file = index.data_file(0)
+  offsets = sorted(entry.offset for entry in index.entries.values()
+                   if entry.shard_id == 0)
+  os.truncate(data_file, offsets[len(offsets) // 2] + 3)
+
+
+def _flip_value_bytes(prefix, key):
+  """Flips bytes inside `key`'s stored value (its checksum then fails)."""
+  index = bundle_index.read_bundle_index(prefix)
+  entry = index.entries[key]
+  with open(index.data_file_of(key), "r+b") as f:
+    f.seek(entry.offset + entry.size // 2)
+    data = f.read(4)
+    f.seek(entry.offset + entry.size // 2)
+    f.write(bytes(byte ^ 0xA5 for byte in data))
+
+
+def _remove_index(prefix, _):
+  os.remove(bundle_index.index_file_name(prefix))
+
+
+# Ways to damage a checkpoint, as a torn copy, a failing disk or bit rot do.
+DAMAGE = {"truncated": _truncate_data_file, "flipped": _flip_value_bytes,
+          "no_index": _remove_index}
+
+
+def damage(prefix, how, key=None):
+  """Damages checkpoint `prefix` in one of the ways of `DAMAGE`.
+
+  Args:
+    prefix: The checkpoint.
+    how: A key of `DAMAGE`.
+    key: The value whose bytes "flipped" changes.
+  """
+  DAMAGE[how](prefix, key)

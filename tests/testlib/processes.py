@@ -9,10 +9,13 @@ import contextlib
 import ctypes
 import functools
 import os
+import random
 import signal
 import subprocess
 import sys
 import tempfile
+import time
+import traceback
 
 
 # The checkout (or Bazel's runfiles tree) the tests run from.
@@ -155,3 +158,37 @@ def terminate_after_line(process, line, timeout=60):
       break
   code, _, stderr = finish(process, timeout)
   return code, stderr
+
+
+def kill_forked_workers(work, kills, seed, ready, after_kill=None):
+  """Forks `work` `kills` times, each killed with SIGKILL at a random moment.
+
+  For a child program that imported TensorFlow once: each worker is a fork
+  running `work()`, which never returns (an exception exits it with status
+  2). Once `ready()` is true (a worker saved, say; at most 120 s later, on
+  a loaded machine), it is killed after 0.1 to 0.6 s, drawn from `seed`.
+
+  Returns:
+    Per worker, how it ended (minus the signal that killed it, or its exit
+    status) and what `after_kill()` returned once it was dead (or None).
+  """
+  rng = random.Random(seed)
+  ends = []
+  for _ in range(kills):
+    pid = os.fork()
+    if pid == 0:
+      try:
+        work()
+      except BaseException:  # pylint: disable=broad-except
+        traceback.print_exc()
+      os._exit(2)  # pylint: disable=protected-access
+    deadline = time.time() + 120
+    while not ready() and time.time() < deadline:
+      time.sleep(0.01)
+    time.sleep(rng.uniform(0.1, 0.6))
+    os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    ended = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
+             else os.WEXITSTATUS(status))
+    ends.append((ended, after_kill() if after_kill else None))
+  return ends

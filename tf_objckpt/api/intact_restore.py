@@ -19,9 +19,9 @@ from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.platform import tf_logging as logging
 
-from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import resident_memory
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tuning
 from tf_objckpt.inspection import checkpoint_listing
@@ -71,6 +71,7 @@ class CheckedValues(reads.CheckpointValues):
              for key, dtype in self.dtypes.items()]
     sizes = [reads.byte_size(self.shapes[spec.name], spec.dtype)
              for spec in specs]
+    budget = resident_memory.PieceBudget(tuning.TUNING.restore_piece_bytes)
     with context.eager_mode():
       for run in reads.runs_of_bytes(sizes,
                                      tuning.TUNING.restore_piece_bytes):
@@ -80,7 +81,9 @@ class CheckedValues(reads.CheckpointValues):
           self._read_ahead.update(
               ((spec.name, ""), value)
               for spec, value in zip(specs[run], values))
-        del values
+        else:
+          del values
+          budget.piece_freed()
     self.pieces_need_checking = False
 
   def _drop_unawaited(self):
@@ -121,15 +124,13 @@ def all_checkpoints(directory):
     The prefixes the state file lists, newest first, then the others the
     directory's files show (`state_file.directory_checkpoints`).
   """
-  state = checkpoint_management.get_checkpoint_state(directory)
+  state = state_file.get_checkpoint_state(directory)
   listed = []
   if state is not None:
     listed = [state.model_checkpoint_path, *reversed(
         state.all_model_checkpoint_paths)]
   listed = list(dict.fromkeys(os.path.normpath(path) for path in listed))
-  return listed + [
-      path for path in state_file.directory_checkpoints(directory)
-      if os.path.normpath(path) not in listed]
+  return listed + state_file.unlisted_checkpoints(directory, listed)
 
 
 def summary(problems):

@@ -47,6 +47,17 @@ class BundleIndex:
     entry = self.entries.get(key)
     return None if entry is None else self.data_file(entry.shard_id)
 
+  def data_file_sizes(self):
+    """`{data file: bytes}`: every data file, and the size its values need.
+
+    A data file shorter than that is truncated (or still being written).
+    """
+    sizes = {self.data_file(shard): 0 for shard in range(self.num_shards)}
+    for entry in self.entries.values():
+      file = self.data_file(entry.shard_id)
+      sizes[file] = max(sizes.get(file, 0), entry.offset + entry.size)
+    return sizes
+
 
 def data_file_name(prefix, shard_id, num_shards):
   """TensorFlow's name for one data file of checkpoint `prefix`."""

@@ -5,7 +5,9 @@ Graph building, plain variables are restored in batches of about
 finds them by name (`_VarHandlesOp`), reads their values (`RestoreV2`) and
 assigns them. Grappler, which runs on the first `Session.run` of a restore
 and costs about 5 ms per optimizer pass per thousand edges, sees only the
-calls and the path they read.
+calls and the path they read. A restore of more than two batches keeps
+at most `read_threads` of them running at once (`ReadChain`), so that a
+session holds a few batches of values, not a second copy of the model.
 """
 
 import hashlib
@@ -22,7 +24,56 @@ from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 
 
-def restore_variables(file_prefix, variables, names, slices, handle_nodes):
+class ReadChain:
+  """Graph building: at most `width` of a restore's reads run at once.
+
+  Ops that a session can run at the same time all hold their values at the
+  same time: a restore whose reads are independent holds the whole model
+  twice, once in its variables and once read. Each read (a call of a
+  restore function, or a `RestoreV2` and the ops that assign its values)
+  is therefore made to wait, through control dependencies, for the read
+  `width` places before it to finish. A chain of width None adds none.
+  """
+
+  def __init__(self, width):
+    self._width = width
+    self._finished = []
+
+  @classmethod
+  def for_bytes(cls, total_bytes):
+    """The chain of a restore reading about `total_bytes`.
+
+    Restores of up to twice `graph_restore_batch_bytes` run every read at
+    once, as before: their values cost less than ordering them does.
+    """
+    if total_bytes <= 2 * tuning.TUNING.graph_restore_batch_bytes:
+      return cls(None)
+    return cls(max(1, tuning.TUNING.read_threads))
+
+  def runs(self, sizes):
+    """Slices of reads of `sizes` bytes, each to read with one op.
+
+    All in one run for a chain that adds no dependencies; else runs of
+    about `graph_restore_batch_bytes`.
+    """
+    if self._width is None:
+      return [slice(0, len(sizes))]
+    return reads.runs_of_bytes(sizes,
+                               tuning.TUNING.graph_restore_batch_bytes)
+
+  def waits_for(self):
+    """The ops the next read must wait for."""
+    if self._width is None or len(self._finished) < self._width:
+      return []
+    return self._finished[-self._width]
+
+  def add(self, finished_ops):
+    """Records the next read, done once `finished_ops` have run."""
+    self._finished.append([op for op in finished_ops if op is not None])
+
+
+def restore_variables(file_prefix, variables, names, slices, handle_nodes,
+                      chain=None):
   """Ops restoring `variables` (of one `batch_key`) from a checkpoint.
 
   Variables are restored in batches of about `graph_restore_batch_bytes`,
@@ -38,25 +89,34 @@ def restore_variables(file_prefix, variables, names, slices, handle_nodes):
     names: Their checkpoint keys.
     slices: Their `shape_and_slice` strings.
     handle_nodes: The NodeDefs of their handle ops.
+    chain: The restore's `ReadChain` (None: calls run at once).
 
   Returns:
     The op restoring each variable (one per batch), in order.
   """
+  chain = chain or ReadChain(None)
   restore_ops = []
   for batch in _byte_batches(variables):
-    restore_op = _call_restore_function(
-        file_prefix, variables[batch], names[batch], slices[batch],
-        handle_nodes[batch])
+    with ops.control_dependencies(chain.waits_for()):
+      restore_op = _call_restore_function(
+          file_prefix, variables[batch], names[batch], slices[batch],
+          handle_nodes[batch])
+    chain.add([restore_op])
     restore_ops.extend([restore_op] * len(variables[batch]))
   return restore_ops
 
 
+def variable_bytes(variable):
+  """About how many bytes `variable` holds (0 if its shape is unknown)."""
+  if not variable.shape.is_fully_defined():
+    return 0
+  return reads.byte_size(variable.shape.as_list(), variable.dtype.base_dtype)
+
+
 def _byte_batches(variables):
   """Slices of `variables` holding about `graph_restore_batch_bytes` each."""
-  sizes = [reads.byte_size(variable.shape.as_list()
-                     if variable.shape.is_fully_defined() else [],
-                     variable.dtype.base_dtype) for variable in variables]
-  return reads.runs_of_bytes(sizes, tuning.TUNING.graph_restore_batch_bytes)
+  return reads.runs_of_bytes([variable_bytes(v) for v in variables],
+                             tuning.TUNING.graph_restore_batch_bytes)
 
 
 def _call_restore_function(file_prefix, variables, names, slices,

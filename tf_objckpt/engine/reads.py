@@ -10,6 +10,8 @@ created yet read ahead, large reads split across threads (by data file,
 the data file (`damage_named` for reads that ran in a session).
 """
 
+import functools
+import itertools
 import math
 
 from google.protobuf import message
@@ -26,6 +28,7 @@ from tensorflow.python.util import compat
 
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import read_lanes
+from tf_objckpt.engine import resident_memory
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
@@ -53,12 +56,18 @@ def open_reader(save_path):
         "checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from e
   except (errors.OpError, IndexError) as e:
     # An index whose footer points past its end fails as an IndexError.
+    index_file = bundle_index.index_file_name(save_path)
+    if bundle_index.file_size(index_file) is None:
+      # The reader read `save_path` itself, as a V1 checkpoint file.
+      text = (f"Cannot read a checkpoint at {save_path!r}: there is no "
+              f"index file {index_file!r} (a V2 checkpoint's), and "
+              f"{save_path!r} itself is not a readable V1 checkpoint (it is "
+              "damaged, or not a checkpoint at all)")
+    else:
+      text = (f"The checkpoint at {save_path!r} is corrupt or truncated and "
+              f"cannot be read: its index file {index_file!r} is damaged")
     raise errors.DataLossError(
-        None, None,
-        f"The checkpoint at {save_path!r} is corrupt or truncated and cannot "
-        f"be read: its index file "
-        f"{bundle_index.index_file_name(save_path)!r} is damaged: "
-        f"{getattr(e, 'message', e)}") from e
+        None, None, f"{text}: {getattr(e, 'message', e)}") from e
 
 
 def readable_values(save_path):
@@ -110,19 +119,20 @@ def damage_named(save_path, error):
 
   Graph-mode reads fail inside a session with TensorFlow's message, which
   says neither the key nor the file. This finds them, reading the
-  checkpoint's values one at a time (only after a failure), and returns an
-  error of the same type whose message names both; `error` itself if no
-  single value fails to read.
+  checkpoint's values one at a time (only after a failure), and returns a
+  `DataLossError` whose message names both (TensorFlow's reads raise
+  `OutOfRangeError` for a truncated data file): the error type of damage,
+  as eager reads give it. `error` itself if no single value fails to read.
   """
   try:
     reader = open_reader(save_path)
   except errors.OpError as open_error:
-    return type(error)(error.node_def, error.op, open_error.message)
+    return type(open_error)(error.node_def, error.op, open_error.message)
   for key in sorted(reader.get_variable_to_shape_map()):
     try:
       reader.get_tensor(key)
     except (errors.OpError, IndexError) as e:
-      return type(error)(
+      return errors.DataLossError(
           error.node_def, error.op,
           f"Failed to read values from checkpoint {save_path!r}: checkpoint "
           f"key {key!r}{in_data_file(save_path, key)} cannot be read: {e}")
@@ -219,9 +229,11 @@ class CheckpointValues:
     self.save_path = save_path
     self.path_tensor = path_tensor
     # Interned DTypes, so that dtype checks are identity checks.
-    self.dtypes = {
-        key: dtypes.as_dtype(dtype_enum) for key, dtype_enum in
-        reader._GetVariableToDataTypeMap().items()}  # pylint: disable=protected-access
+    dtype_enums = reader._GetVariableToDataTypeMap()  # pylint: disable=protected-access
+    dtype_of = {dtype_enum: dtypes.as_dtype(dtype_enum)
+                for dtype_enum in set(dtype_enums.values())}
+    self.dtypes = {key: dtype_of[dtype_enum]
+                   for key, dtype_enum in dtype_enums.items()}
     self.shapes = reader.get_variable_to_shape_map()
     self._reader = reader
     self._data_files = read_lanes.DataFiles(save_path)
@@ -232,6 +244,12 @@ class CheckpointValues:
     self._eager_path = (path_tensor if context.executing_eagerly()
                         else save_path)
     self.pieces_need_checking = True  # False once all values were read.
+
+  @functools.cached_property
+  def byte_sizes(self):
+    """About how many bytes the value of each key takes (`byte_size`)."""
+    return {key: byte_size(dims, self.dtypes[key])
+            for key, dims in self.shapes.items()}
 
   def python_value(self, key):
     """The value of `key` as a numpy value (Python state)."""
@@ -286,10 +304,12 @@ class CheckpointValues:
     not a second copy of the model, and each piece reuses the memory the
     previous one freed (new memory costs page faults, and on many virtual
     machines the host's work on first touch: 300 MiB of values restore
-    about 3x faster in pieces there). Damage is still found before anything
-    is restored: every piece but the last is read once beforehand (reading
-    checks each value's checksum) and dropped, and the last is restored
-    first.
+    about 3x faster in pieces there). Should the allocator keep freed
+    pieces rather than reuse them, `resident_memory.PieceBudget` makes it
+    give them back, so the bound holds after any allocation history.
+    Damage is still found before anything is restored: every piece but the
+    last is read once beforehand (reading checks each value's checksum) and
+    dropped, and the last is restored first.
 
     Args:
       units: `(specs, restore)` pairs; `restore(values)` is called with the
@@ -297,12 +317,15 @@ class CheckpointValues:
     """
     if not units:
       return
-    pieces = self._pieces(units)
+    pieces, piece_bytes = self._pieces(units)
+    budget = (resident_memory.PieceBudget(piece_bytes)
+              if len(pieces) > 1 else None)
     for piece in pieces[:-1] if self.pieces_need_checking else ():
       unread = [spec for specs, _ in piece for spec in specs
                 if (spec.name, spec.slice_spec) not in self._read_ahead]
       if unread:
         self._restore_v2(unread)
+        budget.piece_freed()
     for piece in pieces[-1:] + pieces[:-1]:
       values = self.read([spec for specs, _ in piece for spec in specs])
       start = 0
@@ -311,27 +334,32 @@ class CheckpointValues:
           restore_unit(values[start:start + len(specs)])
           start += len(specs)
       del values  # Freed before the next piece is read into new memory.
+      if budget:
+        budget.piece_freed()
 
   def _pieces(self, units):
-    """Splits `units` into runs of at most about `restore_piece_bytes`.
+    """Splits `units` into pieces; returns them and the bytes one may hold.
 
-    Restores of up to twice that are read whole: below it, reading values
-    twice costs more than new memory does. Values of several data files
-    are read by one thread per file (up to `read_threads`), so a piece
-    holds `restore_piece_bytes` for each.
+    A piece holds about `restore_piece_bytes`, times the threads reading it
+    when a checkpoint has several data files (one thread per file, up to
+    `read_threads`). Restores of up to two pieces are read whole: below
+    that, reading values twice costs more than new memory does.
     """
-    sizes = [sum(byte_size(self.shapes.get(spec.name, ()), spec.dtype)
-                 for spec in specs) for specs, _ in units]
-    total = sum(sizes)
     piece_bytes = tuning.TUNING.restore_piece_bytes
+    if len(units) < 2:
+      return [units], piece_bytes
+    byte_sizes = self.byte_sizes
+    sizes = [sum(byte_sizes.get(spec.name, 0) for spec in specs)
+             for specs, _ in units]
+    total = sum(sizes)
     if total <= 2 * piece_bytes:
-      return [units]
+      return [units], piece_bytes
     files = self._data_files.of(
         [specs[0].name if specs else "" for specs, _ in units])
     if files is not None:
       piece_bytes *= read_lanes.lane_count(files)
     target = total / math.ceil(total / piece_bytes)
-    return [units[run] for run in runs_of_bytes(sizes, target)]
+    return [units[run] for run in runs_of_bytes(sizes, target)], piece_bytes
 
   def _read_ahead_specs(self, excluded):
     budget = tuning.TUNING.read_ahead_budget_bytes
@@ -362,9 +390,8 @@ class CheckpointValues:
     names = [spec.name for spec in specs]
     return eager_restore_v2(
         self._eager_path, names, [spec.slice_spec for spec in specs],
-        [spec.dtype.base_dtype for spec in specs],
-        [byte_size(self.shapes.get(spec.name, ()), spec.dtype)
-         for spec in specs],
+        [spec.dtype for spec in specs],
+        list(map(self.byte_sizes.get, names, itertools.repeat(0))),
         self._device, lambda: self._data_files.of(names))
 
   def _unreadable(self, specs):

@@ -24,6 +24,13 @@ class EngineTuning:
   # Eager restores read and assign about this many bytes of values at a
   # time (`reads.CheckpointValues.restore_in_pieces`).
   restore_piece_bytes: int = 64 << 20
+  # Eager restores assign plain variables in runs, one loop each
+  # (`read_plan.execute_eagerly`), of at most about this fraction of
+  # `restore_piece_bytes`: pieces are split between runs.
+  assign_runs_per_piece: int = 16
+  # Runs of at least this many assigns are made on a thread of their own,
+  # at a shallow stack (`variable_batches.assign_variables`).
+  assign_thread_min: int = 64
   # Values read ahead for restore-on-create are capped at this many bytes.
   read_ahead_budget_bytes: int = 64 << 20
   # Eager reads of more than this are split across threads: RestoreV2

@@ -19,9 +19,9 @@ from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import state_file
 from tf_objckpt.restoring import object_graph_check
 
 OBJECT_GRAPH_KEY = tf_base.OBJECT_GRAPH_PROTO_KEY
@@ -57,7 +57,7 @@ def find_checkpoint(path):
   """
   path = os.fspath(path)
   if file_io.is_directory(path):
-    latest = checkpoint_management.latest_checkpoint(path)
+    latest = state_file.latest_checkpoint(path)
     if latest is None:
       raise NoCheckpointError(_without_state_file(path))
     return latest, (f"{path!r} is a directory; using its latest checkpoint "
@@ -185,6 +185,9 @@ class Listing:
   def find_key(self, name):
     """The key of `name`: a checkpoint key, or an object path with one value.
 
+    An object path may take any way through the object graph, the aliases
+    `inspect` shows ("layer-0 -> model/layer_with_weights-0") included.
+
     Raises:
       KeyError: If nothing matches; the message suggests the closest keys
         and object paths.
@@ -192,13 +195,16 @@ class Listing:
     if name in self.values:
       return name
     if self.object_based:
-      matches = [value.key for value in self.values.values()
-                 if value.object_path == name]
+      matches = sorted({attribute.checkpoint_key
+                        for node_id in self._nodes_at(name)
+                        for attribute in self.object_graph.nodes[
+                            node_id].attributes
+                        if attribute.checkpoint_key in self.values})
       if len(matches) == 1:
         return matches[0]
       if matches:
         raise KeyError(f"{name!r} holds several values; name one of their "
-                       f"keys: {', '.join(sorted(matches))}")
+                       f"keys: {', '.join(matches)}")
     message = f"No value {name!r} in checkpoint {self.path!r}."
     close = difflib.get_close_matches(name, self._names(), n=_SUGGESTED,
                                       cutoff=0.5)
@@ -206,11 +212,46 @@ class Listing:
       message += " Closest: " + ", ".join(close) + "."
     raise KeyError(message)
 
+  def _nodes_at(self, path):
+    """The ids of the nodes `path` leads to from the root, by any way.
+
+    Local names may hold "/", so each child whose name starts `path` is
+    followed.
+    """
+    nodes = self.object_graph.nodes
+    found, seen, stack = set(), set(), [(0, path)]
+    while stack:
+      node_id, rest = stack.pop()
+      if (node_id, rest) in seen:
+        continue
+      seen.add((node_id, rest))
+      for child in nodes[node_id].children:
+        if child.node_id >= len(nodes):
+          continue
+        if rest == child.local_name:
+          found.add(child.node_id)
+        elif rest.startswith(child.local_name + "/"):
+          stack.append((child.node_id, rest[len(child.local_name) + 1:]))
+    return found
+
   def _names(self):
-    """The keys and object paths values can be named by."""
+    """The names of values `inspect` shows: keys, and each object path.
+
+    Object paths are those of the tree's lines: each object's shortest
+    path, and the alias lines below the objects.
+    """
     names = set(self.values) - {OBJECT_GRAPH_KEY}
-    names.update(value.object_path for value in self.values.values()
-                 if value.object_path)
+    if not self.object_based:
+      return sorted(names)
+    nodes = self.object_graph.nodes
+    for node_id, node in enumerate(nodes):
+      holders = [child for child in node.children
+                 if child.node_id < len(nodes) and
+                 nodes[child.node_id].attributes]
+      if not holders:
+        continue
+      parent = self.node_paths[node_id] + "/" if node_id else ""
+      names.update(parent + child.local_name for child in holders)
     return sorted(names)
 
 

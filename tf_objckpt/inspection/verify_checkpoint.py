@@ -2,12 +2,14 @@
 
 Every value of every data file is read through the I/O engine's `RestoreV2`
 reads, which check each value's checksum; missing and truncated data files
-are found from the index. The object graph is checked by the same code that
-guards restores (`object_graph_check`): every child, slot and attribute must
-point at something that exists. Values no object refers to are warnings.
-Each problem names its file and key. Problems are counted one per value
-that cannot be read, and one for the object graph, however many lines
-describe them.
+are found from the index: such a file is one problem, followed by the keys
+of the values it cannot give (those beyond a truncated file's end are not
+read). The object graph is checked by the same code that guards restores
+(`object_graph_check`): every child, slot and attribute must point at
+something that exists. Values no object refers to are warnings. Each
+problem names its file and key. Problems are counted one per value that
+cannot be read, and one for the object graph, however many lines describe
+them.
 """
 
 import re
@@ -27,9 +29,6 @@ from tf_objckpt.restoring import restore_report
 # memory stays bounded whatever the checkpoint's size.
 _BATCH_BYTES = 256 << 20
 _BATCH_KEYS = 4096
-_MISSING = "data file is missing"
-# Keys of a missing data file named in its problem.
-_KEYS_NAMED_PER_FILE = 5
 
 
 _OBJECT_GRAPH_KEY = checkpoint_listing.OBJECT_GRAPH_KEY
@@ -43,7 +42,7 @@ class Problem(NamedTuple):
   warning: bool = False
   # What the problem counts as: the keys of the values it finds unreadable
   # (the object graph's key for faults of the graph). None means `key` (or
-  # `file`); () a notice whose values have problems of their own.
+  # `file`).
   covers: Optional[tuple] = None
 
   def subjects(self):
@@ -52,6 +51,7 @@ class Problem(NamedTuple):
     return (self.key or self.file,)
 
   def __str__(self):
+    """The problem in one line; `report_lines` lists the keys it covers."""
     kind = "warning" if self.warning else "error"
     key = f" {self.key}:" if self.key else ""
     return f"{kind}: {self.file}:{key} {self.message}"
@@ -123,16 +123,15 @@ def verify(listing, progress_stream=None):
     A `Result`.
   """
   start = time.monotonic()
-  problems = _file_problems(listing)
-  missing_files = {problem.file for problem in problems
-                   if problem.message.startswith(_MISSING)}
+  problems = file_problems(listing)
+  lost = set(_subjects(problems))
   to_read = [value for value in _in_file_order(listing)
-             if value.file not in missing_files]
+             if value.key not in lost]
   progress = _Progress(len(to_read), sum(value.bytes for value in to_read),
                        progress_stream)
   values_read = bytes_read = 0
   for batch in _batches(to_read):
-    problems.extend(_read_problems(listing, batch))
+    problems.extend(read_values(listing, batch)[1])
     values_read += len(batch)
     bytes_read += sum(value.bytes for value in batch)
     progress.update(values_read, bytes_read)
@@ -144,34 +143,40 @@ def verify(listing, progress_stream=None):
                 time.monotonic() - start)
 
 
-def _file_problems(listing):
-  """Missing and truncated data files, found from the index."""
+def file_problems(listing):
+  """Missing and truncated data files, found from the index.
+
+  Returns:
+    A `Problem` per such file, covering the keys of the values it cannot
+    give: all of a missing file's, those beyond a truncated file's end.
+  """
   index = listing.index
   if index is None:
     return []
-  needed, holders = {}, {}
+  ends, holders = {}, {}
   for key, entry in index.entries.items():
-    file = bundle_index.data_file_name(listing.path, entry.shard_id,
-                                          index.num_shards)
-    needed[file] = max(needed.get(file, 0), entry.offset + entry.size)
-    holders.setdefault(file, []).append(key)
+    file = index.data_file(entry.shard_id)
+    ends.setdefault(file, {})[key] = entry.offset + entry.size
+    if key in listing.values:
+      holders.setdefault(file, []).append(key)
   problems = []
   for file in listing.data_files():
     size = bundle_index.file_size(file)
-    keys = sorted(key for key in holders.get(file, ()) if key in listing.values)
+    keys = sorted(holders.get(file, ()))
     if size is None:
-      named = ", ".join(keys[:_KEYS_NAMED_PER_FILE])
-      more = f" and {len(keys) - _KEYS_NAMED_PER_FILE} more" if len(
-          keys) > _KEYS_NAMED_PER_FILE else ""
       problems.append(Problem(
-          file, "", f"{_MISSING}; it holds "
-          f"{restore_report.count_text(len(keys), 'value')}"
-          + (f" ({named}{more})" if keys else ""),
+          file, "", "data file is missing; it holds "
+          f"{restore_report.count_text(len(keys), 'value')}",
           covers=tuple(keys) or None))
-    elif size < needed.get(file, 0):
+      continue
+    needed = max(ends.get(file, {}).values(), default=0)
+    if size < needed:
+      beyond = tuple(key for key in keys if ends[file][key] > size)
       problems.append(Problem(
           file, "", f"data file is truncated: {size} bytes, the index "
-          f"places values up to byte {needed[file]}", covers=()))
+          f"places values up to byte {needed}; "
+          f"{restore_report.count_text(len(beyond), 'value')} beyond its "
+          "end cannot be read", covers=beyond))
   return problems
 
 
@@ -199,31 +204,37 @@ def _batches(values):
     yield batch
 
 
-def _read_problems(listing, values):
-  """Reads `values`; a failed read is split until each bad value is found."""
+def read_values(listing, values):
+  """Reads `values`; a failed read is split until each bad value is found.
+
+  Returns:
+    `{key: tensor}` of the values that read, and a `Problem` for each that
+    does not.
+  """
   try:
-    _read(listing, values)
-    return []
+    tensors = _read(listing, values)
+    return {value.key: tensor for value, tensor in zip(values, tensors)}, []
   except errors.OpError as e:
     if len(values) == 1:
       value = values[0]
-      return [Problem(value.file or listing.path, value.key,
-                      f"cannot be read: {type(e).__name__}: "
-                      f"{op_error_text(e)}")]
+      return {}, [Problem(value.file or listing.path, value.key,
+                          f"cannot be read: {type(e).__name__}: "
+                          f"{op_error_text(e)}")]
   half = len(values) // 2
-  return (_read_problems(listing, values[:half]) +
-          _read_problems(listing, values[half:]))
+  first, first_problems = read_values(listing, values[:half])
+  second, second_problems = read_values(listing, values[half:])
+  return {**first, **second}, first_problems + second_problems
 
 
 def op_error_text(error):
   """An op error's message without the op's function and node names."""
   text = re.sub(r"^\{\{[^}]*\}\}\s*", "", error.message)
-  return re.sub(r"\s*\[Op:\w+\]$", "", text)
+  return re.sub(r"\s*\[Op:\w+\]( name: \S*)?\s*$", "", text)
 
 
 def _read(listing, values):
   checkpoint = listing.checkpoint
-  reads.eager_restore_v2(
+  return reads.eager_restore_v2(
       listing.path, [value.key for value in values], [""] * len(values),
       [checkpoint.dtypes[value.key] for value in values],
       [value.bytes for value in values], "/cpu:0")
@@ -258,8 +269,16 @@ def _object_graph_problems(listing, graph_unreadable):
 
 
 def report_lines(listing, result):
-  """The problems, one per line, then a summary line."""
-  lines = [str(problem) for problem in result.problems]
+  """The problems, one per line, then a summary line.
+
+  A problem of a whole data file is followed by the keys it covers, one per
+  line, indented.
+  """
+  lines = []
+  for problem in result.problems:
+    lines.append(str(problem))
+    if not problem.key:
+      lines.extend(f"  {key}" for key in problem.covers or ())
   count = result.problem_count()
   size = checkpoint_listing.format_bytes(result.bytes_read)
   read = restore_report.count_text(result.values_read, "value")

@@ -17,7 +17,6 @@ its own output; `run` leaves the script's output as Python would.
 """
 
 import argparse
-import logging
 import os
 import sys
 
@@ -76,7 +75,12 @@ def _parser():
   inspect = command("inspect", "Show what a checkpoint holds: the object "
                     "graph as a tree, with dtype, shape and size of each "
                     "value, and totals.")
-  inspect.add_argument("path", metavar="PATH", help=_PATH_HELP)
+  # PATH may come after `--values KEY...`, which takes it: see `_path_last`.
+  inspect.usage = ("%(prog)s [-h] [--verbose]\n" + " " * 26 +
+                   "[--keys | --json | --values KEY [KEY ...]]\n" + " " * 26 +
+                   "PATH")
+  inspect.set_defaults(usage_error=inspect.error)
+  inspect.add_argument("path", metavar="PATH", nargs="?", help=_PATH_HELP)
   output = inspect.add_mutually_exclusive_group()
   output.add_argument("--keys", action="store_true",
                       help="print the checkpoint keys, one per line, instead "
@@ -132,10 +136,27 @@ def _parser():
                 "would, with TensorFlow patched to save and restore "
                 "checkpoints through tf_objckpt (patch_tensorflow()). The "
                 "exit status is the script's.", parents=())
+  run.usage = "%(prog)s [-h] SCRIPT [ARGS ...]"
   run.add_argument("script", metavar="SCRIPT", help="the script to run")
   run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
-                   help="its arguments (options included)")
+                   help="its arguments, if any (options included)"
+                   ).required = False  # Not one of "the arguments required".
   return parser
+
+
+def _parse(argv):
+  """The parsed command line; exits with status 2 on a usage error."""
+  args = _parser().parse_args(argv)
+  if args.command == "inspect" and args.path is None:
+    _path_last(args)
+  return args
+
+
+def _path_last(args):
+  """Takes PATH from the end of `--values KEY... PATH`, as usage allows."""
+  if not args.values or len(args.values) < 2:
+    args.usage_error("the following arguments are required: PATH")
+  args.path = args.values.pop()
 
 
 def _load_tensorflow_quietly():
@@ -162,6 +183,7 @@ def _load_tensorflow_quietly():
     os.dup2(saved_stderr, 2)
     os.close(saved_stderr)
     os.close(null)
+  import logging  # pylint: disable=g-import-not-at-top  # Not for `run`.
   logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
@@ -185,7 +207,10 @@ def _inspect(args):
   text, code = inspect_checkpoint.run(
       _open(args.path), keys=args.keys, as_json_output=args.json,
       values=args.values)
-  print(text, file=sys.stdout if code == EXIT_OK else sys.stderr)
+  if code == EXIT_OK:
+    print(text)
+  else:
+    print(f"tf-objckpt inspect: {text}", file=sys.stderr)
   return code
 
 
@@ -225,7 +250,8 @@ def _verify_all(directory):
 
 def _diff(args):
   from tf_objckpt.tools import diff_checkpoints  # pylint: disable=g-import-not-at-top
-  listing_a, listing_b = _open(args.path_a), _open(args.path_b)
+  listing_a, listing_b = (_open(args.path_a, strict=False),
+                          _open(args.path_b, strict=False))
   print(f"A: {listing_a.path}\nB: {listing_b.path}")
   differences = diff_checkpoints.diff(listing_a, listing_b, atol=args.atol)
   print("\n".join(diff_checkpoints.report_lines(
@@ -267,7 +293,7 @@ _COMMANDS = {"inspect": _inspect, "verify": _verify, "diff": _diff,
 
 def main(argv=None):
   """Runs one command; returns its exit code."""
-  args = _parser().parse_args(argv)
+  args = _parse(argv)
   if args.command == "run":
     return _run(args)  # The script's output and logs, as Python runs it.
   if not args.verbose:

@@ -9,14 +9,19 @@ the I/O engine in batches, so memory stays bounded.
 Bookkeeping, the save counter and the serialized object graph itself,
 changes between any two saves of one run; its changes are listed apart and
 decide nothing unless asked (`Differences.decisive`).
+
+Damage does not stop the comparison: values that cannot be read (a missing
+or truncated data file, a failed checksum) and an unreadable object graph
+are listed as `verify` names them, and everything else is compared.
 """
 
 from typing import NamedTuple
 
 import numpy as np
 
-from tf_objckpt.engine import reads
 from tf_objckpt.inspection import checkpoint_listing
+from tf_objckpt.inspection import verify_checkpoint
+from tf_objckpt.restoring import restore_report
 
 _BATCH_BYTES = 64 << 20
 _OBJECT_GRAPH_KEY = checkpoint_listing.OBJECT_GRAPH_KEY
@@ -32,6 +37,8 @@ class Differences(NamedTuple):
   retyped: list  # (A's value, B's value) with other dtypes or shapes.
   changed: list  # (key, largest absolute difference).
   graph: list  # Lines describing object graph changes.
+  # ("A" or "B", `verify_checkpoint.Problem`) of what could not be read.
+  damaged: list = ()
   # Changes of the save counter and of the serialized object graph, as
   # `Differences` (their `bookkeeping` empty).
   bookkeeping: "Differences" = None
@@ -46,19 +53,53 @@ class Differences(NamedTuple):
 
 
 def diff(listing_a, listing_b, atol=0.0):
-  """Compares two checkpoints; returns `Differences`."""
+  """Compares two checkpoints; returns `Differences`.
+
+  The listings may have damaged object graphs (`open_listing(strict=False)`).
+  """
+  damaged = []
+  lost = [_file_damage(listing, side, damaged)
+          for listing, side in ((listing_a, "A"), (listing_b, "B"))]
   values_a = {value.key: value for value in listing_a.stored_values()}
   values_b = {value.key: value for value in listing_b.stored_values()}
-  graph = graph_changes(listing_a, listing_b)
+  graph = []
+  if not _graph_damage(listing_a, listing_b, lost, damaged):
+    graph = graph_changes(listing_a, listing_b)
   counter = {_SAVE_COUNTER_KEY}
   bookkeeping = _value_differences(
       listing_a, listing_b, _only(values_a, counter), _only(values_b, counter),
-      atol, [line for path, line in graph if path == _SAVE_COUNTER] +
-      _serialized_graph_change(listing_a, listing_b))
-  return _value_differences(
+      atol, lost, damaged,
+      [line for path, line in graph if path == _SAVE_COUNTER] +
+      _serialized_graph_change(listing_a, listing_b, lost))
+  main = _value_differences(
       listing_a, listing_b, _without(values_a, counter),
-      _without(values_b, counter), atol,
-      [line for path, line in graph if path != _SAVE_COUNTER], bookkeeping)
+      _without(values_b, counter), atol, lost, damaged,
+      [line for path, line in graph if path != _SAVE_COUNTER])
+  return main._replace(damaged=damaged, bookkeeping=bookkeeping)
+
+
+def _file_damage(listing, side, damaged):
+  """Adds missing and truncated data files to `damaged`; returns their keys."""
+  problems = verify_checkpoint.file_problems(listing)
+  damaged.extend((side, problem) for problem in problems)
+  return {key for problem in problems for key in problem.subjects()}
+
+
+def _graph_damage(listing_a, listing_b, lost, damaged):
+  """Adds unreadable object graphs to `damaged`; whether there were any.
+
+  A graph in a data file already named as damaged is not named again.
+  """
+  found = False
+  for listing, side, lost_keys in zip((listing_a, listing_b), "AB", lost):
+    error = listing.object_graph_error
+    if error is None:
+      continue
+    found = True
+    if _OBJECT_GRAPH_KEY not in lost_keys:
+      damaged.append((side, verify_checkpoint.Problem(
+          listing.path, _OBJECT_GRAPH_KEY, error.message)))
+  return found
 
 
 def _only(values, keys):
@@ -69,9 +110,10 @@ def _without(values, keys):
   return {key: value for key, value in values.items() if key not in keys}
 
 
-def _serialized_graph_change(listing_a, listing_b):
-  """A line if both have an object graph and its bytes differ."""
-  if not (listing_a.object_based and listing_b.object_based):
+def _serialized_graph_change(listing_a, listing_b, lost):
+  """A line if both have a readable object graph and its bytes differ."""
+  if not (listing_a.object_based and listing_b.object_based) or any(
+      _OBJECT_GRAPH_KEY in keys for keys in lost):
     return []
   graph_a = listing_a.read_numpy(_OBJECT_GRAPH_KEY)
   graph_b = listing_b.read_numpy(_OBJECT_GRAPH_KEY)
@@ -81,27 +123,35 @@ def _serialized_graph_change(listing_a, listing_b):
           f"({len(graph_a)} B -> {len(graph_b)} B)"]
 
 
-def _value_differences(listing_a, listing_b, values_a, values_b, atol, graph,
-                       bookkeeping=None):
-  """`Differences` of the values `values_a` and `values_b` (`{key: Value}`)."""
+def _value_differences(listing_a, listing_b, values_a, values_b, atol, lost,
+                       damaged, graph):
+  """`Differences` of the values `values_a` and `values_b` (`{key: Value}`).
+
+  Values that cannot be read (`lost` from the start, or failing now, added
+  to `damaged`) are not compared.
+  """
   removed = [values_a[key] for key in sorted(values_a.keys() - values_b)]
   added = [values_b[key] for key in sorted(values_b.keys() - values_a)]
   common = sorted(values_a.keys() & values_b.keys())
   retyped = [(values_a[key], values_b[key]) for key in common
              if (values_a[key].dtype, values_a[key].shape) !=
              (values_b[key].dtype, values_b[key].shape)]
+  lost_a, lost_b = lost
   comparable = [key for key in common
                 if (values_a[key].dtype, values_a[key].shape) ==
-                (values_b[key].dtype, values_b[key].shape)]
+                (values_b[key].dtype, values_b[key].shape) and
+                key not in lost_a and key not in lost_b]
   changed = []
   for batch in _batches(comparable, values_a):
-    read_a = _read(listing_a, batch)
-    read_b = _read(listing_b, batch)
-    for key, value_a, value_b in zip(batch, read_a, read_b):
-      difference = largest_difference(value_a.numpy(), value_b.numpy())
-      if difference > atol:
-        changed.append((key, difference))
-  return Differences(removed, added, retyped, changed, graph, bookkeeping)
+    read_a = _read(listing_a, [values_a[key] for key in batch], "A", damaged)
+    read_b = _read(listing_b, [values_b[key] for key in batch], "B", damaged)
+    for key in batch:
+      if key in read_a and key in read_b:
+        difference = largest_difference(read_a[key].numpy(),
+                                        read_b[key].numpy())
+        if difference > atol:
+          changed.append((key, difference))
+  return Differences(removed, added, retyped, changed, graph)
 
 
 def _batches(keys, values):
@@ -116,12 +166,11 @@ def _batches(keys, values):
     yield batch
 
 
-def _read(listing, keys):
-  checkpoint = listing.checkpoint
-  return reads.eager_restore_v2(
-      listing.path, keys, [""] * len(keys),
-      [checkpoint.dtypes[key] for key in keys],
-      [listing.values[key].bytes for key in keys], "/cpu:0")
+def _read(listing, values, side, damaged):
+  """`{key: tensor}` of the `values` that read; adds the others to `damaged`."""
+  tensors, problems = verify_checkpoint.read_values(listing, values)
+  damaged.extend((side, problem) for problem in problems)
+  return tensors
 
 
 def largest_difference(a, b):
@@ -206,10 +255,29 @@ def _sections(differences, atol):
   ]
 
 
+def _damage_section(damaged):
+  """What could not be read, by side, counted in values; the keys a data
+  file loses are listed below it."""
+  if not damaged:
+    return []
+  count = len({(side, subject) for side, problem in damaged
+               for subject in problem.subjects()})
+  lines = [f"Damaged, not compared ({restore_report.count_text(count, 'value')}"
+           "):"]
+  for side, problem in damaged:
+    key = f" {problem.key}:" if problem.key else ""
+    lines.append(f"  {side}: {problem.file}:{key} {problem.message}")
+    if not problem.key:
+      lines.extend(f"    {key}" for key in problem.covers or ())
+  return lines
+
+
 def report_lines(differences, atol, include_bookkeeping=False):
-  """The differences as text, section by section, bookkeeping last."""
-  lines = [line for title, section in _sections(differences, atol)
-           for line in _section(title, section)]
+  """The differences as text: damage first, then section by section,
+  bookkeeping last."""
+  lines = _damage_section(differences.damaged)
+  lines += [line for title, section in _sections(differences, atol)
+            for line in _section(title, section)]
   if not differences:
     lines.append("No differences apart from bookkeeping."
                  if differences.bookkeeping else "No differences.")

@@ -18,10 +18,14 @@ import typing
 
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 
+from tf_objckpt.api import checkpoint_manager
+from tf_objckpt.api import checkpoint_polling
 from tf_objckpt.api import load_status
-from tf_objckpt import checkpoint_management
-from tf_objckpt import saver as saver_lib
-from tf_objckpt import util
+from tf_objckpt.api import object_checkpoints
+from tf_objckpt.engine import state_file
+from tf_objckpt.inspection import checkpoint_reader
+from tf_objckpt.v1 import name_based_saver as saver_lib
+from tf_objckpt.v1 import warm_start
 
 
 def _streaming_restore(status, session=None):
@@ -30,8 +34,8 @@ def _streaming_restore(status, session=None):
   Models built before the patch hold TensorFlow's checkpoints, whose load
   statuses TensorFlow's own function streams.
   """
-  if isinstance(status, load_status._LoadStatus):  # pylint: disable=protected-access
-    return load_status.streaming_restore(status, session=session)
+  if isinstance(status, load_status.LoadStatus):
+    return object_checkpoints.streaming_restore(status, session=session)
   return tf_checkpoint_lib.streaming_restore(status, session=session)
 
 
@@ -43,15 +47,15 @@ class _Role(typing.NamedTuple):
 
 
 _CHECKPOINT = _Role("tensorflow.python.checkpoint.checkpoint", "Checkpoint",
-                    util.Checkpoint)
+                    object_checkpoints.Checkpoint)
 _CHECKPOINT_V1 = _Role("tensorflow.python.checkpoint.checkpoint",
-                       "CheckpointV1", util.CheckpointV1)
+                       "CheckpointV1", object_checkpoints.CheckpointV1)
 _MANAGER = _Role("tensorflow.python.checkpoint.checkpoint_management",
-                 "CheckpointManager", checkpoint_management.CheckpointManager)
+                 "CheckpointManager", checkpoint_manager.CheckpointManager)
 _SAVER = _Role("tensorflow.python.training.saver", "Saver", saver_lib.Saver)
 _UPDATE_STATE = _Role("tensorflow.python.checkpoint.checkpoint_management",
                       "update_checkpoint_state_internal",
-                      checkpoint_management.update_checkpoint_state_internal)
+                      state_file.update_checkpoint_state_internal)
 _STREAMING_RESTORE = _Role("tensorflow.python.checkpoint.checkpoint",
                            "streaming_restore", _streaming_restore)
 
@@ -88,6 +92,31 @@ _TARGETS = (
     _Target("tensorflow.compat.v2.__internal__.tracking", "streaming_restore",
             _STREAMING_RESTORE),
 )
+
+# TensorFlow's `checkpoint_utils` functions, at each place TensorFlow
+# exposes them: the module (where TensorFlow's warm starting and feature
+# columns look `init_from_checkpoint` up), `tf.train` (and `tf.compat.v2`'s,
+# which tf_keras reads checkpoints through) and `tf.compat.v1.train`.
+_CHECKPOINT_UTILS = "tensorflow.python.training.checkpoint_utils"
+_UTILS_ROLES = {
+    name: _Role(_CHECKPOINT_UTILS, name, ours) for name, ours in (
+        ("load_checkpoint", checkpoint_reader.load_checkpoint),
+        ("list_variables", checkpoint_reader.list_variables),
+        ("load_variable", checkpoint_reader.load_variable),
+        ("checkpoints_iterator", checkpoint_polling.checkpoints_iterator),
+        ("wait_for_new_checkpoint",
+         checkpoint_polling.wait_for_new_checkpoint),
+        ("init_from_checkpoint", warm_start.init_from_checkpoint))}
+_V2_UTILS = ("load_checkpoint", "list_variables", "load_variable",
+             "checkpoints_iterator")
+_TARGETS += tuple(
+    _Target(module, name, _UTILS_ROLES[name])
+    for module, names in (
+        (_CHECKPOINT_UTILS, tuple(_UTILS_ROLES)),
+        ("tensorflow.train", _V2_UTILS),
+        ("tensorflow.compat.v2.train", _V2_UTILS),
+        ("tensorflow.compat.v1.train", _V2_UTILS + ("init_from_checkpoint",)))
+    for name in names)
 
 _LOCK = threading.Lock()
 # TensorFlow's objects by role, kept while patched.

@@ -22,6 +22,7 @@ from tensorflow.python.ops import variables
 from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 from tensorflow.python.util import compat
 
+from tf_objckpt.engine import graph_restores
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import variable_values
@@ -101,6 +102,19 @@ class _UnexpectedWriteVersionError(RuntimeError, TypeError):
   TensorFlow documents a RuntimeError but raises a TypeError (building its
   message fails), so this error is both.
   """
+
+
+def _saveable_bytes(saveable):
+  """About how many bytes the variable of `saveable` holds (else 0).
+
+  From the variable's static shape: a spec's tensor may be a function that
+  would add read ops to the graph.
+  """
+  shape = getattr(saveable.op, "shape", None)
+  if (len(saveable.specs) != 1 or shape is None or
+      not shape.is_fully_defined()):
+    return 0
+  return reads.byte_size(shape.as_list(), saveable.specs[0].dtype.base_dtype)
 
 
 class BaseSaverBuilder(object):
@@ -240,6 +254,12 @@ class BaseSaverBuilder(object):
                      name="restore_all"):
     """Reads `saveables` from the checkpoint and assigns them.
 
+    A restore of more than two `graph_restore_batch_bytes` reads its
+    saveables in runs of about that many bytes, one `bulk_restore` each, at
+    most `read_threads` at a time (`graph_restores.ReadChain`), so that a
+    session holds a few runs of values rather than a second copy of the
+    model. Smaller restores build TensorFlow's ops.
+
     Args:
       filename_tensor: scalar string tensor, the checkpoint prefix.
       saveables: list of SaveableObjects.
@@ -251,8 +271,21 @@ class BaseSaverBuilder(object):
     Returns:
       An op grouping every assignment (None when executing eagerly).
     """
-    restored = self.bulk_restore(filename_tensor, saveables, preferred_shard,
-                                 restore_sequentially)
+    sizes = [_saveable_bytes(saveable) for saveable in saveables]
+    chain = graph_restores.ReadChain.for_bytes(sum(sizes))
+    assigns = []
+    for run in chain.runs(sizes):
+      piece = saveables[run]
+      with ops.control_dependencies(chain.waits_for()):
+        restored = self.bulk_restore(filename_tensor, piece, preferred_shard,
+                                     restore_sequentially)
+      piece_assigns = self._assign_restored(piece, restored, reshape)
+      chain.add(piece_assigns)
+      assigns.extend(piece_assigns)
+    return control_flow_ops.group(*assigns, name=name)
+
+  def _assign_restored(self, saveables, restored, reshape):
+    """Each saveable's restore op, given its slice of `restored`."""
     assigns = []
     start = 0
     for saveable in saveables:
@@ -267,7 +300,7 @@ class BaseSaverBuilder(object):
                         array_ops.shape(value))
       assigns.append(saveable.restore(restored[start:stop], shapes))
       start = stop
-    return control_flow_ops.group(*assigns, name=name)
+    return assigns
 
   def _AddShardedRestoreOps(self, filename_tensor,
                             per_device, restore_sequentially, reshape):

@@ -1,0 +1,196 @@
+"""Waiting for new checkpoints: TensorFlow's `checkpoints_iterator`, ours.
+
+`wait_for_new_checkpoint` waits for one, `checkpoints_iterator` for each.
+
+An evaluation job polls the directory a training job saves into.
+TensorFlow's loop yields whatever the state file names once its `.index`
+exists. Ours yields a checkpoint only once its save has finished and it is
+intact:
+
+- unfinished: the state file names it, but its `.index` is not there, or a
+  data file is missing or shorter than the index says (a save, or a copy
+  of the directory, still running). It is looked at again at each poll,
+  and yielded once complete; if the state file moves on first, one
+  WARNING says it was skipped.
+- damaged: `verify` finds a problem (`intact_restore.damage`, which reads
+  every value, as `restore_or_initialize` decides): skipped with one
+  WARNING, and the wait goes on. It is judged once per save (its files'
+  content and times), so a checkpoint saved again under the same name, as
+  by a job restarted from the one before, is judged anew.
+
+Timeouts, `timeout_fn` and `min_interval_secs` behave as in TensorFlow
+2.21, whose iterator also asks `timeout_fn` after each checkpoint it
+yields (2.15 and 2.16 ask only after a timeout).
+"""
+
+import hashlib
+import time
+from typing import Callable, Iterator, Optional
+
+from tensorflow.python.framework import errors
+from tensorflow.python.lib.io import file_io
+from tensorflow.python.platform import tf_logging as logging
+
+from tf_objckpt.api import intact_restore
+from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import state_file
+
+
+def _version(prefix):
+  """What identifies one save of checkpoint `prefix`: a new save changes it.
+
+  The index's bytes (which hold each value's checksum), and the size and
+  modification time of each of its files.
+  """
+  index_file = bundle_index.index_file_name(prefix)
+  stamps = []
+  for path in [index_file, prefix] + file_io.get_matching_files(
+      prefix + ".data-*"):
+    try:
+      stat = file_io.stat(path)
+    except errors.NotFoundError:
+      continue
+    stamps.append((path, stat.mtime_nsec, stat.length))
+  content = b""
+  if file_io.file_exists(index_file):
+    content = file_io.read_file_to_string(index_file, binary_mode=True)
+  return hashlib.sha256(content).digest(), tuple(sorted(stamps))
+
+
+def _unfinished(prefix):
+  """Why the save of checkpoint `prefix` looks unfinished, or None.
+
+  A damaged index is not a sign of a save in progress (indexes are renamed
+  into place whole): it is left to `verify`.
+  """
+  if not state_file.checkpoint_exists_internal(prefix):
+    return f"{bundle_index.index_file_name(prefix)!r} is not there yet"
+  try:
+    index = bundle_index.read_if_present(prefix)
+  except errors.OpError:
+    return None
+  if index is None:  # A V1 checkpoint: one file, checked by `verify`.
+    return None
+  for data_file, needed in index.data_file_sizes().items():
+    size = bundle_index.file_size(data_file)
+    if size is None:
+      return f"data file {data_file!r} is not there yet"
+    if size < needed:
+      return (f"data file {data_file!r} holds {size} of the {needed} bytes "
+              "its index places in it")
+  return None
+
+
+def _warn_skipped(prefix, why):
+  logging.warning("Skipped checkpoint %s: %s.", prefix, why)
+
+
+class _Watch:
+  """Polls one directory; remembers what it judged and warned about."""
+
+  def __init__(self, checkpoint_dir):
+    self._directory = checkpoint_dir
+    self._damaged = set()  # The `_version`s of damaged checkpoints.
+    self._pending = None  # (prefix, why) last found unfinished.
+
+  def new_checkpoint(self, last_checkpoint) -> Optional[str]:
+    """The state file's latest checkpoint, if new, finished and intact."""
+    state = state_file.get_checkpoint_state(self._directory)
+    prefix = state.model_checkpoint_path if state else None
+    self._warn_if_passed_over(prefix)
+    if prefix is None or prefix == last_checkpoint:
+      return None
+    why = _unfinished(prefix)
+    if why is not None:
+      self._pending = (prefix, why)
+      return None
+    self._pending = None
+    version = _version(prefix)
+    if version in self._damaged:
+      return None
+    problems = intact_restore.damage(prefix)
+    if problems:
+      self._damaged.add(version)
+      _warn_skipped(prefix, "it is damaged: " +
+                    intact_restore.summary(problems))
+      return None
+    return prefix
+
+  def _warn_if_passed_over(self, latest):
+    """Warns once about an unfinished checkpoint the state file moved past."""
+    if self._pending is not None and latest not in (None,
+                                                    self._pending[0]):
+      prefix, why = self._pending
+      self._pending = None
+      _warn_skipped(prefix, f"its save did not finish before a newer "
+                    f"checkpoint was named ({why})")
+
+  def wait(self, last_checkpoint, seconds_to_sleep, timeout):
+    """The next new checkpoint, polling every `seconds_to_sleep`, or None.
+
+    None once waiting longer would pass `timeout` seconds (None: never).
+    """
+    logging.info("Waiting for new checkpoint at %s", self._directory)
+    stop_time = time.time() + timeout if timeout is not None else None
+    while True:
+      checkpoint_path = self.new_checkpoint(last_checkpoint)
+      if checkpoint_path is not None:
+        logging.info("Found new checkpoint at %s", checkpoint_path)
+        return checkpoint_path
+      if stop_time is not None and time.time() + seconds_to_sleep > stop_time:
+        return None
+      time.sleep(seconds_to_sleep)
+
+
+def wait_for_new_checkpoint(checkpoint_dir, last_checkpoint=None,
+                            seconds_to_sleep=1,
+                            timeout=None) -> Optional[str]:
+  """Waits for a finished, intact checkpoint other than `last_checkpoint`.
+
+  Args:
+    checkpoint_dir: The directory checkpoints are saved in.
+    last_checkpoint: The checkpoint used last, or None.
+    seconds_to_sleep: Seconds between polls.
+    timeout: Seconds to wait at most; None waits for ever.
+
+  Returns:
+    The new checkpoint's prefix, or None if the timeout was reached.
+  """
+  return _Watch(checkpoint_dir).wait(last_checkpoint, seconds_to_sleep,
+                                     timeout)
+
+
+def checkpoints_iterator(
+    checkpoint_dir, min_interval_secs=0, timeout=None,
+    timeout_fn: Optional[Callable[[], bool]] = None) -> Iterator[str]:
+  """Yields each new finished, intact checkpoint of `checkpoint_dir`.
+
+  Args:
+    checkpoint_dir: The directory checkpoints are saved in.
+    min_interval_secs: Seconds at least between two yields.
+    timeout: Seconds to wait at most for each new checkpoint; None waits
+      for ever.
+    timeout_fn: Called after a timeout, and after each checkpoint yielded
+      (as in TensorFlow 2.21): the iterator ends when it returns True.
+      Without it, a timeout ends the iterator.
+
+  Yields:
+    Checkpoint prefixes, as they arrive.
+  """
+  watch = _Watch(checkpoint_dir)
+  checkpoint_path = None
+  while True:
+    new_checkpoint_path = watch.wait(checkpoint_path, 1, timeout)
+    if new_checkpoint_path is not None:
+      start = time.time()
+      checkpoint_path = new_checkpoint_path
+      yield checkpoint_path
+      time_to_next = start + min_interval_secs - time.time()
+      if time_to_next > 0:
+        time.sleep(time_to_next)
+    elif timeout_fn is None:
+      logging.info("Timed-out waiting for a checkpoint (without timeout_fn).")
+      return
+    if timeout_fn is not None and timeout_fn():
+      logging.info("Done. No new checkpoints will be generated.")
+      return
