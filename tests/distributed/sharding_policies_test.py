@@ -348,10 +348,6 @@ def test_graph_mode_strings_in_a_default_session_match_tensorflow(tmp_path):
       "word/.ATTRIBUTES/VARIABLE_VALUE") == _strings()["word"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A bug: in a default session, MaxShardSizePolicy slices the text's value "
-    "run at the first save (slices of a constant), and our later saves keep "
-    "those slices, so they write the old text beside the new words"))
 def test_graph_mode_strings_sliced_by_the_policy_follow_the_variable(
     tmp_path):
   """A later save of ours writes the text's new value too, in slices."""

@@ -113,14 +113,16 @@ def _trackable_of(saveable):
 
 
 def _with_tensors(shard, shardable, task):
-  """`shard` with values the callback handed back as Python values, tensors.
+  """`shard` with the values a callback computed once, as given tensors.
 
   Graph building in a session, TensorFlow's `MaxShardSizePolicy` runs string
-  tensors to measure them and returns their values (bytes or arrays). Each
+  tensors to measure them, and returns their values (bytes or arrays) or
+  slices of them (tensors computed from constants). A save op built from
+  those would write the values of the first save at every later save. Each
   is replaced by (a slice of) the tensor it was given, so the save op reads
-  the variable's value when it runs, not the value it had when built.
+  the variable's value when it runs.
   """
-  if all(tensor_util.is_tf_type(value) or value is None
+  if all(_reads_state_when_run(value)
          for slices in shard.values() for value in slices.values()):
     return shard
   given = {}
@@ -132,6 +134,34 @@ def _with_tensors(shard, shardable, task):
             for key, slices in shard.items()}
 
 
+def _reads_state_when_run(value):
+  """Whether a save op writing `value` writes what it holds when run.
+
+  True for tensors, except graph tensors computed from constants alone (a
+  callback's Python values, or slices of them); None passes through for
+  `_check_shards` to refuse.
+  """
+  if value is None:
+    return True
+  if not tensor_util.is_tf_type(value):
+    return False
+  return not hasattr(value, "op") or not _computed_from_constants(value.op)
+
+
+def _computed_from_constants(op):
+  """Whether `op` and every op it reads, transitively, are constants."""
+  pending, seen = [op], set()
+  while pending:
+    op = pending.pop()
+    if op.type == "Const" or op in seen:
+      continue
+    if not op.inputs:
+      return False
+    seen.add(op)
+    pending.extend(tensor.op for tensor in op.inputs)
+  return True
+
+
 def _given_slice(candidates, slice_spec, value):
   """The part `slice_spec` of the tensor given under a key, as a tensor.
 
@@ -141,7 +171,7 @@ def _given_slice(candidates, slice_spec, value):
     slice_spec: The slice the callback assigned `value` to.
     value: What the callback returned.
   """
-  if tensor_util.is_tf_type(value) or value is None:
+  if _reads_state_when_run(value):
     return value
   for given in candidates or ():
     if given.slice_spec == slice_spec.strip():
