@@ -20,7 +20,7 @@ from tf_objckpt.objects.trackable import WeakTrackableReference
 from tf_objckpt.restoring.initial_values import CheckpointInitialValue
 from tf_objckpt.restoring.initial_values import CheckpointInitialValueCallable
 from tf_objckpt.restore import CheckpointPosition
-from tf_objckpt.saveable_object import NoRestoreSaveable
-from tf_objckpt.saveable_object import PythonStateSaveable
-from tf_objckpt.saveable_object import PythonStringStateSaveable
+from tf_objckpt.engine.saveable_objects import NoRestoreSaveable
+from tf_objckpt.engine.saveable_objects import PythonStateSaveable
+from tf_objckpt.engine.saveable_objects import PythonStringStateSaveable
 # pylint: enable=unused-import

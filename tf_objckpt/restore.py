@@ -35,7 +35,7 @@ from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
-from tf_objckpt import saveable_object
+from tf_objckpt.engine import saveable_objects
 from tf_objckpt import saveable_object_util
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
@@ -397,7 +397,7 @@ class CheckpointPosition:
       existing_op = checkpoint.cached_restore_op(key)
       if existing_op is not None:
         cached.append((key, saveable, existing_op))
-      elif isinstance(saveable, saveable_object.PythonStateSaveable):
+      elif isinstance(saveable, saveable_objects.PythonStateSaveable):
         python_saveables.append(saveable)
       else:
         named_saveables[key] = saveable

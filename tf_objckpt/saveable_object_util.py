@@ -32,7 +32,7 @@ from tensorflow.python.util import nest
 
 from tf_objckpt.engine import variable_values
 from tf_objckpt.foundation import identity_containers as object_identity
-from tf_objckpt import saveable_object
+from tf_objckpt.engine import saveable_objects
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 # TensorFlow's name here for the engine's function.
 from tf_objckpt.engine.variable_values import set_cpu0  # pylint: disable=unused-import
@@ -60,11 +60,11 @@ validate_saveables_for_saved_model = (
     tf_saveable_object_util.validate_saveables_for_saved_model)
 
 
-class ReferenceVariableSaveable(saveable_object.SaveableObject):
+class ReferenceVariableSaveable(saveable_objects.SaveableObject):
   """Saves and restores a TF1 reference variable (`VariableV2`)."""
 
   def __init__(self, var, slice_spec, name):
-    spec = saveable_object.SaveSpec(var, slice_spec, name, dtype=var.dtype)
+    spec = saveable_objects.SaveSpec(var, slice_spec, name, dtype=var.dtype)
     super().__init__(var, [spec], name)
 
   def restore(self, restored_tensors, restored_shapes=None):
@@ -77,7 +77,7 @@ class ReferenceVariableSaveable(saveable_object.SaveableObject):
                         self.op.get_shape().is_fully_defined()))
 
 
-class ResourceVariableSaveable(saveable_object.SaveableObject):
+class ResourceVariableSaveable(saveable_objects.SaveableObject):
   """Saves and restores a resource variable, or a read of one (graph mode)."""
 
   def __init__(self, var, slice_spec, name):
@@ -93,7 +93,7 @@ class ResourceVariableSaveable(saveable_object.SaveableObject):
       raise ValueError(
           "Expected a resource variable or a read of one to save as "
           f"{name!r}, got {var!r}.")
-    spec = saveable_object.SaveSpec(
+    spec = saveable_objects.SaveSpec(
         tensor, slice_spec, name, dtype=var.dtype, device=var.device)
     super().__init__(var, [spec], name)
 
@@ -319,7 +319,7 @@ def validate_and_slice_inputs(names_to_saveables):
   return saveables
 
 
-class TrackableSaveable(saveable_object.SaveableObject):
+class TrackableSaveable(saveable_objects.SaveableObject):
   """Adapts a trackable's `_serialize_to_tensors` to a `SaveableObject`.
 
   The spec names are the checkpoint keys (`name` + escaped local name); the
@@ -477,7 +477,7 @@ def _serialized_tensor_specs(tensor_dict, name):
         tensor.slice_spec = slice_spec
         specs.append(tensor)
       else:
-        specs.append(saveable_object.SaveSpec(tensor, slice_spec, key))
+        specs.append(saveable_objects.SaveSpec(tensor, slice_spec, key))
   return specs, local_names
 
 
@@ -544,7 +544,7 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
                 functools.partial(VariableSaveable, variable)}
   if isinstance(obj, python_state.PythonState):
     return {python_state.PYTHON_STATE: functools.partial(
-        saveable_object.PythonStringStateSaveable,
+        saveable_objects.PythonStringStateSaveable,
         state_callback=obj.serialize, restore_callback=obj.deserialize)}
   if tf1_saver:
     legacy = obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access

@@ -32,6 +32,7 @@ from tf_objckpt.api import save_transaction
 from tf_objckpt.api import sessions
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import sharding
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
@@ -42,7 +43,6 @@ from tf_objckpt.objects import trackable
 from tf_objckpt import restore
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_coordinator
-from tf_objckpt import saveable_object
 
 
 @contextlib.contextmanager
@@ -145,7 +145,7 @@ class TrackableSaver:
     else:
       with ops.device("/cpu:0"):
         object_graph_tensor = constant_op.constant(serialized)
-    saveables.append(saveable_object.NoRestoreSaveable(
+    saveables.append(saveable_objects.NoRestoreSaveable(
         tensor=object_graph_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY))
     return saveables, serialized, feed_additions
 

@@ -24,11 +24,11 @@ import weakref
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_values
 from tf_objckpt import functional_saver
-from tf_objckpt import saveable_object
 
 # Writers that may hold an error no call has raised yet (see `_report_all`).
 _writers = weakref.WeakSet()
@@ -66,10 +66,10 @@ class Snapshot:
       for spec in saveable.specs:
         value = _frozen(next(values))
         if value is not None:  # An uninitialized variable saves nothing.
-          frozen_specs.append(saveable_object.SaveSpec(
+          frozen_specs.append(saveable_objects.SaveSpec(
               value, spec.slice_spec, spec.name, device=spec.device))
       if frozen_specs:
-        self._saveables.append(saveable_object.SaveableObject(
+        self._saveables.append(saveable_objects.SaveableObject(
             None, frozen_specs, saveable.name))
 
   def write(self, file_prefix, options=None):

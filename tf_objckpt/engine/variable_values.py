@@ -12,9 +12,9 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import gen_resource_variable_ops
 
+from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
-from tf_objckpt import saveable_object
 
 def set_cpu0(device_string: str) -> str:
   """Returns `device_string` with the device replaced by CPU:0.
@@ -58,7 +58,7 @@ def has_reusable_read(var):
           value.op.type == "ReadVariableOp" and not value.op.control_inputs)
 
 
-class VariableValueSpec(saveable_object.SaveSpec):
+class VariableValueSpec(saveable_objects.SaveSpec):
   """The VARIABLE_VALUE spec of a variable: reads it when the save runs."""
 
   # pylint: disable=super-init-not-called

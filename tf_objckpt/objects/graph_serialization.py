@@ -19,11 +19,11 @@ from tensorflow.python.framework import ops
 from tensorflow.python.trackable import python_state
 
 from tf_objckpt.engine import registered_savers
+from tf_objckpt.engine import saveable_objects
 from tf_objckpt.foundation import checkpoint_keys
 from tf_objckpt.foundation import identity_containers
 from tf_objckpt.foundation import module_names
 from tf_objckpt.objects import trackable
-from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
 
 
@@ -105,7 +105,7 @@ class Serialization:
     feed_additions = {}
     if not freeze:
       for saveable in saveables:
-        if isinstance(saveable, saveable_object.PythonStateSaveable):
+        if isinstance(saveable, saveable_objects.PythonStateSaveable):
           feed_additions.update(saveable.feed_dict_additions())
     return saveables, last.proto, feed_additions
 
@@ -129,7 +129,7 @@ class Serialization:
     return [saveable for per_node in node_saveables
             for saveable in per_node] + _registered_saves(
                 gathered, registered, saving.object_map) + [
-                    saveable_object.NoRestoreSaveable(
+                    saveable_objects.NoRestoreSaveable(
                         tensor=proto_tensor,
                         name=trackable.OBJECT_GRAPH_PROTO_KEY)]
 
@@ -185,7 +185,7 @@ class Serialization:
     for attribute_saveables in self._attribute_saveables(
         obj, object_name, node_attributes, weak, saving):
       if freeze and isinstance(attribute_saveables[0],
-                               saveable_object.PythonStateSaveable):
+                               saveable_objects.PythonStateSaveable):
         attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
       saveables.extend(attribute_saveables)
     return saveables

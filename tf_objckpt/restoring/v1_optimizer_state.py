@@ -43,8 +43,8 @@ import numpy as np
 from tensorflow.python.eager import context
 from tensorflow.python.framework import ops
 
+from tf_objckpt.engine import saveable_objects
 from tf_objckpt.foundation import identity_containers as object_identity
-from tf_objckpt import saveable_object
 
 _KERAS3_OPTIMIZER_MODULE = "keras.src.optimizers.base_optimizer"
 BETA_POWERS = ("beta1_power", "beta2_power")
@@ -134,7 +134,7 @@ def _slot_scale(optimizer):
   return -float(learning_rate.numpy())
 
 
-class ScaledSaveable(saveable_object.SaveableObject):
+class ScaledSaveable(saveable_objects.SaveableObject):
   """Restores another saveable's value multiplied by a factor."""
 
   def __init__(self, saveable, source):
@@ -218,7 +218,7 @@ def adam_step_count(powers, betas):
   return StepCount(steps, notes)
 
 
-class IterationsSaveable(saveable_object.SaveableObject):
+class IterationsSaveable(saveable_objects.SaveableObject):
   """Restores a Keras 3 `iterations` variable with a `StepCount`.
 
   Its specs are the checkpoint values the count came from (restoring reads
@@ -234,8 +234,8 @@ class IterationsSaveable(saveable_object.SaveableObject):
       count: A `StepCount`.
       dtypes: `{checkpoint key: DType}` of the keys in `count.notes`.
     """
-    specs = [saveable_object.SaveSpec(lambda: None, "", key,
-                                      dtype=dtypes[key], device="/cpu:0")
+    specs = [saveable_objects.SaveSpec(lambda: None, "", key,
+                                       dtype=dtypes[key], device="/cpu:0")
              for key in count.notes]
     super().__init__(variable, specs, variable.name)
     self.count = count

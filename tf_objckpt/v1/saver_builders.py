@@ -25,10 +25,10 @@ from tensorflow.python.util import compat
 from tf_objckpt.engine import graph_restores
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import variable_values
 from tf_objckpt.engine import writes
 from tf_objckpt import functional_saver
-from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
 
 
@@ -124,8 +124,8 @@ class BaseSaverBuilder(object):
   `sharded_filename` to emit other ops.
   """
 
-  SaveSpec = saveable_object.SaveSpec
-  SaveableObject = saveable_object.SaveableObject
+  SaveSpec = saveable_objects.SaveSpec
+  SaveableObject = saveable_objects.SaveableObject
 
   # Historical names of the variable saveables.
   VariableSaveable = (
