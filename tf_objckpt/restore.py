@@ -36,8 +36,8 @@ from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt.engine import saveable_objects
-from tf_objckpt import saveable_object_util
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
+from tf_objckpt.restoring import trackable_saveables
 
 
 # Keys of `_serialize_to_tensors` values start with "<object path>" + this.
@@ -230,7 +230,7 @@ class CheckpointPosition:
     """Restores (or defers) optimizer slots of this node's variable."""
     checkpoint = self._checkpoint
     slots = checkpoint.slots_by_variable.pop(self._node_id, ())
-    if slots and not saveable_object_util.is_variable(variable):
+    if slots and not trackable_saveables.is_variable(variable):
       raise self._mismatched_slots(
           self._node_id, "optimizers hold slots for it as a variable, but "
           f"its object is not a variable ({type(variable).__name__})")
@@ -257,7 +257,7 @@ class CheckpointPosition:
       DataLossError: If the object is a variable: the checkpoint's path to
         it leads to an optimizer.
     """
-    if saveable_object_util.is_variable(optimizer):
+    if trackable_saveables.is_variable(optimizer):
       raise self._mismatched_slots(
           optimizer_id, "it holds slot variables, but its object is a "
           "variable")
@@ -350,7 +350,7 @@ class CheckpointPosition:
     if not attributes:
       return [], {}, []
     trackable = self.trackable
-    factories = saveable_object_util.saveable_objects_from_trackable(
+    factories = trackable_saveables.saveable_objects_from_trackable(
         trackable)
     if (len(factories) == 1 and
         trackable_utils.SERIALIZE_TO_TENSORS_NAME in factories):
@@ -531,7 +531,7 @@ def _plain_variable(checkpoint, node_id, trackable):
   key = checkpoint.graph_index.plain_keys.get(node_id)
   if key is None or node_id in checkpoint.slots_by_variable:
     return None
-  variable = saveable_object_util.stock_variable(trackable)
+  variable = trackable_saveables.stock_variable(trackable)
   if variable is None:
     return None
   return (key.removesuffix(trackable_utils.VARIABLE_VALUE_KEY), key,

@@ -8,7 +8,8 @@ and on creation) and by `CheckpointV1` in a graph (`initialize_or_restore`,
 once with ours; values and the outcomes of the status assertions must agree.
 
 Covers: tf_objckpt.restoring.name_based, tf_objckpt.api.load_status,
-tf_objckpt.api.name_based_status, tf_objckpt.v1.saver_restores.
+tf_objckpt.api.name_based_status, tf_objckpt.v1.saver_restores,
+tf_objckpt.restoring.named_saveables.
 """
 
 import logging as py_logging

@@ -20,7 +20,7 @@ from tf_objckpt.foundation import identity_containers
 from tf_objckpt.objects import structure_base
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_report
-from tf_objckpt import saveable_object_util
+from tf_objckpt.restoring import trackable_saveables
 
 
 class LoadStatus(abc.ABC):
@@ -65,7 +65,7 @@ class LoadStatus(abc.ABC):
 def objects_with_values(objects):
   """The objects that save values of their own (not only dependencies)."""
   return [obj for obj in objects
-          if saveable_object_util.saveable_objects_from_trackable(obj)]
+          if trackable_saveables.saveable_objects_from_trackable(obj)]
 
 
 def describe_objects(graph_view, objects):

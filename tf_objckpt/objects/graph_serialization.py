@@ -20,16 +20,18 @@ from tensorflow.python.trackable import python_state
 
 from tf_objckpt.engine import registered_savers
 from tf_objckpt.engine import saveable_objects
+from tf_objckpt.engine import variable_saveables
 from tf_objckpt.foundation import checkpoint_keys
 from tf_objckpt.foundation import identity_containers
 from tf_objckpt.foundation import module_names
 from tf_objckpt.objects import trackable
-from tf_objckpt import saveable_object_util
+from tf_objckpt.restoring import named_saveables
+from tf_objckpt.restoring import trackable_saveables
 
 
 def full_name_for_variable(obj) -> str:
   """The global (name-based) name of a variable, or "" for other objects."""
-  if not saveable_object_util.is_variable(obj):
+  if not trackable_saveables.is_variable(obj):
     return ""
   slice_info = getattr(obj, "_save_slice_info", None)
   if slice_info is not None:
@@ -167,7 +169,7 @@ class Serialization:
       # A variable may have set its own `_serialize_to_tensors` since.
       if kept is not None and (
           not kept or
-          saveable_object_util.has_default_variable_saving(objects[node_id])):
+          trackable_saveables.has_default_variable_saving(objects[node_id])):
         node_saveables.append(kept)
         continue
       node_attributes = []
@@ -211,11 +213,11 @@ class Serialization:
     if saving is not None:
       obj = saving.object_map.get(obj, obj)
       mapped_captures = saving.call_with_mapped_captures
-    variable = (saveable_object_util.stock_variable(obj)
+    variable = (trackable_saveables.stock_variable(obj)
                 if self.saveables_cache is None else None)
     if variable is not None:
       # The common case, kept short: saves walk every variable.
-      saveable = saveable_object_util.VariableSaveable(
+      saveable = variable_saveables.VariableSaveable(
           weakref.proxy(variable) if weak else variable,
           checkpoint_keys.checkpoint_key(
               object_name, checkpoint_keys.SERIALIZE_TO_TENSORS_NAME))
@@ -223,7 +225,7 @@ class Serialization:
                                   checkpoint_key=saveable.specs[0].name,
                                   full_name=full_name))
       return [(saveable,)]
-    factories = saveable_object_util.saveable_objects_from_trackable(obj)
+    factories = trackable_saveables.saveable_objects_from_trackable(obj)
     if not factories:
       return []
     cache = None
@@ -234,7 +236,7 @@ class Serialization:
       key = checkpoint_keys.checkpoint_key(object_name, name)
       saveables = cache.get(name) if cache is not None else None
       if saveables is None or any(key not in s.name for s in saveables):
-        saveables = saveable_object_util.saveables_for_attribute(
+        saveables = named_saveables.saveables_for_attribute(
             factory, key, name, mapped_captures)
         if cache is not None:
           cache[name] = saveables
@@ -315,7 +317,7 @@ def _in_write_order(node_saveables, python_state_nodes):
 
 
 def _only_variable_saveables(saveables):
-  return all(isinstance(saveable, saveable_object_util.VariableSaveable)
+  return all(isinstance(saveable, variable_saveables.VariableSaveable)
              for saveable in saveables)
 
 

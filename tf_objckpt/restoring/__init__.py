@@ -1,7 +1,9 @@
 """The restore walk's internals: matching a checkpoint to objects.
 
-Layer 2 of 5 (plans), with `restore` and the saveables
-(`saveable_object_util`). Here: the coordinator of one restore, the
+Layer 2 of 5 (plans), with `restore` and `saveable_object_util`, which
+re-export what is here under TensorFlow's names. Here: the saveables that
+objects and variables save and restore as (`trackable_saveables`,
+`named_saveables`, and `keras3_variables`), the coordinator of one restore, the
 building of each restore step's read plan (the engine checks and executes
 it), the object-graph check (and the index of the graph a restore reads),
 initial values of variables created during a restore, name-based

@@ -28,9 +28,10 @@ from tf_objckpt.engine import reads
 from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import name_matching
+from tf_objckpt.restoring import named_saveables
 from tf_objckpt.restoring import restore_plan
+from tf_objckpt.restoring import trackable_saveables
 from tf_objckpt.restoring import v1_optimizer_state
-from tf_objckpt import saveable_object_util
 
 
 class _ConversionHint:
@@ -104,7 +105,7 @@ class NameBasedRestoreCoordinator:
     if keras_variable is not None:
       source = self._keras3_source(trackable)
       if source:
-        for saveable in saveable_object_util.saveable_objects_for_op(
+        for saveable in named_saveables.saveable_objects_for_op(
             keras_variable, source.key):
           yield (saveable if source.scale is None else
                  v1_optimizer_state.ScaledSaveable(saveable, source))
@@ -114,7 +115,7 @@ class NameBasedRestoreCoordinator:
         yield v1_optimizer_state.IterationsSaveable(
             keras_variable, count, self.values().dtypes)
         return
-    factories = saveable_object_util.saveable_objects_from_trackable(
+    factories = trackable_saveables.saveable_objects_from_trackable(
         trackable, tf1_saver=True)
     for attribute, factory in factories.items():
       if callable(factory):
@@ -127,7 +128,7 @@ class NameBasedRestoreCoordinator:
           continue
       else:
         saveable = factory
-      named = saveable_object_util.op_list_to_dict(
+      named = named_saveables.op_list_to_dict(
           [saveable], convert_variable_to_tensor=False)
       for name, op in named.items():
         yield from self._saveables_named(name, op, strip_model_name=False)
@@ -135,7 +136,7 @@ class NameBasedRestoreCoordinator:
   def _saveables_named(self, name, op, strip_model_name):
     """Saveables of `op`, keyed by the checkpoint key `name` matches."""
     key = self._match(name, strip_model_name) or name
-    yield from saveable_object_util.saveable_objects_for_op(op, key)
+    yield from named_saveables.saveable_objects_for_op(op, key)
 
   def _keras3_source(self, variable):
     """A Keras 3 variable's `v1_optimizer_state.Source`: by path or v1 slot.

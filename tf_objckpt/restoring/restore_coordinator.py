@@ -23,9 +23,9 @@ from tf_objckpt import functional_saver
 from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt import restore
 from tf_objckpt.restoring import keras3_slots
+from tf_objckpt.restoring import named_saveables
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
-from tf_objckpt import saveable_object_util
 
 
 class _UnrestoredValuesReport:
@@ -289,7 +289,7 @@ class CheckpointRestoreCoordinator:
     """
     eager = context.executing_eagerly()
     plan = restore_plan.plan_of(
-        saveable_object_util.validate_and_slice_inputs(tensor_saveables),
+        named_saveables.validate_and_slice_inputs(tensor_saveables),
         python_saveables, variables, cached,
         built_ops=None if eager else self._op_cache.by_name)
     self.check(plan)

@@ -26,10 +26,11 @@ from tf_objckpt.engine import graph_restores
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import saveable_objects
+from tf_objckpt.engine import variable_saveables
 from tf_objckpt.engine import variable_values
 from tf_objckpt.engine import writes
 from tf_objckpt import functional_saver
-from tf_objckpt import saveable_object_util
+from tf_objckpt.restoring import named_saveables
 
 
 def all_saveables(scope=None):
@@ -40,12 +41,12 @@ def all_saveables(scope=None):
 def saveables_from_var_list(var_list):
   """Turns a `Saver` var_list (list or dict) into a list of SaveableObjects."""
   names_to_saveables = (var_list if isinstance(var_list, dict) else
-                        saveable_object_util.op_list_to_dict(var_list))
-  return saveable_object_util.validate_and_slice_inputs(names_to_saveables)
+                        named_saveables.op_list_to_dict(var_list))
+  return named_saveables.validate_and_slice_inputs(names_to_saveables)
 
 
-_VARIABLE_SAVEABLES = (saveable_object_util.ResourceVariableSaveable,
-                       saveable_object_util.ReferenceVariableSaveable,
+_VARIABLE_SAVEABLES = (variable_saveables.ResourceVariableSaveable,
+                       variable_saveables.ReferenceVariableSaveable,
                        tf_saveable_object_util.ResourceVariableSaveable,
                        tf_saveable_object_util.ReferenceVariableSaveable)
 
@@ -129,9 +130,9 @@ class BaseSaverBuilder(object):
 
   # Historical names of the variable saveables.
   VariableSaveable = (
-      saveable_object_util.ReferenceVariableSaveable)
+      variable_saveables.ReferenceVariableSaveable)
   ResourceVariableSaveable = (
-      saveable_object_util.ResourceVariableSaveable)
+      variable_saveables.ResourceVariableSaveable)
 
   def __init__(self,
                write_version=saver_pb2.SaverDef.V2):
