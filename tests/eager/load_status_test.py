@@ -8,7 +8,7 @@ warning about unrestored values, logged when a restore is dropped without
 
 Covers: tf_objckpt.api.load_status, tf_objckpt.restore,
 tf_objckpt.restoring.restore_coordinator, tf_objckpt.checkpoint,
-tf_objckpt.api.object_checkpoints.
+tf_objckpt.api.object_checkpoints, tf_objckpt.restoring.checkpoint_position.
 """
 
 import gc

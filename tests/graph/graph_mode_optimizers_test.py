@@ -7,7 +7,8 @@ created after `restore()`, and nested templates restored before their
 variables exist.
 
 Covers: tf_objckpt.checkpoint, tf_objckpt.restore,
-tf_objckpt.saveable_object_util, tf_objckpt.api.object_checkpoints.
+tf_objckpt.saveable_object_util, tf_objckpt.api.object_checkpoints,
+tf_objckpt.restoring.restore_walk, tf_objckpt.restoring.node_binding.
 """
 
 import os

@@ -8,7 +8,7 @@ assertions pass, exception types) must be equal.
 
 Covers: tf_objckpt.checkpoint, tf_objckpt.api.load_status,
 tf_objckpt.api.trackable_saver, tf_objckpt.restore,
-tf_objckpt.api.object_checkpoints.
+tf_objckpt.api.object_checkpoints, tf_objckpt.restoring.checkpoint_position.
 """
 
 import os

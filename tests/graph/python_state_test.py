@@ -6,7 +6,8 @@ expects (it reads them with `io.BytesIO`); serialized state need not be
 UTF-8.
 
 Covers: tf_objckpt.saveable_object_util, tf_objckpt.engine.read_plan,
-tf_objckpt.restore, tf_objckpt.engine.saveable_objects.
+tf_objckpt.restore, tf_objckpt.engine.saveable_objects,
+tf_objckpt.restoring.checkpoint_position.
 """
 
 import os

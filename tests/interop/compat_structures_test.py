@@ -8,7 +8,8 @@ with `assert_consumed()` passing and the values of the originals.
 Covers: tf_objckpt.checkpoint, tf_objckpt.graph_view, tf_objckpt.restore,
 tf_objckpt.saveable_object_util, tf_objckpt.engine.state_file,
 tf_objckpt.api.object_checkpoints, tf_objckpt.objects.graph_walk,
-tf_objckpt.objects.graph_serialization.
+tf_objckpt.objects.graph_serialization, tf_objckpt.restoring.restore_walk,
+tf_objckpt.restoring.node_binding.
 """
 
 import functools

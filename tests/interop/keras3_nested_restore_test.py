@@ -9,7 +9,8 @@ is named by the status. TensorFlow's own restore loses most of these
 values, so the tests compare with the values that were written.
 
 Covers: tf_objckpt.restoring.keras3_slots, tf_objckpt.restore,
-tf_objckpt.restoring.restore_coordinator, tf_objckpt.api.load_status.
+tf_objckpt.restoring.restore_coordinator, tf_objckpt.api.load_status,
+tf_objckpt.restoring.keras3_slot_binding.
 """
 
 import keras

@@ -11,7 +11,7 @@ predictions and one more training step; and runs TensorFlow's Checkpoint
 side by side to show its behaviour is unchanged.
 
 Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
-tf_objckpt.engine.read_plan.
+tf_objckpt.engine.read_plan, tf_objckpt.restoring.keras3_slot_binding.
 """
 
 import keras

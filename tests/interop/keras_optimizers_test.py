@@ -5,7 +5,9 @@ restore before anything is built (restore-on-create) ends with the same
 values, statuses and continued training as TensorFlow's.
 
 Covers: tf_objckpt.restore, tf_objckpt.restoring.keras3_slots,
-tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
+tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints,
+tf_objckpt.restoring.restore_walk, tf_objckpt.restoring.node_binding,
+tf_objckpt.restoring.keras3_slot_binding.
 """
 
 import os

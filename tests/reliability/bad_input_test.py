@@ -7,7 +7,7 @@ and must leave every variable as it was: a failed restore assigns nothing.
 
 Covers: tf_objckpt.checkpoint, tf_objckpt.engine.reads,
 tf_objckpt.engine.read_plan, tf_objckpt.restore,
-tf_objckpt.api.object_checkpoints.
+tf_objckpt.api.object_checkpoints, tf_objckpt.restoring.checkpoint_position.
 """
 
 import glob

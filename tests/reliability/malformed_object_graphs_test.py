@@ -13,7 +13,8 @@ each restored under a time limit; a 100,000-node chain restores in linear
 time. Two attributes naming one key, and a child listed twice under one
 name, restore as in TensorFlow.
 
-Covers: tf_objckpt.restoring.object_graph_check, tf_objckpt.restore.
+Covers: tf_objckpt.restoring.object_graph_check, tf_objckpt.restore,
+tf_objckpt.restoring.restore_walk.
 """
 
 import random

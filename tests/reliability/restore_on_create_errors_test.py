@@ -8,7 +8,7 @@ variable: `tf_objckpt.add_variable`, a tf_keras `add_weight`, or a Keras 3
 
 Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
 tf_objckpt.engine.read_plan, tf_objckpt.checkpoint,
-tf_objckpt.api.object_checkpoints.
+tf_objckpt.api.object_checkpoints, tf_objckpt.restoring.checkpoint_position.
 """
 
 import os

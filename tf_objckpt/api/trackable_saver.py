@@ -40,7 +40,6 @@ from tf_objckpt.engine import transfer_log
 from tf_objckpt import functional_saver
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
-from tf_objckpt import restore
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_coordinator
 
@@ -344,7 +343,7 @@ class TrackableSaver:
         graph_view=self._graph_view, options=options)
     with (values.checked() if check_values_first
           else contextlib.nullcontext()):
-      restore.CheckpointPosition(checkpoint, 0).restore(self._graph_view.root)
+      checkpoint.position(0).restore(self._graph_view.root)
       self._restore_attached_dependencies(checkpoint)
     checkpoint.raise_mismatch()
     if not context.executing_eagerly():
@@ -360,7 +359,7 @@ class TrackableSaver:
       node_id = root_children.get(reference.name)
       if (reference.name != "root" and node_id is not None and
           node_id not in checkpoint.objects_by_node_id):
-        restore.CheckpointPosition(checkpoint, node_id).restore(reference.ref)
+        checkpoint.position(node_id).restore(reference.ref)
 
 
 def frozen_saver(root_trackable):

@@ -21,10 +21,11 @@ from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt import restore
 from tf_objckpt.foundation import checkpoint_keys
 from tf_objckpt.foundation import module_names
+from tf_objckpt.restoring import checkpoint_position
 from tf_objckpt.restoring import initial_values
+from tf_objckpt.restoring import restore_walk
 
 # The checkpoint key of the serialized TrackableObjectGraph: TensorFlow's
 # own, so that either library finds the other's object graph.
@@ -162,7 +163,7 @@ class Trackable(tf_base.Trackable):
     if not queued or not all(p.is_simple_variable() for p in queued):
       return None
     newest = max(queued, key=lambda position: position.restore_uid)
-    if isinstance(newest, restore.CheckpointPosition):
+    if isinstance(newest, checkpoint_position.CheckpointPosition):
       return initial_values.CheckpointInitialValueCallable(newest)
     return tf_base.CheckpointInitialValueCallable(newest)
 
@@ -208,7 +209,7 @@ class Trackable(tf_base.Trackable):
 
   def _restore_from_checkpoint_position(self, position):
     """Restores this object and its dependencies; returns restore ops."""
-    return restore.restore_breadth_first(position)
+    return restore_walk.restore_breadth_first(position)
 
   def _list_extra_dependencies_for_serialization(self, cache):
     """Dependencies saved only in SavedModels; none by default."""

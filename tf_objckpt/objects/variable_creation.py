@@ -18,7 +18,7 @@ from tensorflow.python.ops import variable_v1
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.foundation import module_names
-from tf_objckpt import restore
+from tf_objckpt.restoring import checkpoint_position
 
 
 def _new_resource_variable(name, shape, dtype, initializer=None,
@@ -27,7 +27,8 @@ def _new_resource_variable(name, shape, dtype, initializer=None,
   dtype = dtypes.as_dtype(dtype)
   shape_object = tensor_shape.as_shape(shape)
   if (type(initializer) is tf_base.CheckpointInitialValueCallable and  # pylint: disable=unidiomatic-typecheck
-      isinstance(initializer.checkpoint_position, restore.CheckpointPosition)):
+      isinstance(initializer.checkpoint_position,
+                 checkpoint_position.CheckpointPosition)):
     # Our value, queued by a TensorFlow owner: check it as ours checks.
     initializer.checkpoint_position.check_initial_value(shape, dtype)
   with ops.init_scope():

@@ -2,8 +2,8 @@
 
 Restore-on-create: a variable created while a restore waits for it starts
 with its checkpointed value, read through the restore's `CheckpointPosition`
-(`restore`), so it is never initialized and then overwritten. Keras 3
-variables traced in a symbolic build get it as their initializer.
+(`checkpoint_position`), so it is never initialized and then overwritten.
+Keras 3 variables traced in a symbolic build get it as their initializer.
 """
 
 from tensorflow.python.trackable import base as tf_base

@@ -223,7 +223,7 @@ class NameBasedRestoreCoordinator:
   def _restore_on_initialization(self, variable):
     """Makes a Keras 3 variable of a symbolic build start with its value.
 
-    As for object-based restores (`restore.CheckpointPosition`): Keras
+    As for object-based restores (`CheckpointPosition`): Keras
     initializes the variable once its trace ends, and builds again eagerly
     (restoring again, by name) if the trace fails.
     """

@@ -3,11 +3,12 @@
 A `CheckpointRestoreCoordinator` is the bookkeeping of one `restore()` call:
 which checkpoint nodes are bound to which Python objects, which slot
 variables wait for their optimizer or variable, which attributes found no
-saveable, and, when graph building, the restore ops to run. The restore walk
-(`restore`) binds objects and hands it what one step restores; it builds the
-step's read plan (`restore_plan`), checks it once against the checkpoint
-(`read_plan.check`) and has the I/O engine execute it (`read_plan`, or
-`functional_saver` when graph building).
+saveable, and, when graph building, the restore ops to run. It makes the
+positions of the nodes a walk reaches (`checkpoint_position`). The restore
+walk (`restore_walk`) binds objects and hands it what one step restores; it
+builds the step's read plan (`restore_plan`), checks it once against the
+checkpoint (`read_plan.check`) and has the I/O engine execute it
+(`read_plan`, or `functional_saver` when graph building).
 """
 
 import weakref
@@ -19,9 +20,9 @@ from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.engine import read_plan
-from tf_objckpt import functional_saver
 from tf_objckpt.foundation import identity_containers as object_identity
-from tf_objckpt import restore
+from tf_objckpt import functional_saver
+from tf_objckpt.restoring import checkpoint_position
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import named_saveables
 from tf_objckpt.restoring import object_graph_check
@@ -126,7 +127,7 @@ class CheckpointRestoreCoordinator:
         self._slot_variables):
       self.slots_by_variable.setdefault(
           slot.original_variable_node_id, []).append(
-              restore.SlotToRestore(
+              checkpoint_position.SlotToRestore(
                   optimizer_id=node_id,
                   slot_variable_id=slot.slot_variable_node_id,
                   slot_name=slot.slot_name))
@@ -135,6 +136,10 @@ class CheckpointRestoreCoordinator:
         self.matched_node_ids, self.unused_attributes,
         self.skipped_slot_node_ids())
     weakref.finalize(self, self._report.warn_if_incomplete)
+
+  def position(self, node_id):
+    """The `CheckpointPosition` of node `node_id` in this restore."""
+    return checkpoint_position.CheckpointPosition(self, node_id)
 
   def skipped_slot_node_ids(self):
     """Slot variable nodes left alone (`experimental_skip_slot_variables`)."""
