@@ -8,7 +8,7 @@ Here the checkpoints' `.index` files are compared: every key and slice must
 be in the same data file, at the same offset, as in TensorFlow's.
 
 Covers: tf_objckpt.engine.sharding, tf_objckpt.engine.writes,
-tf_objckpt.engine.variable_values, tf_objckpt.functional_saver,
+tf_objckpt.engine.variable_values, tf_objckpt.engine.multi_device_saver,
 tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
 """
 

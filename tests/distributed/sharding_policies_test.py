@@ -10,7 +10,7 @@ our later saves write the variables' new values. A callback that drops a
 key fails our save. (tests/distributed/cluster_layout_test.py applies the
 policies over ps tasks.)
 
-Covers: tf_objckpt.engine.sharding, tf_objckpt.functional_saver,
+Covers: tf_objckpt.engine.sharding, tf_objckpt.engine.multi_device_saver,
 tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
 """
 

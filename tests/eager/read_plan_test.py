@@ -8,8 +8,8 @@ by the check, before anything is assigned; with the check skipped, the
 same restore assigns values before failing (so these tests would fail).
 
 Covers: tf_objckpt.engine.read_plan, tf_objckpt.restoring.restore_plan,
-tf_objckpt.functional_saver, tf_objckpt.restoring.name_based, tf_objckpt.saver,
-tf_objckpt.v1.name_based_saver.
+tf_objckpt.engine.multi_device_saver, tf_objckpt.restoring.name_based,
+tf_objckpt.saver, tf_objckpt.v1.name_based_saver.
 """
 
 import numpy as np
@@ -17,8 +17,8 @@ import pytest
 import tensorflow as tf
 
 import tf_objckpt
+from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import read_plan
-from tf_objckpt import functional_saver
 from tf_objckpt import saver as saver_lib
 
 
@@ -41,7 +41,7 @@ def _executed(monkeypatch):
   """The plans the engine executes (eagerly or graph building), in order."""
   plans = []
   for module, name in ((read_plan, "execute_eagerly"),
-                       (functional_saver, "execute_plan")):
+                       (multi_device_saver, "execute_plan")):
     original = getattr(module, name)
 
     def spy(plan, *args, original=original, **kwargs):

@@ -9,7 +9,7 @@ current state, and restores through cached ops restore the values of the
 checkpoint they are given: the model trains away from them first, and new
 checkpoints come between restores.
 
-Covers: tf_objckpt.api.trackable_saver, tf_objckpt.functional_saver,
+Covers: tf_objckpt.api.trackable_saver, tf_objckpt.engine.multi_device_saver,
 tf_objckpt.checkpoint, tf_objckpt.checkpoint_management,
 tf_objckpt.api.object_checkpoints, tf_objckpt.api.checkpoint_manager.
 """

@@ -12,7 +12,7 @@ checked on the graph, and what they restore against TensorFlow, with
 resource, reference and partitioned variables, sharded savers and
 repeated restores that add no ops.
 
-Covers: tf_objckpt.engine.graph_restores, tf_objckpt.functional_saver,
+Covers: tf_objckpt.engine.graph_restores, tf_objckpt.engine.multi_device_saver,
 tf_objckpt.v1.saver_builders, tf_objckpt.engine.tuning.
 """
 

@@ -8,7 +8,7 @@ dtype or a missing key, and reshapes a resource variable to a checkpointed
 shape; we fail in `restore()` in all three cases, naming the key and the
 object path, and assign nothing.
 
-Covers: tf_objckpt.engine.read_plan, tf_objckpt.functional_saver,
+Covers: tf_objckpt.engine.read_plan, tf_objckpt.engine.multi_device_saver,
 tf_objckpt.restore.
 """
 

@@ -79,10 +79,6 @@ LAYERS = {
 }
 
 
-# The top-level modules whose code has not moved into a subpackage yet: they
-# define code, and modules may import them. The next pass of the move (issue
-# 32) empties this list.
-_NOT_MOVED_YET = ("tf_objckpt.functional_saver",)
 # Top-level modules that are not TensorFlow's names: the package's version
 # (setup.py reads the file), and the entry point of `python -m tf_objckpt`.
 _NOT_TENSORFLOWS = ("tf_objckpt.version", "tf_objckpt.__main__")
@@ -192,8 +188,8 @@ def test_every_layer_entry_exists():
 
 
 def test_exceptions_are_still_exceptions():
-  """A module listed as not moved still is."""
-  assert set(_NOT_MOVED_YET + _NOT_TENSORFLOWS) <= _KNOWN
+  """A module listed as not TensorFlow's name still exists."""
+  assert set(_NOT_TENSORFLOWS) <= _KNOWN
 
 
 @pytest.mark.parametrize(
@@ -212,10 +208,10 @@ def test_subpackage_docstring_states_its_layer(package):
 
 def top_level_imports(source, name):
   """The top-level modules `source` (module `name`) imports, but those
-  whose code has not moved yet and those that are not TensorFlow's names."""
+  that are not TensorFlow's names."""
   return sorted(imported for imported in imported_modules(source, name)
                 if imported.count(".") == 1 and
-                imported not in _NOT_MOVED_YET + _NOT_TENSORFLOWS)
+                imported not in _NOT_TENSORFLOWS)
 
 
 def own_code(source):
@@ -231,7 +227,7 @@ def own_code(source):
 
 _TOP_LEVEL = [path for path in _MODULES
               if module_name(path).count(".") == 1 and module_name(path)
-              not in _NOT_MOVED_YET + _NOT_TENSORFLOWS]
+              not in _NOT_TENSORFLOWS]
 
 
 @pytest.mark.parametrize("path", _MODULES, ids=module_name)

@@ -19,7 +19,7 @@ steps 2 to 4, calling the engine for their file operations.
    first save (`TrackableSaver.build_save_ops`). An asynchronous save
    reads its values here (`async_checkpoint.Snapshot`), so that later
    assignments stay out of it, and runs steps 2 to 4 in the background.
-2. **Write shards** (engine: `commit.saving`, `functional_saver`,
+2. **Write shards** (engine: `commit.saving`, `multi_device_saver`,
    `engine.writes`). `commit.saving` opens the save, once: it makes and
    locks the directory and removes what interrupted saves of the plan's
    prefixes left. Then the writer writes: `TrackableSaver.write_shards`

@@ -1,7 +1,7 @@
 """`TrackableSaver`: saves and restores the objects of one root trackable.
 
 A save gathers the root's saveables and object graph (`graph_view`) and
-writes them through the I/O engine (`functional_saver`): step 2 of a save
+writes them through the I/O engine (`multi_device_saver`): step 2 of a save
 transaction (`save_transaction`, which `save` runs). A restore walks the
 checkpointed object graph (`restore`) and returns a load status
 (`load_status`). Checkpoints without an object graph (the v1 name-based
@@ -31,13 +31,13 @@ from tf_objckpt.api import name_based_status
 from tf_objckpt.api import save_transaction
 from tf_objckpt.api import sessions
 from tf_objckpt.engine import async_checkpoint
+from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import sharding
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
-from tf_objckpt import functional_saver
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
 from tf_objckpt.restoring import object_graph_check
@@ -172,7 +172,7 @@ class TrackableSaver:
     if (self._last_save_key != cache_key or
         context.executing_eagerly() or ops.inside_function()):
       with ops.device("/cpu:0"):
-        save_op = functional_saver.Saver(saveables).save(
+        save_op = multi_device_saver.Saver(saveables).save(
             file_prefix, options, in_place=in_place)
         self._save_path_tensor = file_prefix
         if save_op is not None:  # Graph building: the path, once written.
@@ -369,7 +369,7 @@ def frozen_saver(root_trackable):
   exactly this object graph. Its checkpoints are ordinary object-based
   checkpoints.
   """
-  return functional_saver.Saver(
+  return multi_device_saver.Saver(
       graph_walk.ObjectGraphView(root_trackable).frozen_saveable_objects())
 
 

@@ -24,11 +24,11 @@ import weakref
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_values
-from tf_objckpt import functional_saver
 
 # Writers that may hold an error no call has raised yet (see `_report_all`).
 _writers = weakref.WeakSet()
@@ -74,7 +74,7 @@ class Snapshot:
 
   def write(self, file_prefix, options=None):
     """Writes the values at `file_prefix` (whose directory exists)."""
-    functional_saver.Saver(self._saveables).save(file_prefix, options)
+    multi_device_saver.Saver(self._saveables).save(file_prefix, options)
     return file_prefix
 
 

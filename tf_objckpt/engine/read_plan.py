@@ -6,7 +6,7 @@ list of destinations, each with the `Read`s it receives (key, slice, dtype,
 expected shape). Its builders are above the engine (`restoring.restore_plan`,
 `v1.saver_builders`); here it is checked against the checkpoint
 (`check`, once per step, before anything is assigned) and executed eagerly
-(`execute_eagerly`); `functional_saver.execute_plan` executes it when graph
+(`execute_eagerly`); `multi_device_saver.execute_plan` executes it when graph
 building. The engine chooses how to restore each destination: plain
 variables (`Destination.plain_variable`) are assigned directly eagerly and
 restored in batches when graph building; other destinations get their

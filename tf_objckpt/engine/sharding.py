@@ -12,7 +12,7 @@ tasks, and `callback_shards` builds the `ShardableTensor`s a callback
 expects, calls it, checks that its shards hold exactly the tensors it was
 given (same keys, slices, shapes, dtypes and tasks), and returns each shard
 as the keys, slices and tensors of one write. It plans; the engine
-(`functional_saver`) writes.
+(`multi_device_saver`) writes.
 """
 
 import functools

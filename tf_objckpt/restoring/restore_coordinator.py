@@ -8,7 +8,7 @@ positions of the nodes a walk reaches (`checkpoint_position`). The restore
 walk (`restore_walk`) binds objects and hands it what one step restores; it
 builds the step's read plan (`restore_plan`), checks it once against the
 checkpoint (`read_plan.check`) and has the I/O engine execute it
-(`read_plan`, or `functional_saver` when graph building).
+(`read_plan`, or `multi_device_saver` when graph building).
 """
 
 import weakref
@@ -19,9 +19,9 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_control_flow_ops
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import read_plan
 from tf_objckpt.foundation import identity_containers as object_identity
-from tf_objckpt import functional_saver
 from tf_objckpt.restoring import checkpoint_position
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import named_saveables
@@ -303,7 +303,7 @@ class CheckpointRestoreCoordinator:
       return []
     # Python state is handed over at once, after the ops are built.
     hand_over_python_state = read_plan.read_python_state(plan, self.values)
-    restore_ops = functional_saver.execute_plan(
+    restore_ops = multi_device_saver.execute_plan(
         plan, self.values.path_tensor, self.options)
     hand_over_python_state()
     new_ops = {destination.name: restore_ops[destination.name]

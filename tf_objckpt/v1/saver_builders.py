@@ -3,7 +3,7 @@
 A builder turns variables into the save and restore ops of a name-based
 checkpoint, op for op as TensorFlow's builders do (so `SaverDef`s and meta
 graphs move freely between the two), issuing the file ops through the I/O
-engine (`functional_saver`). Executing eagerly, it saves or restores at once,
+engine (`multi_device_saver`). Executing eagerly, it saves or restores at once,
 after checking the restore plan against the checkpoint.
 """
 
@@ -23,13 +23,13 @@ from tensorflow.python.training.saving import saveable_object_util as tf_saveabl
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import graph_restores
+from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import variable_saveables
 from tf_objckpt.engine import variable_values
 from tf_objckpt.engine import writes
-from tf_objckpt import functional_saver
 from tf_objckpt.restoring import named_saveables
 
 
@@ -195,8 +195,7 @@ class BaseSaverBuilder(object):
   def sharded_filename(self, filename_tensor, shard,
                        num_shards):
     """Returns `filename_tensor` with the `-SSSSS-of-NNNNN` shard suffix."""
-    return functional_saver.sharded_filename(filename_tensor, shard,
-                                             num_shards)
+    return writes.sharded_filename(filename_tensor, shard, num_shards)
 
   def _AddSaveOps(self, filename_tensor,
                   saveables):
@@ -330,7 +329,7 @@ class BaseSaverBuilder(object):
         raise ValueError(
             "All tensors of a saveable object must be on the same device: "
             "%s" % saveable.name)
-    return list(functional_saver.group_by_device(
+    return list(multi_device_saver.group_by_device(
         saveables,
         lambda saveable: pydev.canonical_name(saveable.specs[0].device)
     ).items())

@@ -11,7 +11,7 @@ raises when its initializer runs).
 Graph building, each variable's initializer and initial value read the
 checkpoint, as TensorFlow's do; the initializers run when the program runs
 its initializers. Where TensorFlow adds a `RestoreV2` and an assignment
-per variable, the engine reads in batches (`functional_saver.execute_plan`):
+per variable, the engine reads in batches (`multi_device_saver.execute_plan`):
 plain resource variables are read and assigned by one function call per
 batch of about `graph_restore_batch_bytes` (their initializer is that
 call), the others by `RestoreV2`s of many values and an assignment each;
@@ -28,11 +28,11 @@ from tensorflow.python.framework import tensor_shape
 from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import sharding
 from tf_objckpt.engine import tuning
-from tf_objckpt import functional_saver
 from tf_objckpt.inspection import checkpoint_reader
 from tf_objckpt.v1 import assignment_maps
 
@@ -169,7 +169,7 @@ class _ToVariable(read_plan.Destination):
 def _override_initializers(plan, prefix):
   """Makes each variable's initializer and initial value read `prefix`."""
   with ops.name_scope("checkpoint_initializer"):
-    restore_ops = functional_saver.execute_plan(plan, prefix)
+    restore_ops = multi_device_saver.execute_plan(plan, prefix)
     _read_initial_values([destination for destination in plan.destinations
                           if not destination.has_initial_value], prefix)
   for destination in plan.destinations:
