@@ -3,7 +3,7 @@
 A save gathers the root's saveables and object graph (`graph_view`) and
 writes them through the I/O engine (`multi_device_saver`): step 2 of a save
 transaction (`save_transaction`, which `save` runs). A restore walks the
-checkpointed object graph (`restore`) and returns a load status
+checkpointed object graph (`restore_walk`) and returns a load status
 (`load_status`). Checkpoints without an object graph (the v1 name-based
 `Saver`'s) are restored by variable names. `Checkpoint` and `CheckpointV1`
 (`tf_objckpt.checkpoint`) are built on it.

@@ -4,7 +4,7 @@ A `Trackable` names its dependencies (other trackables) and its own state
 (saveables). Checkpoints store that graph of objects, so restoring matches
 objects by their paths of local names rather than by global variable names.
 When a restore is waiting for a dependency that does not exist yet, tracking
-it restores it ("restore-on-create"; the walk itself is in `restore`).
+it restores it ("restore-on-create"; the walk is in `restoring/restore_walk`).
 
 Our `Trackable` subclasses TensorFlow's, so that TensorFlow's containers
 (Keras layers, `tf.Module`) track our objects, and TensorFlow's trackables
