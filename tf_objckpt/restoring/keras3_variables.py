@@ -13,7 +13,7 @@ import sys
 # The Keras 3 module whose `Variable` wraps a `tf.Variable` (TensorFlow
 # backend).
 _KERAS3_BACKEND_MODULE = "keras.src.backend.tensorflow.core"
-_FORWARDS_SAVING_BY_CLASS = {}
+_FORWARDS_SAVING_BY_CLASS: dict[type, bool] = {}
 
 
 def forwarded_variable(obj):

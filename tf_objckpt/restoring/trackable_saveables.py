@@ -71,7 +71,7 @@ class TrackableSaveable(saveable_objects.SaveableObject):
             for local_name, spec in zip(self._local_names, self.specs)]
 
 
-_DEFAULT_SAVING_BY_CLASS = {}
+_DEFAULT_SAVING_BY_CLASS: dict[type, bool] = {}
 
 
 def is_variable(obj) -> bool:
