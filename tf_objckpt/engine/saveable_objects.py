@@ -6,7 +6,8 @@ to write it back (`restore`). Both subclass TensorFlow's classes of the same
 name so that TensorFlow's own savers accept ours and the other way round.
 The saveables of state that lives in Python rather than in tensors
 (`PythonStateSaveable`) and of write-only values (`NoRestoreSaveable`) are
-here too.
+here too. `saveable_object`, TensorFlow's name for this module, re-exports
+them.
 """
 
 from tensorflow.python.eager import context
