@@ -139,7 +139,7 @@ class _ToVariable(read_plan.Destination):
 
   def __init__(self, index, assignment):
     variable = assignment.variable
-    super().__init__(f"{index}:{variable.name}", [read_plan.read(
+    super().__init__(f"{index}:{variable.name}", [read_plan.plan_read(
         assignment.key, assignment.slice_spec, variable.dtype,
         variable.shape)])
     self.variable = variable
