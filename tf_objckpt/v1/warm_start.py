@@ -64,7 +64,7 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
 
 
 def _initialize(ckpt_dir_or_file, assignment_map):
-  prefix = checkpoint_reader.checkpoint_prefix(ckpt_dir_or_file)
+  prefix = checkpoint_reader.resolve_save_path(ckpt_dir_or_file)
   values = reads.CheckpointValues(prefix, reads.open_reader(prefix), prefix)
   assignments = assignment_maps.resolve(assignment_map)
   _check(assignments, values)

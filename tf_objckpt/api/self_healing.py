@@ -1,4 +1,4 @@
-"""Restoring the newest intact checkpoint: damage is what `verify` finds.
+"""Self-healing restores: the newest intact checkpoint, past damaged ones.
 
 A job restarting from a checkpoint that a torn copy, a failing disk or bit
 rot damaged would fail on every restart. `restore_newest_intact` tries the
