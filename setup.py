@@ -23,6 +23,6 @@ setup(
     packages=find_packages(include=["tf_objckpt", "tf_objckpt.*"]),
     python_requires=">=3.9,<3.14",
     install_requires=["tensorflow>=2.15,<2.22", "numpy", "absl-py"],
-    extras_require={"test": ["pytest", "tf-keras"]},
+    extras_require={"test": ["pytest", "pytest-xdist", "tf-keras"]},
     entry_points={"console_scripts": ["tf-objckpt = tf_objckpt.tools.cli:run"]},
 )
