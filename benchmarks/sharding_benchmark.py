@@ -1,95 +1,337 @@
-"""Times saves split by `MaxShardSizePolicy` against numpy's raw writes.
+"""Times sharded saves and restores against TensorFlow's and numpy's.
 
-A 256 MiB model (`--variables` float32 variables) is written by eager
-`Checkpoint.write` with `CheckpointOptions(experimental_sharding_callback=
-MaxShardSizePolicy(256 MiB / --shards))`, by TensorFlow and by tf_objckpt,
-and the same bytes are written by numpy (`ndarray.tofile`, one file, no
-checkpoint format): the file bandwidth a save can hope for on this disk.
-tf_objckpt writes the shards from parallel threads; the target is at least
-half of numpy's bandwidth. The writers take turns; each figure is the
-median of `--repeats` writes after one untimed one, each to a fresh prefix
-(the previous one deleted).
+A model of `--gib` GiB in `--variables` float32 variables is written and
+read back, each write and each read in a fresh process (`fresh_process`),
+in these layouts (cases):
 
-Run: python benchmarks/sharding_benchmark.py [--repeats=5] [--shards=4]
-     [--variables=4] [--directory=/path/on/the/disk/to/measure]
-Prints seconds, MiB/s and each save's bandwidth as a fraction of numpy's.
+  numpy               the same bytes, `ndarray.tofile` to one file and
+                      `np.fromfile` back: the disk's bandwidth for one
+                      writer, no checkpoint format;
+  numpy_parallel      the same bytes in one file per core, written and read
+                      by one thread each: the bandwidth of all the cores;
+  tensorflow          `tf.train.Checkpoint` write/read, default options
+                      (one data file);
+  tf_objckpt          `tf_objckpt.Checkpoint`, default options;
+  *_parallel          with `CheckpointOptions(experimental_sharding_callback=
+                      tf_objckpt.ParallelShardsPolicy())`: one file per
+                      core (TensorFlow writes our policy's files too);
+  *_max_size          with TensorFlow's `MaxShardSizePolicy`, into
+                      `--shards` files;
+  *_graph_max_size    the same with `CheckpointV1` in a `tf.compat.v1`
+                      session (the session runs independent ops at once);
+  *_saver_sharded     the v1 `Saver(sharded=True)` in a session with two CPU
+                      devices, the variables alternating between them (one
+                      file per device).
+
+Reads restore into existing variables (zeros), from the page cache (the
+file was just written). The cases take turns, each round in a new order;
+each figure is the median of `--repeats` fresh processes, with the range
+(fastest to slowest). Ratios divide TensorFlow's default time by the
+case's: above 1 is faster than TensorFlow's one-file checkpoint. "Files
+at once" is the most data files one more write had under their temporary
+names at the same time (1: its shards were written one after the other).
+The
+machine's load average is printed before and after: on a loaded machine,
+threads wait for a core and the ratios shrink.
+
+Run: python benchmarks/sharding_benchmark.py [--gib=1] [--variables=16]
+     [--repeats=5] [--shards=4] [--cases=numpy,tensorflow,...]
+     [--directory=/path/on/the/disk/to/measure]
 """
 
+import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
+import threading
 import time
 
 from absl import app
 from absl import flags
 import numpy as np
-import tensorflow as tf
 
-import tf_objckpt
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fresh_process  # pylint: disable=g-import-not-at-top
 
-_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed writes per writer.")
-_SHARDS = flags.DEFINE_integer("shards", 4, "Shards the policy makes.")
-_VARIABLES = flags.DEFINE_integer("variables", 4, "Variables of the model.")
+_GIB = flags.DEFINE_float("gib", 1, "Size of the model in GiB.")
+_VARIABLES = flags.DEFINE_integer("variables", 16, "Variables of the model.")
+_REPEATS = flags.DEFINE_integer("repeats", 5,
+                                "Fresh processes per write and read.")
+_SHARDS = flags.DEFINE_integer("shards", 4,
+                               "Files MaxShardSizePolicy splits into.")
+_CASES = flags.DEFINE_list(
+    "cases", ["numpy", "numpy_parallel", "tensorflow", "tf_objckpt",
+              "tensorflow_parallel", "tf_objckpt_parallel",
+              "tensorflow_max_size", "tf_objckpt_max_size",
+              "tensorflow_graph_max_size", "tf_objckpt_graph_max_size",
+              "tensorflow_saver_sharded", "tf_objckpt_saver_sharded"],
+    "Which layouts to time (see the module docstring).")
 _DIRECTORY = flags.DEFINE_string("directory", None,
                                  "Where to write (default: a temporary one).")
-
-_MODEL_BYTES = 256 << 20
-
-
-def _writers(directory):
-  """{name: write(index)} for numpy, TensorFlow and tf_objckpt."""
-  count = _VARIABLES.value
-  elements = _MODEL_BYTES // 4 // count
-  variables = [tf.Variable(tf.random.uniform([elements])) for _ in
-               range(count)]
-  array = np.concatenate([variable.numpy() for variable in variables])
-  options = tf.train.CheckpointOptions(
-      experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(
-          _MODEL_BYTES // _SHARDS.value))
-  checkpoints = {"tensorflow": tf.train.Checkpoint(v=variables),
-                 "tf_objckpt": tf_objckpt.Checkpoint(v=variables)}
-
-  def numpy_write(path):
-    array.tofile(path)
-
-  def checkpoint_write(name):
-    return lambda path: checkpoints[name].write(path, options=options)
-
-  writers = {"numpy": numpy_write}
-  writers.update((name, checkpoint_write(name)) for name in checkpoints)
-  return writers
+_CONCURRENCY = flags.DEFINE_bool(
+    "concurrency", True,
+    "Also count, in one more write per case, the most data files being "
+    "written at the same time (files under their temporary names).")
+_CHILD = flags.DEFINE_string("child", None, "Internal: one timed operation.")
 
 
-def _timed(write, directory):
-  path = os.path.join(directory, "prefix")
+def _elements():
+  return int(_GIB.value * (1 << 30)) // 4 // _VARIABLES.value
+
+
+def _variable_values(index):
+  """The values written into variable `index`: random, distinct per page."""
+  return np.random.default_rng(index).random(_elements(), np.float32)
+
+
+def _first_value(index):
+  return np.random.default_rng(index).random(1, np.float32)[0]
+
+
+# Children -----------------------------------------------------------------
+
+
+def _numpy_case(request, parallel):
+  """`.tofile` or `np.fromfile`: the variables' bytes, one thread a file.
+
+  One file, or one per core, each holding consecutive variables.
+  """
+  count = len(os.sched_getaffinity(0)) if parallel else 1
+  paths = [f"{request['prefix']}.{index}" for index in range(count)]
+  groups = np.array_split(np.arange(_VARIABLES.value), count)
+  if request["op"] == "write":
+    values = [[_variable_values(index) for index in group]
+              for group in groups]
+    fresh_process.clear(request["prefix"])
+
+    def write(path, parts):
+      with open(path, "wb") as f:
+        for part in parts:
+          part.tofile(f)
+
+    work = [lambda path=path, parts=parts: write(path, parts)
+            for path, parts in zip(paths, values)]
+  else:
+    work = [lambda path=path: np.fromfile(path, np.float32)
+            for path in paths]
+  threads = [threading.Thread(target=item) for item in work]
   start = time.perf_counter()
-  write(path)
-  elapsed = time.perf_counter() - start
-  shutil.rmtree(directory)
-  os.makedirs(directory)
-  return elapsed
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  return time.perf_counter() - start
+
+
+def _options(tf, tf_objckpt, policy):
+  if policy == "parallel":
+    callback = tf_objckpt.ParallelShardsPolicy()
+  elif policy == "max_size":
+    callback = tf.train.experimental.MaxShardSizePolicy(
+        -(-_elements() * 4 * _VARIABLES.value // _SHARDS.value))
+  else:
+    return None
+  return tf.train.CheckpointOptions(experimental_sharding_callback=callback)
+
+
+def _eager_case(request, library, policy):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tf_objckpt  # pylint: disable=g-import-not-at-top
+  checkpoint_class = (tf_objckpt.Checkpoint if library == "tf_objckpt"
+                      else tf.train.Checkpoint)
+  options = _options(tf, tf_objckpt, policy)
+  if request["op"] == "write":
+    variables = [tf.Variable(_variable_values(index))
+                 for index in range(_VARIABLES.value)]
+  else:
+    variables = [tf.Variable(tf.zeros([_elements()]))
+                 for _ in range(_VARIABLES.value)]
+  checkpoint = checkpoint_class(v=variables)
+  if request["op"] == "write":
+    fresh_process.clear(request["prefix"])
+    return fresh_process.timed(
+        lambda: checkpoint.write(request["prefix"], options=options))
+  seconds = fresh_process.timed(
+      lambda: checkpoint.read(request["prefix"], options=options))
+  _check_restored(variables[-1].numpy())
+  return seconds
+
+
+def _check_restored(last_variable_value):
+  if last_variable_value[0] != _first_value(_VARIABLES.value - 1):
+    raise AssertionError("The restore did not restore the values.")
+
+
+def _graph_case(request, library, policy):
+  """`CheckpointV1` (policy "max_size") or the v1 `Saver(sharded=True)`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tf_objckpt  # pylint: disable=g-import-not-at-top
+  writing = request["op"] == "write"
+  saver_sharded = policy == "saver_sharded"
+  config = tf.compat.v1.ConfigProto(
+      device_count={"CPU": 2 if saver_sharded else 1})
+  with tf.Graph().as_default(), tf.compat.v1.Session(config=config) as session:
+    variables = []
+    for index in range(_VARIABLES.value):
+      with tf.device(f"/cpu:{index % 2}" if saver_sharded else "/cpu:0"):
+        variables.append(tf.compat.v1.get_variable(
+            f"v{index}", [_elements()], initializer=tf.zeros_initializer()))
+    session.run(tf.compat.v1.global_variables_initializer())
+    if writing:
+      for index, variable in enumerate(variables):
+        variable.load(_variable_values(index), session)
+    if saver_sharded:
+      saver_class = (tf_objckpt.Saver if library == "tf_objckpt"
+                     else tf.compat.v1.train.Saver)
+      saver = saver_class(variables, sharded=True)
+      if writing:
+        fresh_process.clear(request["prefix"])
+        seconds = fresh_process.timed(lambda: saver.save(
+            session, request["prefix"], write_meta_graph=False))
+      else:
+        seconds = fresh_process.timed(
+            lambda: saver.restore(session, request["prefix"]))
+    else:
+      checkpoint_class = (tf_objckpt.CheckpointV1 if library == "tf_objckpt"
+                          else tf.compat.v1.train.Checkpoint)
+      checkpoint = checkpoint_class(v=variables)
+      options = _options(tf, tf_objckpt, "max_size")
+      if writing:
+        fresh_process.clear(request["prefix"])
+        seconds = fresh_process.timed(lambda: checkpoint.write(
+            request["prefix"], session=session, options=options))
+      else:
+        seconds = fresh_process.timed(
+            lambda: checkpoint.restore(request["prefix"]).run_restore_ops(
+                session))
+    if not writing:
+      _check_restored(session.run(variables[-1]))
+  return seconds
+
+
+class _ConcurrencyWatch:
+  """Counts the most files of a directory being written at the same time.
+
+  SaveV2 writes each data file under a temporary name (`.tempstate`) and
+  renames it when complete; a thread polls for such names.
+  """
+
+  def __init__(self, directory):
+    self._directory = directory
+    self._stop = threading.Event()
+    self.most = 0
+    self._thread = threading.Thread(target=self._poll, daemon=True)
+    self._thread.start()
+
+  def _poll(self):
+    while not self._stop.is_set():
+      writing = sum(".tempstate" in name
+                    for _, _, names in os.walk(self._directory)
+                    for name in names if ".data-" in name)
+      self.most = max(self.most, writing)
+      time.sleep(0.0005)
+
+  def stop(self):
+    self._stop.set()
+    self._thread.join()
+    return self.most
+
+
+def _run_child(request):
+  """Seconds of one write or read; or, for "watch", the most data files
+  written at once by a write."""
+  if request.get("watch"):
+    watch = _ConcurrencyWatch(os.path.dirname(request["prefix"]))
+    _run_case(request)
+    return watch.stop()
+  return _run_case(request)
+
+
+def _run_case(request):
+  case = request["case"]
+  if case.startswith("numpy"):
+    return _numpy_case(request, parallel=case == "numpy_parallel")
+  library = "tf_objckpt" if case.startswith("tf_objckpt") else "tensorflow"
+  layout = case[len(library) + 1:]  # "", "parallel", "max_size", ...
+  if layout in ("graph_max_size", "saver_sharded"):
+    return _graph_case(request, library, layout)
+  return _eager_case(request, library, layout or None)
+
+
+# Parent -------------------------------------------------------------------
+
+
+def _measure(directory):
+  """`{case: {op: [seconds...]}}`, each in a fresh process."""
+  cases = list(_CASES.value)
+  times = {case: {"write": [], "read": []} for case in cases}
+  for round_index in range(_REPEATS.value):
+    shift = round_index % len(cases)
+    for case in cases[shift:] + cases[:shift]:
+      prefix = os.path.join(directory, case, "ckpt")
+      os.makedirs(os.path.dirname(prefix), exist_ok=True)
+      for op in ("write", "read"):
+        result = fresh_process.run_child(
+            __file__, _flags(), case=case, op=op, prefix=prefix)
+        times[case][op].append(result["seconds"])
+      shutil.rmtree(os.path.dirname(prefix))
+  return times
+
+
+def _concurrency(directory):
+  """`{case: most data files written at once}` (checkpoint cases)."""
+  found = {}
+  for case in _CASES.value:
+    if case.startswith("numpy"):
+      continue
+    prefix = os.path.join(directory, case, "ckpt")
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    found[case] = fresh_process.run_child(
+        __file__, _flags(), case=case, op="write", prefix=prefix,
+        watch=True)["seconds"]
+    shutil.rmtree(os.path.dirname(prefix))
+  return found
+
+
+def _flags():
+  return [f"--gib={_GIB.value}", f"--variables={_VARIABLES.value}",
+          f"--shards={_SHARDS.value}"]
+
+
+def _report(times, loads, concurrency):
+  baseline = {op: statistics.median(times["tensorflow"][op])
+              for op in ("write", "read")} if "tensorflow" in times else None
+  print(f"{_GIB.value:g} GiB in {_VARIABLES.value} float32 variables, "
+        f"{len(os.sched_getaffinity(0))} cores, MaxShardSizePolicy into "
+        f"{_SHARDS.value} files; median [fastest-slowest] of "
+        f"{_REPEATS.value} fresh processes; load average "
+        f"{loads[0]:.2f} before, {loads[1]:.2f} after")
+  print(f"{'case':<28}{'write s':>24}{'read s':>24}"
+        f"{'TF default / this':>22}{'files at once':>15}")
+  for case, by_op in times.items():
+    cells, ratios = [], []
+    for op in ("write", "read"):
+      values = by_op[op]
+      median = statistics.median(values)
+      cells.append(f"{median:7.3f} [{min(values):.3f}-{max(values):.3f}]")
+      if baseline:
+        ratios.append(f"{baseline[op] / median:5.2f}x")
+    print(f"{case:<28}{cells[0]:>24}{cells[1]:>24}"
+          f"{'  '.join(ratios):>22}{concurrency.get(case, ''):>15}",
+          flush=True)
 
 
 def main(_):
+  if _CHILD.value:
+    fresh_process.emit({"seconds": _run_child(json.loads(_CHILD.value))})
+    return
+  before = os.getloadavg()[0]
   with tempfile.TemporaryDirectory(dir=_DIRECTORY.value) as directory:
-    writers = _writers(directory)
-    times = {name: [] for name in writers}
-    for repeat in range(_REPEATS.value + 1):
-      for name, write in writers.items():
-        subdirectory = os.path.join(directory, name)
-        os.makedirs(subdirectory, exist_ok=True)
-        elapsed = _timed(write, subdirectory)
-        if repeat:
-          times[name].append(elapsed)
-  mib = _MODEL_BYTES / (1 << 20)
-  medians = {name: statistics.median(values) for name, values in times.items()}
-  print(f"{mib:.0f} MiB in {_VARIABLES.value} variables, "
-        f"MaxShardSizePolicy into {_SHARDS.value} shards, "
-        f"{os.cpu_count()} cores; median of {_REPEATS.value}")
-  for name, seconds in medians.items():
-    print(f"  {name:<11} {seconds:7.3f} s  {mib / seconds:8.0f} MiB/s  "
-          f"{medians['numpy'] / seconds:5.2f} of numpy's bandwidth")
+    times = _measure(directory)
+    concurrency = _concurrency(directory) if _CONCURRENCY.value else {}
+  _report(times, (before, os.getloadavg()[0]), concurrency)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ _EXPORTS = {
     "remove_checkpoint": "checkpoint_management",
     "update_checkpoint_state": "checkpoint_management",
     "NoDependency": "data_structures",
+    "ParallelShardsPolicy": "engine.sharding_policies",
     "patch_tensorflow": "tools.patching",
     "unpatch_tensorflow": "tools.patching",
     "Saver": "saver",

@@ -20,7 +20,3 @@ from tf_objckpt.inspection.checkpoint_reader import load_variable
 from tf_objckpt.v1.warm_start import init_from_checkpoint
 # pylint: enable=unused-import
 
-__all__ = [
-    "load_checkpoint", "load_variable", "list_variables",
-    "checkpoints_iterator", "init_from_checkpoint"
-]

@@ -20,7 +20,11 @@ The classes live in `tf_objckpt.objects` (`wrapping`, `structure_base`,
 Importing it also registers every wrapper with `wrap_or_unwrap`.
 """
 
-# TensorFlow's names for the containers and their helpers.
+# TensorFlow's names for the containers and their helpers, which keep this
+# module, where they were defined before they moved to `objects`, as their
+# `__module__` (`foundation.module_names`): pickles name them here as before,
+# and loading one imports this module, which registers every wrapper.
+# pylint: disable=unused-import
 from tf_objckpt.objects.dicts import _DictWrapper
 from tf_objckpt.objects.dicts import Mapping
 from tf_objckpt.objects.lists import List
@@ -32,13 +36,4 @@ from tf_objckpt.objects.tuples import _TupleWrapper
 from tf_objckpt.objects.wrapping import NoDependency
 from tf_objckpt.objects.wrapping import sticky_attribute_assignment
 from tf_objckpt.objects.wrapping import wrap_or_unwrap
-
-# They keep this module, where they were defined before they moved to
-# `objects`, as their `__module__`: so pickles name them here as before (and
-# loading one imports this module, which registers every wrapper), and
-# `repr(ListWrapper)` is unchanged.
-for _moved in (_DictWrapper, Mapping, List, ListWrapper, set_list_item,
-               set_tuple_item, TrackableDataStructure, _TupleWrapper,
-               NoDependency, sticky_attribute_assignment, wrap_or_unwrap):
-  _moved.__module__ = __name__
-del _moved
+# pylint: enable=unused-import

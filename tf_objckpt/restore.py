@@ -23,74 +23,21 @@ is bound) is its coordinator's (`restore_coordinator`).
 import collections
 import weakref
 
+from tensorflow.python.eager import context
+from tensorflow.python.eager import record
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 from tensorflow.python.platform import tf_logging as logging
-from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.engine import registered_savers
+from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saveable_object
 from tf_objckpt import saveable_object_util
-from tf_objckpt import trackable_utils
-
-
-class CheckpointInitialValueCallable(tf_base.CheckpointInitialValueCallable):
-  """A variable initializer that reads the variable's checkpointed value.
-
-  Passing this as `initializer` makes a new variable start with its
-  checkpointed value, so it is never initialized and then overwritten.
-  """
-
-  # pylint: disable=super-init-not-called
-  def __init__(self, checkpoint_position):
-    self._checkpoint_position = checkpoint_position
-
-  def __call__(self, shape=None, dtype=None, shard_info=None):
-    return CheckpointInitialValue(self._checkpoint_position, shape,
-                                  shard_info=shard_info, dtype=dtype)
-
-
-class CheckpointInitialValue(tf_base.CheckpointInitialValue):
-  """An initial value read from a checkpoint, tagged with its restore UID.
-
-  Variables recognize it and record the UID, so later restores from older
-  `restore()` calls do not overwrite the value.
-  """
-
-  # pylint: disable=super-init-not-called
-  def __init__(self, checkpoint_position, shape=None, shard_info=None,
-               dtype=None):
-    checkpoint_position.check_initial_value(
-        None if shard_info else shape, dtype)
-    shape_and_slice = _shape_and_slice(shape, shard_info)
-    self.wrapped_value = checkpoint_position.value_tensors(
-        {trackable_utils.VARIABLE_VALUE_KEY: shape_and_slice})[trackable_utils.VARIABLE_VALUE_KEY]
-    self._checkpoint_position = checkpoint_position
-
-
-def awaits_initialization(trackable):
-  """Whether `trackable` is a Keras 3 variable not initialized yet.
-
-  Keras 3 creates such variables while tracing a build symbolically; they
-  are initialized by calling their `_initializer` when the trace ends.
-  """
-  return (getattr(trackable, "_value", False) is None and
-          callable(getattr(trackable, "_initializer", None)) and
-          hasattr(trackable, "_deferred_initialize"))
-
-
-def _shape_and_slice(shape, shard_info):
-  """The RestoreV2 `shape_and_slice` string for one shard, or ""."""
-  if not shard_info:
-    return ""
-  full_shape = " ".join("%d" % d for d in shape) + " "
-  return full_shape + ":".join(
-      "%d,%d" % (offset, size)
-      for offset, size in zip(shard_info.offset, shard_info.shape))
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 
 # Keys of `_serialize_to_tensors` values start with "<object path>" + this.
@@ -150,7 +97,8 @@ class CheckpointPosition:
       and this node its plain value: the value is then its initializer.
       False if it is to be restored as usual.
     """
-    if not (awaits_initialization(trackable) and self.is_simple_variable()):
+    if not (initial_values.awaits_initialization(trackable) and
+            self.is_simple_variable()):
       return False
     if parent is not None:
       self._deferred_in = (weakref.ref(parent), local_name)
@@ -172,30 +120,55 @@ class CheckpointPosition:
           self._checkpoint)
 
   def _restore_into(self, trackable):
-    """Restores this node and its dependencies into `trackable`."""
+    """Restores this node and its dependencies into `trackable`.
+
+    Out of any function being built and any tape. Eagerly with no tape
+    recording, `ops.init_scope()` would do nothing, and it is skipped: a
+    restore-on-create runs this once per variable.
+    """
+    if context.executing_eagerly() and not record.could_possibly_record():
+      self._restore_in_scope(trackable)
+      return
     with ops.init_scope():
-      if self.only_if_it_fits and not self.fits(trackable):
-        return
-      if self.initialize_when_awaited(trackable):
-        return
-      if not self.bind_object(trackable):
-        return
-      restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
-                           restore_breadth_first)
-      self._restore_ops_of(restore_fn, self)
+      self._restore_in_scope(trackable)
+
+  def _restore_in_scope(self, trackable):
+    """`_restore_into`, in `ops.init_scope()` (or where it does nothing)."""
+    if self.only_if_it_fits and not self.fits(trackable):
+      return
+    if self.initialize_when_awaited(trackable):
+      return
+    checkpoint = self._checkpoint
+    plain = context.executing_eagerly() and _plain_variable(
+        checkpoint, self._node_id, trackable)
+    if plain:  # Bound as the walk binds a plain child.
+      if _bind(checkpoint, self._node_id, trackable, see=False):
+        self._record_restore_ops(
+            lambda _: _restore_plain_variable(checkpoint, trackable, plain),
+            None)
+      return
+    if not self.bind_object(trackable):
+      return
+    restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
+                         restore_breadth_first)
+    self._record_restore_ops(restore_fn, self)
 
   def _restore_ops_of(self, restore_fn, argument):
     """Runs `restore_fn(argument)`, recording the restore ops it returns."""
     with ops.init_scope():
-      try:
-        restore_ops = restore_fn(argument)
-      except (ValueError, errors.OpError) as e:
-        # Graph building, a value that does not fit is reported when the
-        # restore ops run: creating the object goes on, as in TensorFlow.
-        self._checkpoint.report_mismatch(e)
-        return
-      if restore_ops:
-        self._checkpoint.new_restore_ops(restore_ops)
+      self._record_restore_ops(restore_fn, argument)
+
+  def _record_restore_ops(self, restore_fn, argument):
+    """`_restore_ops_of`, inside `ops.init_scope()` already."""
+    try:
+      restore_ops = restore_fn(argument)
+    except (ValueError, errors.OpError) as e:
+      # Graph building, a value that does not fit is reported when the
+      # restore ops run: creating the object goes on, as in TensorFlow.
+      self._checkpoint.report_mismatch(e)
+      return
+    if restore_ops:
+      self._checkpoint.new_restore_ops(restore_ops)
 
   def _restore_on_initialization(self, variable):
     """Gives a Keras 3 variable made in a symbolic build its value.
@@ -220,7 +193,8 @@ class CheckpointPosition:
       raise
     if not self.bind_object(variable):
       return
-    variable._initializer = CheckpointInitialValueCallable(self)  # pylint: disable=protected-access
+    variable._initializer = (  # pylint: disable=protected-access
+        initial_values.CheckpointInitialValueCallable(self))
     variable._maybe_initialize_trackable()  # pylint: disable=protected-access
     variable._update_uid = self._checkpoint.restore_uid  # pylint: disable=protected-access
 
@@ -554,20 +528,35 @@ def _plain_variable(checkpoint, node_id, trackable):
   `read_plan.ToVariable`, which the engine restores by its batched reads
   and assigns.
   """
-  if node_id in checkpoint.slots_by_variable:
+  key = checkpoint.graph_index.plain_keys.get(node_id)
+  if key is None or node_id in checkpoint.slots_by_variable:
     return None
   variable = saveable_object_util.stock_variable(trackable)
   if variable is None:
     return None
-  node = checkpoint.object_graph_proto.nodes[node_id]
-  if node.children or node.slot_variables or len(node.attributes) != 1:
-    return None
-  attribute = node.attributes[0]
-  if attribute.name != trackable_utils.VARIABLE_VALUE_KEY:
-    return None
-  key = attribute.checkpoint_key
   return (key.removesuffix(trackable_utils.VARIABLE_VALUE_KEY), key,
           variable)
+
+
+def _restore_plain_variable(checkpoint, trackable, plain):
+  """Restores one bound plain variable (`_plain_variable`) eagerly.
+
+  What the walk does for a plain child, for a variable tracked after the
+  restore (its value most often read ahead): a plan of one `ToVariable`.
+  """
+  restore_uid = checkpoint.restore_uid
+  if restore_uid > _update_uid(trackable):
+    trackable._update_uid = restore_uid  # pylint: disable=protected-access
+    checkpoint.restore_variable_eagerly(*plain)
+
+
+def _update_uid(trackable):
+  """The restore that last assigned `trackable` (made trackable if not)."""
+  try:
+    return trackable._update_uid  # pylint: disable=protected-access
+  except AttributeError:
+    trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
+    return trackable._update_uid  # pylint: disable=protected-access
 
 
 def _restore_one(position, visit_queue, batch):
@@ -585,7 +574,7 @@ def _restore_one(position, visit_queue, batch):
   if checkpoint.restore_uid > parent._update_uid:  # pylint: disable=protected-access
     batch.add_node(position)
     parent._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
-  children = position.object_proto.children
+  children = checkpoint.graph_index.children.get(position.proto_id)
   if not children:
     return
   slot_list = checkpoint.slot_lists.get(position.proto_id)
@@ -600,30 +589,30 @@ def _restore_one(position, visit_queue, batch):
     checkpoint.slot_lists.wait(slot_list, position)
   objects_by_node_id = checkpoint.objects_by_node_id
   current_children = parent._trackable_children()  # pylint: disable=protected-access
-  trainable_list = checkpoint.slot_lists.is_trainable_list(position.proto_id)
-  for child in children:
-    node_id = child.node_id
+  slot_lists = checkpoint.slot_lists
+  trainable_list = slot_lists.is_trainable_list(position.proto_id)
+  for node_id, local_name in zip(*children):
     if node_id in objects_by_node_id:
       continue  # Already bound through another path.
-    if trainable_list and checkpoint.slot_lists.reached_elsewhere(node_id):
+    if trainable_list and slot_lists.reached_elsewhere(node_id):
       continue  # A Keras 3 optimizer's variable, bound through the model.
     # A Keras 3 slot reached by position (through `_variables`, or a slot
     # list assigned too early) may be another variable's: matched by its
     # list later, it is restored here only into a slot of its shape.
-    only_if_it_fits = node_id in checkpoint.slot_lists.slot_ids
+    only_if_it_fits = node_id in slot_lists.slot_ids
     local_object = parent._lookup_dependency(  # pylint: disable=protected-access
-        child.local_name, current_children)
+        local_name, current_children)
     if local_object is None:
       if checkpoint.node_has_values(node_id):
         deferred = CheckpointPosition(checkpoint, node_id)
         deferred.only_if_it_fits = only_if_it_fits
-        deferred.defer_in(parent, child.local_name)
+        deferred.defer_in(parent, local_name)
       continue
     if only_if_it_fits and not CheckpointPosition(
         checkpoint, node_id).fits(local_object):
       continue
     _bind_child(checkpoint, node_id, local_object, visit_queue, batch,
-                parent, child.local_name)
+                parent, local_name)
 
 
 def _restore_slots_by_variable(position, slot_list, visit_queue, batch):
@@ -741,9 +730,9 @@ def _bind_child(checkpoint, node_id, local_object, visit_queue, batch,
   plain = _plain_variable(checkpoint, node_id, local_object)
   if plain:
     if _bind(checkpoint, node_id, local_object, see=False):
-      local_object._maybe_initialize_trackable()  # pylint: disable=protected-access
-      if checkpoint.restore_uid > local_object._update_uid:  # pylint: disable=protected-access
-        local_object._update_uid = checkpoint.restore_uid  # pylint: disable=protected-access
+      restore_uid = checkpoint.restore_uid
+      if restore_uid > _update_uid(local_object):
+        local_object._update_uid = restore_uid  # pylint: disable=protected-access
         batch.variables.append(plain)
     return
   child_position = CheckpointPosition(checkpoint, node_id)

@@ -31,9 +31,9 @@ from tensorflow.python.types import core as core_types
 from tensorflow.python.util import nest
 
 from tf_objckpt.engine import variable_values
-from tf_objckpt import object_identity
+from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt import saveable_object
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 # TensorFlow's name here for the engine's function.
 from tf_objckpt.engine.variable_values import set_cpu0  # pylint: disable=unused-import
 
@@ -458,7 +458,7 @@ def _forwards_saving(cls) -> bool:
 def _overrides_serialization(obj):
   """Whether `obj` sets its own (de)serialization methods on the instance."""
   attributes = getattr(obj, "__dict__", None)
-  return bool(attributes) and (
+  return attributes is not None and (
       "_serialize_to_tensors" in attributes or
       "_restore_from_tensors" in attributes)
 

@@ -6,22 +6,22 @@ util` import them from here.
 """
 
 # pylint: disable=unused-import
-from tf_objckpt.checkpoint import add_variable
-from tf_objckpt.checkpoint import capture_dependencies
-from tf_objckpt.checkpoint import Checkpoint
-from tf_objckpt.checkpoint import CheckpointLoadStatus
-from tf_objckpt.checkpoint import CheckpointOptions
-from tf_objckpt.checkpoint import CheckpointV1
-from tf_objckpt.checkpoint import frozen_saver
-from tf_objckpt.checkpoint import gather_initializers
-from tf_objckpt.checkpoint import get_session
-from tf_objckpt.checkpoint import InitializationOnlyStatus
-from tf_objckpt.checkpoint import list_objects
-from tf_objckpt.checkpoint import NameBasedSaverStatus
-from tf_objckpt.checkpoint import object_metadata
-from tf_objckpt.checkpoint import ObjectGraphProtoPrettyPrinter
-from tf_objckpt.checkpoint import register_session_provider
-from tf_objckpt.checkpoint import saver_with_op_caching
-from tf_objckpt.checkpoint import streaming_restore
-from tf_objckpt.checkpoint import TrackableSaver
+from tf_objckpt.api.load_status import CheckpointLoadStatus
+from tf_objckpt.api.load_status import InitializationOnlyStatus
+from tf_objckpt.api.name_based_status import NameBasedSaverStatus
+from tf_objckpt.api.object_checkpoints import Checkpoint
+from tf_objckpt.api.object_checkpoints import CheckpointV1
+from tf_objckpt.api.object_checkpoints import streaming_restore
+from tf_objckpt.api.sessions import get_session
+from tf_objckpt.api.sessions import register_session_provider
+from tf_objckpt.api.trackable_saver import CheckpointOptions
+from tf_objckpt.api.trackable_saver import frozen_saver
+from tf_objckpt.api.trackable_saver import saver_with_op_caching
+from tf_objckpt.api.trackable_saver import TrackableSaver
+from tf_objckpt.inspection.object_metadata import object_metadata
+from tf_objckpt.inspection.object_metadata import ObjectGraphProtoPrettyPrinter
+from tf_objckpt.objects.graph_walk import gather_initializers
+from tf_objckpt.objects.graph_walk import list_objects
+from tf_objckpt.objects.variable_creation import add_variable
+from tf_objckpt.objects.variable_creation import capture_dependencies
 # pylint: enable=unused-import

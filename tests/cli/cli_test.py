@@ -5,6 +5,11 @@ TensorFlow and by tf_objckpt (object-based and name-based), and on damaged,
 truncated and incomplete copies. TensorFlow's reader is the oracle: what
 `tf.train.list_variables` lists is what `inspect --keys` lists, and a copy
 TensorFlow cannot read all of is one `verify` fails.
+
+Covers: tf_objckpt.__main__, tf_objckpt.tools.cli,
+tf_objckpt.tools.inspect_checkpoint, tf_objckpt.tools.diff_checkpoints,
+tf_objckpt.inspection.checkpoint_listing,
+tf_objckpt.inspection.verify_checkpoint.
 """
 
 import json

@@ -4,6 +4,9 @@ The converted checkpoint must be the one TensorFlow writes after restoring
 the same name-based checkpoint by names into the same objects; Keras 3
 models, which TensorFlow cannot restore by names, are matched by the shared
 name matcher. Partial results and mismatched values write nothing.
+
+Covers: tf_objckpt.tools.convert_checkpoint, tf_objckpt.tools.cli,
+tf_objckpt.restoring.name_matching.
 """
 
 import os

@@ -7,6 +7,10 @@ in one short line, in `restore_or_initialize()`'s warning. `verify DIR
 --all` lists each checkpoint once, whether the state file holds absolute
 paths (the v1 `Saver`'s) and DIR is relative or not. A file that is not a
 checkpoint is not reported as a damaged index that does not exist.
+
+Covers: tf_objckpt.inspection.verify_checkpoint,
+tf_objckpt.inspection.checkpoint_listing, tf_objckpt.tools.cli,
+tf_objckpt.tools.diff_checkpoints, tf_objckpt.api.intact_restore.
 """
 
 import logging

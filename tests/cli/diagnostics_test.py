@@ -3,6 +3,9 @@
 Where TensorFlow has the same situation, both libraries raise the same
 error types; ours say more: object paths with shapes and dtypes, one per
 line, and, for a directory given as a prefix, its latest checkpoint.
+
+Covers: tf_objckpt.restoring.restore_report, tf_objckpt.api.load_status,
+tf_objckpt.engine.transfer_log, tf_objckpt.engine.state_file.
 """
 
 import logging as py_logging

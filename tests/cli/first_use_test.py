@@ -6,6 +6,9 @@ own output only, TensorFlow's log lines included only with `--verbose`; a
 checkpoint's `.index` or data file stands for its prefix; a prefix without
 its index is a damaged checkpoint; a directory without a state file lists
 the checkpoints it holds.
+
+Covers: tf_objckpt, tf_objckpt.__main__, tf_objckpt.version,
+tf_objckpt.tools.cli, tf_objckpt.inspection.checkpoint_listing.
 """
 
 import os

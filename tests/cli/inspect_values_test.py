@@ -7,6 +7,9 @@ and an unknown name suggests the paths the tree shows, aliases included.
 `--values KEY... PATH` (the order the usage line allows) works as `PATH
 --values KEY...`. The real command runs; TensorFlow's reader gives the
 values expected, written by TensorFlow and by us alike.
+
+Covers: tf_objckpt.tools.inspect_checkpoint,
+tf_objckpt.inspection.checkpoint_listing.
 """
 
 import numpy as np

@@ -11,6 +11,9 @@ imported, by the script or by a module it imports. A script that never
 imports TensorFlow runs without it; a script that cannot be opened is
 reported before TensorFlow could log. The console script `tf-objckpt run`
 does the same.
+
+Covers: tf_objckpt.tools.run_script, tf_objckpt.tools.patching,
+tf_objckpt.foundation.module_names.
 """
 
 import json

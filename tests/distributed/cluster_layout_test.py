@@ -6,6 +6,10 @@ and with tf_objckpt (save, write with each sharding policy, a manager's
 save), restores every checkpoint with both libraries and checks the values.
 Here the checkpoints' `.index` files are compared: every key and slice must
 be in the same data file, at the same offset, as in TensorFlow's.
+
+Covers: tf_objckpt.engine.sharding, tf_objckpt.engine.writes,
+tf_objckpt.engine.variable_values, tf_objckpt.functional_saver,
+tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
 """
 
 import json
@@ -23,7 +27,7 @@ def _assert_same_layouts(result):
   for kind, tf_path in result["paths"]["tf"].items():
     expected = tl.file_layout(tf_path)
     actual = tl.file_layout(result["paths"]["ours"][kind])
-    assert actual == expected, kind
+    assert actual == expected, f"{kind}: ours (left), TensorFlow's (right)"
 
 
 def _run(scenario, directory, *args):

@@ -4,6 +4,8 @@ A training job (a child process, `cluster_programs.py preemption`) gets a
 real SIGTERM mid-training: the handler saves a checkpoint and exits with
 its restart code, and the restarted job resumes from that checkpoint. The
 same with TensorFlow's manager, for reference.
+
+Covers: tf_objckpt.checkpoint_management, tf_objckpt.api.checkpoint_manager.
 """
 
 import pytest

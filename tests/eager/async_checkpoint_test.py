@@ -10,6 +10,11 @@ TensorFlow 2.21 numbers asynchronous saves with a second, internal save
 counter: the user's `save_counter` does not move and a later synchronous
 `save()` reuses the number. tf_objckpt numbers every save once, as a
 synchronous run does.
+
+Covers: tf_objckpt.engine.async_checkpoint, tf_objckpt.api.save_transaction,
+tf_objckpt.engine.commit, tf_objckpt.checkpoint,
+tf_objckpt.checkpoint_management, tf_objckpt.api.object_checkpoints,
+tf_objckpt.api.checkpoint_manager.
 """
 
 import contextlib

@@ -2,6 +2,9 @@
 
 Each test does the same thing with `tf.train.Checkpoint` and
 `tf_objckpt.Checkpoint` and compares what they return, write or raise.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.api.trackable_saver,
+tf_objckpt.api.object_checkpoints.
 """
 
 import os
@@ -13,6 +16,9 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
+
+# A device no process has: I/O placed there fails.
+_UNKNOWN_DEVICE = "/job:nowhere/replica:0/task:0/device:CPU:0"
 
 
 @pytest.mark.parametrize("impl", tl.IMPLS)
@@ -41,19 +47,44 @@ def test_save_read_and_restore_accept_path_like_paths(tmp_path, impl):
 
 @pytest.mark.parametrize("impl", tl.IMPLS)
 def test_methods_accept_checkpoint_options(tmp_path, impl):
+  """Each method uses the options it is given.
+
+  Writes run the options' write callbacks with the path written; every
+  method reads or writes on the options' I/O device, so an unknown one
+  fails each, writing and assigning nothing.
+  """
   cls = tl.IMPLS[impl].Checkpoint
-  options = tf.train.CheckpointOptions()
+  called = []
+  options = tf.train.CheckpointOptions(
+      experimental_write_callbacks=[
+          lambda path: called.append(os.path.basename(path))])
   checkpoint = cls(v=tf.Variable(1.0))
   written = checkpoint.write(os.fspath(tmp_path / "w"), options=options)
   saved = checkpoint.save(os.fspath(tmp_path / "s"), options=options)
   assert os.path.basename(written) == "w"
   assert os.path.basename(saved) == "s-1"
+  assert called == ["w", "s-1"]
   fresh = cls(v=tf.Variable(0.0))
   fresh.read(written, options=options).assert_consumed()
   assert float(fresh.v.numpy()) == 1.0
   fresh = cls(v=tf.Variable(0.0))
   fresh.restore(saved, options=options).assert_consumed()
   assert float(fresh.v.numpy()) == 1.0
+
+  nowhere = tf.train.CheckpointOptions(experimental_io_device=_UNKNOWN_DEVICE)
+  failed = tl.outcome(checkpoint.write, os.fspath(tmp_path / "x"),
+                      options=nowhere)
+  assert failed.name == "InvalidArgumentError", failed.error
+  failed = tl.outcome(checkpoint.save, os.fspath(tmp_path / "y"),
+                      options=nowhere)
+  assert failed.name == "InvalidArgumentError", failed.error
+  assert not [name for name in os.listdir(tmp_path)
+              if name.startswith(("x", "y"))]
+  for method, path in (("read", written), ("restore", saved)):
+    fresh = cls(v=tf.Variable(0.0))
+    failed = tl.outcome(getattr(fresh, method), path, options=nowhere)
+    assert failed.name == "InvalidArgumentError", (method, failed.error)
+    assert float(fresh.v.numpy()) == 0.0, method
 
 
 def _manager_run(manager_cls, checkpoint, directory):
@@ -194,5 +225,5 @@ def test_write_inside_a_function_writes_current_values(tmp_path):
     path = write(tf.constant(7.0))
     assert isinstance(path, tf.Tensor)
     values[impl] = tl.values(prefix)
-  tl.assert_values_equal(values["tf"], values["ours"])
+  tl.assert_values_equal(values["tf"], values["ours"], tl.TENSORFLOWS_AND_OURS)
   assert float(values["ours"]["v/.ATTRIBUTES/VARIABLE_VALUE"]) == 7.0

@@ -3,6 +3,9 @@
 Each scenario runs once with TensorFlow's module and once with ours, each in
 its own directory under a frozen clock, and the observations (return values,
 manager properties, files on disk, state file text) must be equal.
+
+Covers: tf_objckpt.checkpoint_management, tf_objckpt.engine.state_file,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.api.retention.
 """
 
 import inspect

@@ -1,4 +1,7 @@
-"""`Checkpoint(root=obj)`: obj itself is the root, other arguments attached."""
+"""`Checkpoint(root=obj)`: obj itself is the root, other arguments attached.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
+"""
 
 import pytest
 import tensorflow as tf

@@ -7,6 +7,8 @@ ops on plain kernels (`variable_batches.direct_kernels`) and then give
 TensorFlow its setting back. Each test runs in a fresh process, as a job's
 first save does, or checks the setting from the function library the
 wrapping leaves behind: a wrapped op adds a function named `__wrapped__<op>`.
+
+Covers: tf_objckpt.engine.variable_batches.
 """
 
 import threading

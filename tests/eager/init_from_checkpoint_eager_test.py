@@ -9,6 +9,9 @@ here. Ours also assigns partitioned variables (their slices, a
 problem raises before anything is assigned; TensorFlow has assigned the
 entries before the bad one by then. Under a distribution strategy both
 assign from the cross-replica context, also when called in a replica.
+
+Covers: tf_objckpt.checkpoint_utils, tf_objckpt.v1.warm_start,
+tf_objckpt.v1.assignment_maps.
 """
 
 import contextlib

@@ -5,6 +5,10 @@ less; it runs with `tf.train.Checkpoint` and with `tf_objckpt.Checkpoint`,
 and every assertion of the returned status must have the same outcome. The
 warning about unrestored values, logged when a restore is dropped without
 `expect_partial()`, must name the same values.
+
+Covers: tf_objckpt.api.load_status, tf_objckpt.restore,
+tf_objckpt.restoring.restore_coordinator, tf_objckpt.checkpoint,
+tf_objckpt.api.object_checkpoints.
 """
 
 import gc

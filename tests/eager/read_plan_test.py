@@ -6,6 +6,10 @@ builds one `read_plan.ReadPlan`, checks it once with `read_plan.check`, and
 the engine executes that same plan. A value that does not fit is found
 by the check, before anything is assigned; with the check skipped, the
 same restore assigns values before failing (so these tests would fail).
+
+Covers: tf_objckpt.engine.read_plan, tf_objckpt.restoring.restore_plan,
+tf_objckpt.functional_saver, tf_objckpt.restoring.name_based, tf_objckpt.saver,
+tf_objckpt.v1.name_based_saver.
 """
 
 import numpy as np

@@ -5,6 +5,9 @@ graph proto and the variables' saveables. This test changes the state
 between writes in every way that must still show in the next checkpoint,
 and compares it with what TensorFlow writes after the same changes. (Graph
 mode: `graph/graph_mode_ops_test.py`.)
+
+Covers: tf_objckpt.api.trackable_saver, tf_objckpt.graph_view,
+tf_objckpt.objects.graph_walk, tf_objckpt.objects.graph_serialization.
 """
 
 import os

@@ -7,6 +7,9 @@ beforehand, so a damaged value still fails the restore before anything is
 assigned. These tests shrink the piece size to split small models, compare
 with `tf.train.Checkpoint` and damage values in each piece; the peak memory
 of real restores is measured by `tests/reliability/restore_memory_test.py`.
+
+Covers: tf_objckpt.engine.reads, tf_objckpt.engine.read_plan,
+tf_objckpt.engine.tuning.
 """
 
 import numpy as np
@@ -29,9 +32,9 @@ def _small_pieces(monkeypatch):
   split = reads.CheckpointValues._pieces  # pylint: disable=protected-access
 
   def counting(values, units):
-    pieces = split(values, units)
+    pieces, piece_bytes = split(values, units)
     counts.append(len(pieces))
-    return pieces
+    return pieces, piece_bytes
 
   monkeypatch.setattr(reads.CheckpointValues, "_pieces", counting)
   return counts

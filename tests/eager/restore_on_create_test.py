@@ -5,6 +5,11 @@ variables yet, then creates them step by step; it runs once with
 `tf.train.Checkpoint` and once with `tf_objckpt.Checkpoint`. After every step
 the load status must pass and fail the same assertions as TensorFlow's, and
 in the end the variables hold the checkpoint's values.
+
+Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
+tf_objckpt.restoring.initial_values, tf_objckpt.base, tf_objckpt.checkpoint,
+tf_objckpt.objects.trackable, tf_objckpt.api.object_checkpoints,
+tf_objckpt.objects.variable_creation.
 """
 
 import gc
@@ -320,7 +325,8 @@ def test_add_variable_for_both_implementations_is_the_same(tmp_path):
       add(root, name, shape=shape, dtype=dtype, initializer=initializer)
     add(root, "constant", initializer=7, dtype=tf.int32)
     results[impl] = tl.values(tl.write("tf", tmp_path / impl, tree=root))
-  tl.assert_values_equal(results["tf"], results["ours"])
+  tl.assert_values_equal(results["tf"], results["ours"],
+                         tl.TENSORFLOWS_AND_OURS)
 
 
 @pytest.mark.parametrize("order", ["first_then_second", "second_then_first"])

@@ -6,6 +6,10 @@ objects a checkpoint keeps alive, graph-mode saves of trackables with their
 own `_serialize_to_tensors`, writes to a missing directory, variables that
 set their own `_serialize_to_tensors`, and the phrases of error messages
 that code matches on.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.base,
+tf_objckpt.saveable_object_util, tf_objckpt.api.trackable_saver,
+tf_objckpt.api.object_checkpoints, tf_objckpt.objects.trackable.
 """
 
 import contextlib

@@ -4,7 +4,11 @@ These tests run on every TensorFlow we support (2.15 to 2.21, see
 `scripts/test_tf_version.sh`) and compare with the installed TensorFlow:
 where it has the sharding options of 2.16, ours accept them as it does;
 where it lacks them (2.15), ours raise its `TypeError`, naming the option,
-the version that added it and the installed version, never a crash later.
+the version that added it and the installed version, never a crash later;
+`tf_objckpt.ParallelShardsPolicy()` raises the same there.
+
+Covers: tf_objckpt.engine.tf_compat, tf_objckpt.api.trackable_saver,
+tf_objckpt.engine.sharding_policies.
 """
 
 import keras
@@ -45,6 +49,24 @@ def test_options_added_in_2_16_behave_as_this_tensorflows(name):
     assert str(ours.error).startswith(str(theirs.error))
     assert (f"it needs TensorFlow 2.16 or newer, and this is TensorFlow "
             f"{tf.__version__}") in str(ours.error)
+
+
+def test_our_sharding_policy_needs_sharding_callbacks(tmp_path):
+  """Made on 2.15, it raises the options' TypeError; from 2.16 it works."""
+  made = tl.outcome(tf_objckpt.ParallelShardsPolicy, min_shard_bytes=1)
+  if _tensorflow_version() < (2, 16):
+    assert made.name == "TypeError"
+    assert str(made.error).startswith("ParallelShardsPolicy is a checkpoint "
+                                      "sharding callback")
+    assert (f"it needs TensorFlow 2.16 or newer, and this is TensorFlow "
+            f"{tf.__version__}") in str(made.error)
+    return
+  assert isinstance(made.result, tf.train.experimental.ShardingCallback)
+  options = tf.train.CheckpointOptions(
+      experimental_sharding_callback=made.result)
+  path = tf_objckpt.Checkpoint(v=[tf.Variable(1.), tf.Variable(2.)]).write(
+      str(tmp_path / "ckpt"), options=options)
+  assert tl.values(path)["v/1/.ATTRIBUTES/VARIABLE_VALUE"] == 2.
 
 
 def test_options_of_every_version_pass_through(tmp_path):

@@ -11,6 +11,10 @@ parameter server, with optimizer slots restored before and after the
 optimizer exists, when the graph is exported as a meta graph or a
 SavedModel and imported (into a fresh graph, or into a graph whose library
 already holds functions), and when several checkpoints are restored in turn.
+
+Covers: tf_objckpt.engine.graph_restores, tf_objckpt.engine.variable_batches,
+tf_objckpt.engine.variable_values, tf_objckpt.functional_saver,
+tf_objckpt.checkpoint, tf_objckpt.api.object_checkpoints.
 """
 
 import contextlib

@@ -4,6 +4,11 @@ Each test builds the same model twice, in its own `tf.Graph` and
 `tf.compat.v1.Session`: once tracked by TensorFlow's AutoTrackable and saved
 by `tf.compat.v1.train.Checkpoint`, once tracked by ours and saved by
 `tf_objckpt.CheckpointV1` (see `testlib.GraphModel`).
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.util, tf_objckpt.api.trackable_saver,
+tf_objckpt.graph_view, tf_objckpt.api.object_checkpoints,
+tf_objckpt.objects.graph_walk, tf_objckpt.objects.graph_serialization,
+tf_objckpt.inspection.object_metadata.
 """
 
 import os

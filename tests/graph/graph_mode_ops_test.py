@@ -5,7 +5,13 @@ Each scenario is a list of steps (save, write, restore and run its ops,
 `tf_objckpt.CheckpointV1`, counting `len(graph.get_operations())` after
 every step. Repeating a step adds no op, and no step adds more ops than the
 same step adds in TensorFlow. Saves through cached ops still save the
-current state.
+current state, and restores through cached ops restore the values of the
+checkpoint they are given: the model trains away from them first, and new
+checkpoints come between restores.
+
+Covers: tf_objckpt.api.trackable_saver, tf_objckpt.functional_saver,
+tf_objckpt.checkpoint, tf_objckpt.checkpoint_management,
+tf_objckpt.api.object_checkpoints, tf_objckpt.api.checkpoint_manager.
 """
 
 import os
@@ -18,32 +24,64 @@ import testlib as tl
 import tf_objckpt
 
 
+def _saved_values(model):
+  """`{path: labelled values}` of the checkpoints saved for `model`."""
+  if not hasattr(model, "saved_values"):
+    model.saved_values = {}
+  return model.saved_values
+
+
 def _step_save(model, prefix):
-  model.save(prefix)
+  """Saves a checkpoint, and remembers the values it holds."""
+  _saved_values(model)[model.save(prefix)] = model.labelled_values()
+
+
+def _step_train_and_save(model, prefix):
+  """A checkpoint of new values."""
+  model.train(1)
+  _step_save(model, prefix)
 
 
 def _step_write(model, prefix):
   model.checkpoint.write(prefix, session=model.session)
 
 
-def _step_restore(model, prefix):
-  """Restores the newest checkpoint under `prefix` and runs its restore ops."""
-  path = tf_objckpt.latest_checkpoint(os.path.dirname(prefix))
-  model.checkpoint.restore(path).run_restore_ops(model.session)
+def _assert_restored(model, path):
+  tl.assert_values_equal(_saved_values(model)[path], model.labelled_values())
 
 
-def _step_initialize_or_restore(model, prefix):
-  path = tf_objckpt.latest_checkpoint(os.path.dirname(prefix))
-  model.checkpoint.restore(path).initialize_or_restore(model.session)
+def _restore_step(run="run_restore_ops", which="newest"):
+  """A step that restores a checkpoint and checks what it restored.
+
+  The model trains first, so every value differs from the checkpoint's;
+  then `restore()` of the newest checkpoint under the prefix, or of the
+  first one saved, and its status's `run`.
+  """
+
+  def step(model, prefix):
+    model.train()
+    if which == "newest":
+      path = tf_objckpt.latest_checkpoint(os.path.dirname(prefix))
+    else:
+      path = next(iter(_saved_values(model)))
+    getattr(model.checkpoint.restore(path), run)(model.session)
+    _assert_restored(model, path)
+
+  return step
+
+
+_step_restore = _restore_step()
 
 
 def _step_restore_or_initialize(model, prefix):
   """A restarting job: its manager restores, then the restore ops run."""
+  model.train()
   manager = tl.IMPLS[model.impl].CheckpointManager(
       model.checkpoint, os.path.dirname(prefix), max_to_keep=5,
       checkpoint_name=os.path.basename(prefix))
   path = manager.restore_or_initialize()
   model.checkpoint.restore(path).run_restore_ops(model.session)
+  _assert_restored(model, path)
 
 
 def _step_grow(model, prefix):
@@ -72,7 +110,8 @@ def _op_growth(impl, kind, steps, directory, prepare=None):
 def _assert_no_more_than_tensorflow(tmp_path, kind, steps, prepare=None):
   theirs = _op_growth("tf", kind, steps, tmp_path, prepare)
   ours = _op_growth("ours", kind, steps, tmp_path, prepare)
-  assert all(o <= t for o, t in zip(ours, theirs)), (ours, theirs)
+  assert all(o <= t for o, t in zip(ours, theirs)), (
+      f"ops added by each step: ours {ours}, TensorFlow's {theirs}")
   return ours
 
 
@@ -86,11 +125,19 @@ def test_repeated_saves_and_writes_add_no_ops(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", tl.VARIABLE_KINDS)
 def test_repeated_restores_add_no_ops(tmp_path, kind):
-  """Restore ops are cached by key, shared by every restore of the objects."""
+  """Restore ops are cached by key, shared by every restore of the objects.
+
+  Each restore restores its own checkpoint's values: new checkpoints come
+  between the restores, and some restores go back to the first.
+  """
+  first = _restore_step(which="first")
+  initialize_newest = _restore_step("initialize_or_restore")
+  initialize_first = _restore_step("initialize_or_restore", "first")
   ours = _assert_no_more_than_tensorflow(
       tmp_path, kind,
-      [_step_restore] * 5 + [_step_initialize_or_restore] * 2 +
-      [_step_save] * 2 + [_step_restore], prepare=_step_save)
+      [_step_restore, _step_train_and_save, _step_restore, first,
+       initialize_newest, _step_train_and_save, initialize_first, first,
+       _step_train_and_save, _step_restore], prepare=_step_save)
   assert ours[0] > 0  # The first restore builds the restore ops.
   assert ours[1:] == [0] * 9
 
@@ -99,16 +146,19 @@ def test_repeated_restores_add_no_ops(tmp_path, kind):
 def test_repeated_restore_or_initialize_adds_no_ops(tmp_path, kind):
   """Checking every value first reads eagerly: it adds no op either."""
   ours = _assert_no_more_than_tensorflow(
-      tmp_path, kind, [_step_restore_or_initialize] * 4 + [_step_restore],
+      tmp_path, kind,
+      [_step_restore_or_initialize, _step_train_and_save,
+       _step_restore_or_initialize, _step_train_and_save,
+       _step_restore_or_initialize, _restore_step(which="first")],
       prepare=_step_save)
   assert ours[0] > 0
-  assert ours[1:] == [0] * 4
+  assert ours[1:] == [0] * 5
 
 
 def _saved_by_another_program(model, prefix):
   with tl.GraphModel(model.impl, model.kind) as other:
     other.initialize()
-    other.save(prefix)
+    _saved_values(model)[other.save(prefix)] = other.labelled_values()
 
 
 @pytest.mark.parametrize("kind", tl.VARIABLE_KINDS)
@@ -161,18 +211,30 @@ def test_python_state_saves_add_no_ops(tmp_path):
 
 
 def test_deferred_restore_ops_are_cached_too(tmp_path):
-  """Restore ops made for dependencies added after restore() are reused."""
+  """Restore ops made for dependencies added after restore() are reused.
+
+  They restore each checkpoint's values: two checkpoints of different
+  values, restored in turn into a model trained away from both.
+  """
   with tl.GraphModel("ours") as saved:
     saved.initialize()
-    path = saved.save(os.path.join(tmp_path, "ckpt"))
+    checkpoints = {}
+    for _ in range(2):
+      saved.train(1)
+      checkpoints[saved.save(os.path.join(tmp_path, "ckpt"))] = (
+          saved.labelled_values())
+  first, second = checkpoints
   with tl.GraphModel("ours", create_optimizer=False) as model:
-    status = model.checkpoint.restore(path)
+    status = model.checkpoint.restore(first)
     model.create_slots()  # Slot restore ops are created here.
     status.assert_consumed().run_restore_ops(model.session)
+    tl.assert_values_equal(checkpoints[first], model.labelled_values())
     before = model.num_ops()
-    for _ in range(3):
+    for path in (second, first, second):
+      model.train()
       model.checkpoint.restore(path).assert_consumed().run_restore_ops(
           model.session)
+      tl.assert_values_equal(checkpoints[path], model.labelled_values())
     assert model.num_ops() == before
 
 

@@ -5,6 +5,9 @@ optimizers with more slots (centered RMSProp with momentum, Ftrl,
 Adadelta), reference variables and variable scopes, restored into slots
 created after `restore()`, and nested templates restored before their
 variables exist.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.restore,
+tf_objckpt.saveable_object_util, tf_objckpt.api.object_checkpoints.
 """
 
 import os

@@ -6,6 +6,9 @@ With no `session` argument and no default session, TensorFlow's
 backend session, so Keras graph-mode programs save and restore without
 passing a session). Without a provider, `write()` raises a RuntimeError
 telling the user to create a session.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.api.trackable_saver,
+tf_objckpt.api.object_checkpoints, tf_objckpt.api.sessions.
 """
 
 import os

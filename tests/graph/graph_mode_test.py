@@ -5,6 +5,10 @@ TensorFlow has the behaviour, the scenario runs once with
 `tf.compat.v1.train.Checkpoint` and TensorFlow's AutoTrackable and once with
 ours, and what it observes (values, uninitialized variables, which
 assertions pass, exception types) must be equal.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.api.load_status,
+tf_objckpt.api.trackable_saver, tf_objckpt.restore,
+tf_objckpt.api.object_checkpoints.
 """
 
 import os
@@ -16,11 +20,6 @@ import tensorflow as tf
 import testlib as tl
 import tf_objckpt
 from tf_objckpt.api import trackable_saver
-
-
-def _assert_same(results):
-  """The observations of TensorFlow and ours are equal (numpy-aware)."""
-  np.testing.assert_equal(results["ours"], results["tf"])
 
 
 def _train_and_save(program, prefix, steps):
@@ -55,7 +54,7 @@ def test_documented_training_loop_resumes_like_tensorflow(tmp_path):
     return first, second
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   first, second = results["ours"]
   assert first[:2] == ["InitializationOnlyStatus", ["ckpt-1", "ckpt-2"]]
   assert second[:2] == ["CheckpointLoadStatus", ["ckpt-3", "ckpt-4", "ckpt-5"]]
@@ -89,7 +88,7 @@ def test_initialize_or_restore_respects_later_restores(tmp_path):
     return observed
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"][0] == [b"b"]
   np.testing.assert_equal(results["ours"][1:], [[10., 3.], [20., 30., 3.]])
 
@@ -110,7 +109,7 @@ def test_initialization_only_status_initializes(tmp_path):
     return observed
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"][-2:] == [[b"a"], [10., 2., 3.]]
 
 
@@ -173,7 +172,7 @@ def test_assertions_in_graph_mode(tmp_path):
     return observed
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"][3] == ["ok", "ok", "ok"]
   assert results["ours"][4][:2] == ["AssertionError", "AssertionError"]
 
@@ -200,7 +199,7 @@ def test_slot_variables_restore_whatever_is_created_first(tmp_path,
     np.testing.assert_equal(restored, expected)
     return restored
 
-  _assert_same(tl.in_graph_programs(scenario))
+  tl.assert_agree(tl.in_graph_programs(scenario))
 
 
 def test_deferred_dependencies_of_nested_objects(tmp_path):
@@ -222,7 +221,7 @@ def test_deferred_dependencies_of_nested_objects(tmp_path):
     return observed
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"][3] == [10., 20.]
 
 
@@ -247,7 +246,7 @@ def test_streaming_restore_runs_restore_ops_as_they_are_created(tmp_path):
     return observed
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"] == [10., 20., "NotImplementedError"]
 
 
@@ -290,7 +289,7 @@ def test_list_objects_and_gather_initializers(tmp_path):
 
   results = tl.in_graph_programs(scenario)
   assert results["ours"][2] == ["w/Assign", "w/Momentum/Assign"]
-  _assert_same(results)
+  tl.assert_agree(results)
 
 
 def test_python_state_is_fed_at_save_time(tmp_path):
@@ -310,7 +309,7 @@ def test_python_state_is_fed_at_save_time(tmp_path):
     return saved, state.restored
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"] == ([b"first", b"second"], ["first"])
 
 
@@ -332,7 +331,7 @@ def test_session_defaults_to_the_default_session(tmp_path):
               program.run([root.a, checkpoint.save_counter]))
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"] == ("ckpt-1", "ckpt_written", 5., [5., 1])
 
 
@@ -351,7 +350,7 @@ def test_save_counter_is_incremented_by_a_cached_op(tmp_path):
                 os.path.dirname(prefix))))
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"] == (["ckpt-2", "ckpt-3", "ckpt-4"], 0, "ckpt-4")
 
 
@@ -377,7 +376,7 @@ def test_restores_of_other_checkpoints_reuse_the_restore_ops(tmp_path):
     return observed
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"] == [[10., 1], [20., 2], [10., 1], [20., 2], 0]
 
 
@@ -397,7 +396,7 @@ def test_saves_and_restores_work_once_the_graph_is_finalized(tmp_path):
     return os.path.basename(second), program.run(checkpoint.save_counter)
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"] == ("ckpt-2", 2)
 
 
@@ -440,7 +439,7 @@ def test_name_based_checkpoints_restore_with_run_restore_ops(tmp_path):
     return observed
 
   results = tl.in_graph_programs(scenario)
-  _assert_same(results)
+  tl.assert_agree(results)
   assert results["ours"][1:] == ["AssertionError", "ok", [10., 20., 3]]
 
 

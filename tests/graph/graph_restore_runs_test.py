@@ -1,6 +1,6 @@
 """Large graph-mode restores read in runs, a few at a time, and stay right.
 
-Covers `engine.graph_restores.ReadChain`, the graph restores of
+Checks `engine.graph_restores.ReadChain`, the graph restores of
 `functional_saver` (batched function calls and `RestoreV2` batches) and
 the v1 `Saver`'s restore op (`v1.saver_builders`). A restore of more than
 two `graph_restore_batch_bytes` reads its values in runs of about that
@@ -11,6 +11,9 @@ Here the batch size is shrunk to 1 KiB: the runs and their order are
 checked on the graph, and what they restore against TensorFlow, with
 resource, reference and partitioned variables, sharded savers and
 repeated restores that add no ops.
+
+Covers: tf_objckpt.engine.graph_restores, tf_objckpt.functional_saver,
+tf_objckpt.v1.saver_builders, tf_objckpt.engine.tuning.
 """
 
 import numpy as np

@@ -9,6 +9,9 @@ Ours adds a few batched reads where TensorFlow adds a `RestoreV2` per
 variable. Problems raise TensorFlow's error types before anything is
 built, naming the variable, the key and the checkpoint; TensorFlow has
 replaced the initializers of the entries before the bad one by then.
+
+Covers: tf_objckpt.checkpoint_utils, tf_objckpt.v1.warm_start,
+tf_objckpt.v1.assignment_maps.
 """
 
 import numpy as np
@@ -138,7 +141,7 @@ def _expected(values, assigned):
 def test_each_form_initializes_as_tensorflow_does(path, form, use_resource):
   results = tl.in_graph_programs(
       lambda program: _warm_start(program, path, _FORMS[form], use_resource))
-  np.testing.assert_equal(results["ours"], results["tf"])
+  tl.assert_agree(results)
   values, initial_values = results["ours"]
   # Something was initialized from the checkpoint, and only that.
   assert not values["untouched/var"][0].any()

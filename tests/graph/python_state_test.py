@@ -4,6 +4,9 @@ TensorFlow hands `PythonState.deserialize` the checkpointed bytes, as the
 `NumpyWrapper` example in `tensorflow/python/trackable/python_state.py`
 expects (it reads them with `io.BytesIO`); serialized state need not be
 UTF-8.
+
+Covers: tf_objckpt.saveable_object_util, tf_objckpt.engine.read_plan,
+tf_objckpt.restore.
 """
 
 import os

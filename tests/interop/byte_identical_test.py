@@ -7,6 +7,11 @@ into a directory of its own: object-based checkpoints eagerly
 `.data-*` and `.meta` file the same bytes. The `checkpoint` state file is
 compared too, with its directory replaced (it may name it). Sharded saves
 over two devices: `saver/saver_sharded_test.py`.
+
+Covers: tf_objckpt.engine.writes, tf_objckpt.functional_saver,
+tf_objckpt.engine.state_file, tf_objckpt.checkpoint, tf_objckpt.saver,
+tf_objckpt.v1.meta_graphs, tf_objckpt.api.object_checkpoints,
+tf_objckpt.v1.name_based_saver.
 """
 
 import os

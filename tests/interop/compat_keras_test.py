@@ -5,6 +5,10 @@ and its legacy Adam, which keeps slot variables), for Sequential, functional
 and subclassed models after one training step. Both write the same
 checkpoint; a checkpoint from either restores into fresh models and
 optimizers through the other, model weights and optimizer state included.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.graph_view, tf_objckpt.restore,
+tf_objckpt.saveable_object_util, tf_objckpt.api.object_checkpoints,
+tf_objckpt.objects.graph_walk, tf_objckpt.objects.graph_serialization.
 """
 
 import os

@@ -4,6 +4,11 @@ For each structure the same objects are written by both; the checkpoints
 must have the same keys, shapes, dtypes, values and object graph. A
 checkpoint from either must restore into fresh objects through the other
 with `assert_consumed()` passing and the values of the originals.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.graph_view, tf_objckpt.restore,
+tf_objckpt.saveable_object_util, tf_objckpt.engine.state_file,
+tf_objckpt.api.object_checkpoints, tf_objckpt.objects.graph_walk,
+tf_objckpt.objects.graph_serialization.
 """
 
 import functools
@@ -251,8 +256,15 @@ def test_tensorflow_saves_and_restores_ours_held_by_its_objects(
 
 
 def _build_stateful(offset=0):
-  """Trackables that save through `_serialize_to_tensors` and Python state."""
-  dataset = tf.data.Dataset.range(100)
+  """Trackables that save through `_serialize_to_tensors` and Python state.
+
+  The iterator runs no background prefetching, whose buffered elements,
+  and so the shape of the saved state, would depend on timing.
+  """
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  options.experimental_optimization.inject_prefetch = False
+  dataset = tf.data.Dataset.range(100).with_options(options)
   iterator = iter(dataset)
   table = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, -1)
   if offset == 0:

@@ -6,6 +6,11 @@ step we record the exception the step raised (if any) and the dependency
 tree of the root (child names in order, the wrapper classes, the variables
 reached, and the exception `_trackable_children` raises for unsaveable
 containers). The two recordings must be equal.
+
+Covers: tf_objckpt.data_structures, tf_objckpt.objects.lists,
+tf_objckpt.objects.dicts, tf_objckpt.objects.tuples,
+tf_objckpt.objects.wrapping, tf_objckpt.objects.structure_base,
+tf_objckpt.tracking, tf_objckpt.objects.auto_trackable.
 """
 
 import collections

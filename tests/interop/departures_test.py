@@ -2,6 +2,10 @@
 
 Each test does the same thing with TensorFlow and with tf_objckpt and pins
 both behaviours, so that a change on either side shows up here.
+
+Covers: tf_objckpt.engine.sharding, tf_objckpt.engine.writes,
+tf_objckpt.checkpoint, tf_objckpt.tracking, tf_objckpt.api.object_checkpoints,
+tf_objckpt.objects.auto_trackable.
 """
 
 import os

@@ -3,6 +3,9 @@
 The same objects are viewed by both classes: children, descendants, paths,
 serialized object graphs and saveables must agree. TensorFlow's own
 `save_util_v1` must get the same answers from our view as from its own.
+
+Covers: tf_objckpt.graph_view, tf_objckpt.objects.graph_walk,
+tf_objckpt.objects.graph_serialization.
 """
 
 import pytest
@@ -92,7 +95,7 @@ def _saveable_names(saveables):
 
 def _assert_same_serialization(results):
   saveables, proto, feed_additions = results["ours"]
-  assert proto == results["tf"][1]
+  assert proto == results["tf"][1], "ours (left), TensorFlow's (right)"
   assert any(node.slot_variables for node in proto.nodes)
   assert (sorted(_saveable_names(saveables)) ==
           sorted(_saveable_names(results["tf"][0])))

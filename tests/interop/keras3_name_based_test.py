@@ -4,6 +4,9 @@ A tf.compat.v1 graph-mode model saved by `tf.compat.v1.train.Saver` keys its
 values `dense/kernel`; the Keras 3 variable is `sequential/dense/kernel`.
 TensorFlow's `Checkpoint.restore` matches neither; ours matches them with
 `name_matching` (a departure in API.md) and reports what it matched.
+
+Covers: tf_objckpt.restoring.name_based, tf_objckpt.restoring.name_matching,
+tf_objckpt.restoring.restore_report.
 """
 
 import keras

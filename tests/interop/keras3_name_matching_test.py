@@ -2,6 +2,8 @@
 
 The assignment-map rule is compared with TensorFlow's own reader of that
 convention, `tf.compat.v1.train.init_from_checkpoint`.
+
+Covers: tf_objckpt.restoring.name_matching.
 """
 
 import numpy as np

@@ -7,6 +7,9 @@ value TensorFlow wrote must reach them, optimizer slots following their
 model variable by the checkpoint's object paths, and what cannot be placed
 is named by the status. TensorFlow's own restore loses most of these
 values, so the tests compare with the values that were written.
+
+Covers: tf_objckpt.restoring.keras3_slots, tf_objckpt.restore,
+tf_objckpt.restoring.restore_coordinator, tf_objckpt.api.load_status.
 """
 
 import keras

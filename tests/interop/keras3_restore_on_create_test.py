@@ -9,6 +9,9 @@ API.md). Each test compares, value for value, a model restored this way
 with the same checkpoint restored into a model built first, then their
 predictions and one more training step; and runs TensorFlow's Checkpoint
 side by side to show its behaviour is unchanged.
+
+Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
+tf_objckpt.engine.read_plan.
 """
 
 import keras
@@ -239,9 +242,13 @@ class OneDense(keras.Model):
     return self.layer(inputs)
 
 
+_SAVED_BIAS = [1.5, -2.5]
+
+
 def _mismatched_checkpoint(tmp_path):
   model = OneDense()
   model(np.zeros((1, 3), np.float32))  # The kernel is (3, 2).
+  model.layer.bias.assign(_SAVED_BIAS)
   return tl.write("tf", tmp_path / "ckpt", model=model)
 
 
@@ -259,12 +266,34 @@ def test_shape_mismatch_raises_at_creation_naming_key_path_and_shapes(
   assert path in message
 
 
-def test_tensorflow_swallows_the_same_mismatch(tmp_path):
-  path = _mismatched_checkpoint(tmp_path)
+def _build_after_restoring_a_mismatch(impl, path):
+  """What building does after `impl`'s restore of a kernel that misfits.
+
+  Returns:
+    The name of what the build raised ("ok" if nothing), the kernel's
+    shape and the bias (None if they were not made).
+  """
   model = OneDense()
-  tf.train.Checkpoint(model=model).read(path).expect_partial()
-  model(_X)  # Builds with fresh values and no error.
-  assert model.layer.kernel.shape == (5, 2)
+  tl.IMPLS[impl].Checkpoint(model=model).read(path).expect_partial()
+  built = tl.outcome(model, _X)  # Inputs of 5 features: the kernel is (5, 2).
+  layer = model.layer
+  if not layer.built:
+    return built.name, None, None
+  return built.name, tuple(layer.kernel.shape), layer.bias.numpy().tolist()
+
+
+def test_tensorflow_swallows_the_same_mismatch(tmp_path):
+  """TensorFlow builds a fresh kernel and no error; ours raises.
+
+  TensorFlow restores the bias, which fits, and leaves the kernel that
+  does not fit as initialized; ours raises the mismatch (`test_shape_
+  mismatch_raises_at_creation_naming_key_path_and_shapes` checks its
+  message), and the layer stays unbuilt.
+  """
+  path = _mismatched_checkpoint(tmp_path)
+  built = tl.by_impl(_build_after_restoring_a_mismatch, path)
+  assert built["tf"] == ("ok", (5, 2), _SAVED_BIAS)
+  assert built["ours"] == ("ValueError", None, None)
 
 
 def test_dtype_mismatch_raises_at_creation(tmp_path):

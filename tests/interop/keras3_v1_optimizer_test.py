@@ -9,6 +9,9 @@ That holds only if every slot and the step count were restored (Adam's bias
 correction depends on the count). TensorFlow restores none of this into
 Keras 3, so the tests compare with v1 training, not with TensorFlow's
 restore. A departure in API.md.
+
+Covers: tf_objckpt.restoring.v1_optimizer_state,
+tf_objckpt.restoring.name_based.
 """
 
 import keras

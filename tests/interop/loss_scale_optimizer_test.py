@@ -6,6 +6,9 @@ asks the inner optimizer whether it saves through `_serialize_to_tensors`
 (it does not: its state is in its dependencies); these tests check that we
 write the same checkpoint as TensorFlow for such a wrapper, and that each
 restores the other's, before and after the variables exist.
+
+Covers: tf_objckpt.saveable_object_util, tf_objckpt.graph_view,
+tf_objckpt.objects.graph_walk, tf_objckpt.objects.graph_serialization.
 """
 
 import numpy as np

@@ -6,6 +6,9 @@ module itself, where TensorFlow's own callers look them up;
 `unpatch_tensorflow()` puts TensorFlow's back. TensorFlow's warm start
 (`tf.compat.v1.train.warm_start`) then builds our batched initializers,
 and tf_keras's `SidecarEvaluator` reads checkpoints with our reader.
+
+Covers: tf_objckpt.tools.patching, tf_objckpt.checkpoint_utils,
+tf_objckpt.v1.warm_start.
 """
 
 import numpy as np

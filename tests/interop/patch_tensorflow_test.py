@@ -8,6 +8,8 @@ TensorFlow internals) behaves as documented, with real module attributes
 changed. Last, the other callers the patched attributes reach (tf.data's
 save op, the v1 SavedModel builder and loader, TensorFlow's own name-based
 restore) work with our classes.
+
+Covers: tf_objckpt.tools.patching.
 """
 
 import contextlib

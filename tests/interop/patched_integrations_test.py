@@ -6,6 +6,10 @@ Unchanged TensorFlow and tf_keras code (`MonitoredTrainingSession`,
 run`) saves and restores with `patch_tensorflow()` on. Each test shows that
 our code did the work (our classes, our transfer log's "Saved checkpoint"
 lines) and that TensorFlow, unpatched, reads what was written.
+
+Covers: tf_objckpt.tools.patching, tf_objckpt.api.load_status,
+tf_objckpt.checkpoint_management, tf_objckpt.saver,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.v1.name_based_saver.
 """
 
 import os

@@ -6,6 +6,18 @@ calls TensorFlow's accepts: the same parameters, in order, by name and kind;
 ours may add parameters after them if they have defaults, and give a
 default where TensorFlow has none. Annotations are not compared. The
 differences we accept are listed in `ACCEPTED`, each with its reason.
+
+Covers: tf_objckpt.util, tf_objckpt.checkpoint, tf_objckpt.api.trackable_saver,
+tf_objckpt.api.load_status, tf_objckpt.base, tf_objckpt.tracking,
+tf_objckpt.data_structures, tf_objckpt.graph_view, tf_objckpt.restore,
+tf_objckpt.saveable_object_util, tf_objckpt.functional_saver,
+tf_objckpt.checkpoint_management, tf_objckpt.checkpoint_utils,
+tf_objckpt.saver, tf_objckpt.v1.saver_builders,
+tf_objckpt.api.object_checkpoints, tf_objckpt.objects.trackable,
+tf_objckpt.objects.auto_trackable, tf_objckpt.objects.graph_walk,
+tf_objckpt.objects.graph_serialization, tf_objckpt.api.checkpoint_manager,
+tf_objckpt.v1.name_based_saver, tf_objckpt.inspection.object_metadata,
+tf_objckpt.foundation.module_names.
 """
 
 import inspect
@@ -26,6 +38,7 @@ from tensorflow.python.training.saving import saveable_object_util as tf_saveabl
 
 import testlib as tl
 from tf_objckpt.api import load_status
+from tf_objckpt.api import name_based_status
 from tf_objckpt import base
 from tf_objckpt import checkpoint_management
 from tf_objckpt import checkpoint_utils
@@ -48,7 +61,7 @@ MIRRORED = [
      tf_checkpoint.CheckpointLoadStatus),
     ("InitializationOnlyStatus", load_status.InitializationOnlyStatus,
      tf_checkpoint.InitializationOnlyStatus),
-    ("NameBasedSaverStatus", load_status.NameBasedSaverStatus,
+    ("NameBasedSaverStatus", name_based_status.NameBasedSaverStatus,
      tf_checkpoint.NameBasedSaverStatus),
     ("ObjectGraphView", graph_view.ObjectGraphView,
      tf_graph_view.ObjectGraphView),

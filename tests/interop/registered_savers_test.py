@@ -6,6 +6,8 @@ libraries must write the same checkpoint (the saver's file merged first,
 the object graph naming the saver), restore each other's through the
 restore function, and skip objects the predicate rejects when the saver
 allows it (`CheckpointPosition.skip_restore`).
+
+Covers: tf_objckpt.engine.registered_savers.
 """
 
 import numpy as np
@@ -89,7 +91,8 @@ def test_saves_match_tensorflow(tmp_path):
   paths = _write_both(tmp_path)
   assert tl.file_layout(paths["ours"]) == tl.file_layout(paths["tf"])
   assert tl.object_graph(paths["ours"]) == tl.object_graph(paths["tf"])
-  tl.assert_values_equal(tl.values(paths["tf"]), tl.values(paths["ours"]))
+  tl.assert_values_equal(tl.values(paths["tf"]), tl.values(paths["ours"]),
+                         tl.TENSORFLOWS_AND_OURS)
   registered = [node.registered_saver for node
                 in tl.object_graph(paths["ours"]).nodes
                 if node.registered_saver.name]

@@ -5,6 +5,12 @@ the same type of error, and both messages must contain the phrase, which
 is taken from TensorFlow's message (so the test checks it against
 TensorFlow too). Our messages add detail after the phrase (object paths,
 checkpoints, the operation at fault).
+
+Covers: tf_objckpt.base, tf_objckpt.saveable_object_util,
+tf_objckpt.checkpoint, tf_objckpt.checkpoint_management,
+tf_objckpt.objects.lists, tf_objckpt.objects.dicts, tf_objckpt.saver,
+tf_objckpt.objects.trackable, tf_objckpt.api.object_checkpoints,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.v1.name_based_saver.
 """
 
 import functools

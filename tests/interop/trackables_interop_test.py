@@ -4,6 +4,10 @@
 `_serialize_to_tensors`, variables of a `MirroredStrategy`, TensorFlow's and
 our `NoDependency`, and containers changed after assignment. Each test runs
 the same program with `tf.train.Checkpoint` and `tf_objckpt.Checkpoint`.
+
+Covers: tf_objckpt.saveable_object_util, tf_objckpt.tracking,
+tf_objckpt.data_structures, tf_objckpt.checkpoint,
+tf_objckpt.objects.auto_trackable, tf_objckpt.api.object_checkpoints.
 """
 
 import os

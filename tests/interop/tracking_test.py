@@ -4,6 +4,9 @@ The same object structures are built with TensorFlow's AutoTrackable and
 with ours; their dependency trees, `tf.train.Checkpoint` keys and object
 graphs must be equal. TensorFlow objects (tf.Module, Keras layers of Keras 3
 and tf_keras) must track ours, and ours must track theirs.
+
+Covers: tf_objckpt.tracking, tf_objckpt.base, tf_objckpt.data_structures,
+tf_objckpt.objects.auto_trackable, tf_objckpt.objects.trackable.
 """
 
 import collections

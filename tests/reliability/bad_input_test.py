@@ -4,6 +4,10 @@ Every case runs through `tf.train.Checkpoint` and `tf_objckpt.Checkpoint`;
 both must raise the same type of error. Ours must in addition name the
 checkpoint path, the checkpoint key and the object path where there is one,
 and must leave every variable as it was: a failed restore assigns nothing.
+
+Covers: tf_objckpt.checkpoint, tf_objckpt.engine.reads,
+tf_objckpt.engine.read_plan, tf_objckpt.restore,
+tf_objckpt.api.object_checkpoints.
 """
 
 import glob

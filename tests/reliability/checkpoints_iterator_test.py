@@ -8,6 +8,8 @@ damaged one with one WARNING; TensorFlow yields either once its index
 exists. Timeouts are 0, so every wait is one look at the directory and
 the outcome does not depend on the machine's speed; `min_interval_secs`
 is checked against a fake clock.
+
+Covers: tf_objckpt.api.checkpoint_polling, tf_objckpt.checkpoint_utils.
 """
 
 import logging

@@ -4,6 +4,10 @@ TensorFlow's `Checkpoint.save` and `CheckpointManager.save` race when called
 from two threads: two saves may get one number, and a checkpoint's
 `save_counter` may differ from the number in its name. Ours run one at a
 time (a departure listed in API.md).
+
+Covers: tf_objckpt.api.save_transaction, tf_objckpt.checkpoint,
+tf_objckpt.checkpoint_management, tf_objckpt.api.object_checkpoints,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.engine.directory_lock.
 """
 
 import concurrent.futures

@@ -9,6 +9,10 @@ the v1 `Saver`, sharded or not. The error types stay TensorFlow's.
 Finding the file of a key takes the checkpoint's `.index` table, which
 `tf_objckpt.engine.bundle_index` parses; it is checked here against TensorFlow's
 reader on TensorFlow-written checkpoints.
+
+Covers: tf_objckpt.engine.bundle_index, tf_objckpt.engine.reads,
+tf_objckpt.engine.graph_restores, tf_objckpt.functional_saver,
+tf_objckpt.v1.saver_builders.
 """
 
 import collections

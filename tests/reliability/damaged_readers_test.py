@@ -11,6 +11,9 @@ value) the key, where TensorFlow raises a bare `OpError` or an
 damaged one leaves every variable as it was (the error is `RestoreV2`'s,
 as TensorFlow's, naming the file and the key); TensorFlow has assigned
 the values before it by then.
+
+Covers: tf_objckpt.inspection.checkpoint_reader, tf_objckpt.v1.warm_start,
+tf_objckpt.engine.reads.
 """
 
 import os

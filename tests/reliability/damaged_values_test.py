@@ -4,6 +4,8 @@ An eager restore reads many values with one `RestoreV2`; when one of them
 fails its checksum, the error is TensorFlow's `DataLossError` and names
 that value's key (not the first key of the read) and the checkpoint; and
 nothing is assigned.
+
+Covers: tf_objckpt.engine.reads.
 """
 
 import numpy as np

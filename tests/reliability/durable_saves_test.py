@@ -8,6 +8,10 @@ The files are TensorFlow's either way.
 
 Which flushes happen is watched by wrapping `os.fsync` (calling the real
 one): a power loss cannot be simulated in a test.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.api.save_transaction,
+tf_objckpt.api.trackable_saver, tf_objckpt.checkpoint_management,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.engine.local_paths.
 """
 
 import os
@@ -95,6 +99,33 @@ def test_files_are_flushed_before_the_state_file_lists_them(
              for path, _ in flushed)
 
 
+_SHARDING_POLICIES = {
+    "parallel_shards": lambda: tf_objckpt.ParallelShardsPolicy(
+        max_shards=3, min_shard_bytes=1),
+    "max_shard_size": lambda: tf.train.experimental.MaxShardSizePolicy(8),
+}
+
+
+@pytest.mark.parametrize("policy", _SHARDING_POLICIES)
+def test_every_shard_is_flushed_before_the_state_file_lists_it(
+    tmp_path, monkeypatch, flushed, policy):
+  """Saves of several data files (written at once) flush each of them."""
+  monkeypatch.setattr(time, "time", lambda: 1e9)  # The state's timestamps.
+  options = tf_objckpt.CheckpointOptions(
+      durable=True,
+      experimental_sharding_callback=_SHARDING_POLICIES[policy]())
+  for impl in tl.IMPLS:
+    _save_by(impl, str(tmp_path / impl), "manager", options)
+  tl.assert_same_files(tmp_path)
+  directory = tmp_path / "ours"
+  files = [str(directory / name) for name in os.listdir(directory)
+           if name.startswith("ckpt-2.")]
+  assert len(files) >= 4, files  # The index and three data files or more.
+  for path in files:
+    states = [state for flushed_path, state in flushed if flushed_path == path]
+    assert states and all('"ckpt-2"' not in state for state in states), path
+
+
 def test_saves_without_the_option_flush_nothing(tmp_path, flushed):
   _save_by("ours", str(tmp_path), "manager", None)
   _save_by("ours", str(tmp_path / "plain"), "save",
@@ -111,7 +142,34 @@ def test_durable_saves_are_refused_off_local_paths(how):
       directory)
 
 
-def test_tensorflow_accepts_our_options(tmp_path):
-  checkpoint = tf.train.Checkpoint(v=tf.Variable(1.))
-  path = checkpoint.save(str(tmp_path / "ckpt"), options=_DURABLE)
-  assert tf.train.latest_checkpoint(str(tmp_path)) == path
+def _recorder(names):
+  """A write callback that appends the name of each checkpoint to `names`."""
+  return lambda path: names.append(os.path.basename(path))
+
+
+# The checkpoints each way in `_save_by` writes, in order.
+_WRITTEN = {"write": ["ckpt"], "save": ["ckpt-1", "ckpt-2"],
+            "manager": ["ckpt-1", "ckpt-2"]}
+
+
+@pytest.mark.parametrize("how", ["write", "save", "manager"])
+def test_tensorflow_accepts_our_options(tmp_path, monkeypatch, flushed, how):
+  """TensorFlow's classes take ours and ignore `durable`; we flush.
+
+  The rest of the options (here, write callbacks) works in both, and the
+  files are the same.
+  """
+  monkeypatch.setattr(time, "time", lambda: 1e9)  # The state's timestamps.
+  written, flushes = {}, {}
+  for impl in tl.IMPLS:
+    written[impl] = []
+    options = tf_objckpt.CheckpointOptions(
+        durable=True, experimental_write_callbacks=[_recorder(written[impl])])
+    before = len(flushed)
+    _save_by(impl, str(tmp_path / impl), how, options)
+    flushes[impl] = [path for path, _ in flushed[before:]]
+  assert not flushes["tf"]
+  assert os.path.join(str(tmp_path / "ours"), _LAST_SAVE[how] + ".index") in (
+      flushes["ours"])
+  assert written["tf"] == written["ours"] == _WRITTEN[how]
+  tl.assert_same_files(tmp_path)

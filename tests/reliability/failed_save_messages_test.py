@@ -7,6 +7,9 @@ that gives up root, who writes anywhere), a full disk (a small `tmpfs` in a
 private mount namespace), a file size limit (`RLIMIT_FSIZE`), a regular file where a directory should be, and a
 directory where the save writes its state file. Where TensorFlow has a clear
 answer of its own (the v1 `Saver` into a missing directory), it stays.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.api.save_transaction,
+tf_objckpt.engine.save_errors.
 """
 
 import json

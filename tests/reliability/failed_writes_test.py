@@ -14,6 +14,10 @@ graph (a large constant, small values), or in the state file (a manager
 listing many long names). Both libraries raise the same error and
 keep the first checkpoint. We also leave the directory and the state file
 byte for byte as they were; TensorFlow leaves what is pinned below.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.engine.state_file,
+tf_objckpt.saver, tf_objckpt.v1.name_based_saver,
+tf_objckpt.engine.save_errors, tf_objckpt.engine.local_paths.
 """
 
 import json

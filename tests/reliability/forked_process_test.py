@@ -5,6 +5,8 @@ for the process (`engine.thread_pools`). A forked child has none
 of its parent's threads, so a pool the parent made would queue the child's
 work forever. Each test uses every pool in a real process, forks, and
 makes the child use them again under a deadline.
+
+Covers: tf_objckpt.engine.thread_pools, tf_objckpt.engine.async_checkpoint.
 """
 
 import testlib as tl

@@ -7,6 +7,9 @@ earlier restore. TensorFlow fails when the restore ops run for a wrong
 dtype or a missing key, and reshapes a resource variable to a checkpointed
 shape; we fail in `restore()` in all three cases, naming the key and the
 object path, and assign nothing.
+
+Covers: tf_objckpt.engine.read_plan, tf_objckpt.functional_saver,
+tf_objckpt.restore.
 """
 
 import os

@@ -8,15 +8,22 @@ TensorFlow or with us: the latest checkpoint restores, and every checkpoint
 holds one save's values. What the interrupted saves leave behind differs:
 TensorFlow removes none of it, we remove all of it but what the last
 interrupted save left (each save cleans up what came before, see
-`tf_objckpt.engine.commit`).
+`tf_objckpt.engine.leftovers`).
 
 Sharded saves are as safe: object-based saves of variables on two devices
-(one shard each, merged), and the v1 `Saver(sharded=True)` in graph mode.
+(one shard each, merged), saves split by `ParallelShardsPolicy` (shards
+written at the same time, durable or not), and the v1 `Saver(sharded=True)`
+in graph mode. A save killed while two of its shards are being written at
+once leaves only its own files, which the next save removes.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.engine.writes,
+tf_objckpt.engine.leftovers, tf_objckpt.engine.temporary_names.
 """
 
 import json
 import os
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -31,6 +38,7 @@ _SCRIPT = textwrap.dedent("""
     import json, os, sys
     import tensorflow as tf
     import testlib as tl
+    import tf_objckpt
 
     impl, variant, directory, kills, seed, size = sys.argv[1:]
     lib = tl.IMPLS[impl]
@@ -78,15 +86,22 @@ _SCRIPT = textwrap.dedent("""
       else:
         variables = [tf.Variable(tf.zeros([size])) for _ in range(4)]
       checkpoint = lib.Checkpoint(variables=variables)
-      if variant == "manager":
+      # Four shards written at once (durable: each flushed before it counts).
+      options = tf_objckpt.CheckpointOptions(
+          durable=variant == "parallel_shards_durable",
+          experimental_sharding_callback=(
+              tf_objckpt.ParallelShardsPolicy(max_shards=4, min_shard_bytes=1)
+              if variant.startswith("parallel_shards") else None))
+      if variant in ("manager", "parallel_shards_durable"):
         manager = lib.CheckpointManager(checkpoint, directory, max_to_keep=2)
         manager.restore_or_initialize()
-        save = manager.save
+        save = lambda: manager.save(options=options)
       else:
         latest = tf.train.latest_checkpoint(directory)
         if latest:
           checkpoint.restore(latest)
-        save = lambda: checkpoint.save(os.path.join(directory, "ckpt"))
+        save = lambda: checkpoint.save(os.path.join(directory, "ckpt"),
+                                       options=options)
       count = int(checkpoint.save_counter.numpy())
       for variable in variables:
         if not (variable.numpy() == count).all():
@@ -142,7 +157,8 @@ def _assert_nothing_torn(directory, variant):
 
 
 @pytest.mark.parametrize("variant",
-                         ["manager", "save", "per_device", "saver_sharded"])
+                         ["manager", "save", "per_device", "saver_sharded",
+                          "parallel_shards", "parallel_shards_durable"])
 def test_killed_saves_leave_at_most_one_save_behind(tmp_path, variant):
   found = {}
   for impl in tl.IMPLS:
@@ -156,3 +172,80 @@ def test_killed_saves_leave_at_most_one_save_behind(tmp_path, variant):
           f"{tl.bytes_under(directory, sum(found[impl].values(), []))} "
           f"bytes: {found[impl]}")
   assert len(found["ours"]) <= 1, found["ours"]
+
+
+_SAVES_WITH_PARALLEL_SHARDS = textwrap.dedent("""
+    import sys
+    import tensorflow as tf
+    import tf_objckpt
+
+    directory, saves = sys.argv[1], int(sys.argv[2])
+    variables = [tf.Variable(tf.zeros([8 << 20])) for _ in range(4)]
+    checkpoint = tf_objckpt.Checkpoint(variables=variables)
+    manager = tf_objckpt.CheckpointManager(checkpoint, directory,
+                                           max_to_keep=2)
+    manager.restore_or_initialize()
+    options = tf_objckpt.CheckpointOptions(
+        durable=True, experimental_sharding_callback=(
+            tf_objckpt.ParallelShardsPolicy(max_shards=2, min_shard_bytes=1)))
+    for _ in range(saves):
+      count = float(checkpoint.save_counter.numpy() + 1)
+      for variable in variables:
+        variable.assign(tf.fill([8 << 20], count))
+      manager.save(options=options)
+""")
+
+
+def _shards_being_written(directory):
+  """Names of the shards of `directory`'s `_temp` folders still unwritten."""
+  found = set()
+  for name in os.listdir(directory):
+    if name.endswith("_temp"):
+      try:
+        found.update(entry.split(".")[0]
+                     for entry in os.listdir(os.path.join(directory, name))
+                     if ".tempstate" in entry)
+      except FileNotFoundError:  # Merged meanwhile.
+        pass
+  return found
+
+
+def test_a_save_killed_while_two_shards_are_written_leaves_only_its_files(
+    tmp_path):
+  """SIGKILL once two shards of one durable save are being written at once.
+
+  A shard's data file keeps its temporary name while SaveV2 writes it, so
+  two such names together show the shards being written at the same time.
+  """
+  directory = str(tmp_path)
+  child = tl.start_python(["-c", _SAVES_WITH_PARALLEL_SHARDS, directory,
+                           1000000])
+  try:
+    deadline = time.time() + 240
+    while len(_shards_being_written(directory)) < 2:
+      assert child.poll() is None, child.communicate()[1][-3000:]
+      assert time.time() < deadline, "no two shards were written at once"
+  finally:
+    tl.kill_group(child)
+  leftovers = tl.leftovers(directory)
+  assert len(leftovers) == 1, leftovers
+  (killed, files), = leftovers.items()
+  assert files == [killed + "_temp"], files
+  latest = tf.train.latest_checkpoint(directory)
+  if latest is not None:  # The first save may be the one killed.
+    _assert_holds_its_save(latest)
+  result = tl.run_python(_SAVES_WITH_PARALLEL_SHARDS, directory, 1)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert not tl.leftovers(directory)
+  _assert_holds_its_save(tf.train.latest_checkpoint(directory))
+
+
+def _assert_holds_its_save(prefix):
+  """Both libraries restore `prefix`: every value its save's number."""
+  count = float(prefix.rsplit("-", 1)[1])
+  for lib in tl.IMPLS.values():
+    variables = [tf.Variable(tf.zeros([8 << 20])) for _ in range(4)]
+    lib.Checkpoint(variables=variables).read(
+        prefix).assert_existing_objects_matched()
+    for variable in variables:
+      assert (variable.numpy() == count).all(), prefix

@@ -9,6 +9,9 @@ have its `.index` and data file: a manager writes the state file, without
 the checkpoints it drops, before it deletes their files. (Writing it
 before and after the deletion, as TensorFlow's manager does, left a
 dropped checkpoint listed in about one kill of six.)
+
+Covers: tf_objckpt.checkpoint_management, tf_objckpt.engine.state_file,
+tf_objckpt.api.checkpoint_manager.
 """
 
 import json

@@ -12,6 +12,8 @@ of graphs are generated from one real checkpoint (with optimizer slots),
 each restored under a time limit; a 100,000-node chain restores in linear
 time. Two attributes naming one key, and a child listed twice under one
 name, restore as in TensorFlow.
+
+Covers: tf_objckpt.restoring.object_graph_check, tf_objckpt.restore.
 """
 
 import random

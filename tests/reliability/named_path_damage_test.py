@@ -8,6 +8,8 @@ the same call) and assigns nothing; our message then names the newest
 intact checkpoint the state file lists, which `restore_or_initialize()`
 would have restored. No intact one listed, or an error that is not damage
 (a shape mismatch): no such line.
+
+Covers: tf_objckpt.api.named_restores.
 """
 
 import os

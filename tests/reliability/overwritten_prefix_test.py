@@ -9,6 +9,9 @@ prefix in a loop (each write's values all equal its count) until it is
 killed; after each kill another worker reads the prefix back. Neither
 TensorFlow nor we mix values; our failures are all `DataLossError`s naming
 the prefix (TensorFlow's reads may fail otherwise).
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.engine.writes,
+tf_objckpt.engine.reads.
 """
 
 import json

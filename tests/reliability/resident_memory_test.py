@@ -1,11 +1,13 @@
 """The piece budget has glibc give back the memory it keeps after frees.
 
-Covers `engine.resident_memory`. In a fresh process, freeing a 24 MiB
-block raises glibc's mmap threshold, so that 128 blocks of 1 MiB come from
-its heap; a small block allocated after them pins the heap's top, so that
-freeing them gives nothing back: the process keeps 128 MiB it does not use,
-as a restore's freed pieces can be kept. A `PieceBudget` of 16 MiB gives
-them back; one of 256 MiB leaves them, since it was not exceeded.
+In a fresh process, freeing a 24 MiB block raises glibc's mmap threshold, so
+that 128 blocks of 1 MiB come from its heap; a small block allocated after them
+pins the heap's top, so that freeing them gives nothing back: the process keeps
+128 MiB it does not use, as a restore's freed pieces can be kept. A
+`PieceBudget` of 16 MiB gives them back; one of 256 MiB leaves them, since it
+was not exceeded.
+
+Covers: tf_objckpt.engine.resident_memory.
 """
 
 import json

@@ -1,6 +1,6 @@
 """Restores hold a few pieces of values, whatever the allocator did before.
 
-Covers `engine.resident_memory` (the budget that has the allocator give
+Checks `engine.resident_memory` (the budget that has the allocator give
 back what a restore freed), `engine.reads.CheckpointValues.
 restore_in_pieces`, `engine.graph_restores.ReadChain` and the v1
 `Saver`'s restore in runs (`v1.saver_builders`).
@@ -15,6 +15,9 @@ child, along every restore path: into existing variables, on creation,
 TensorFlow, along the same paths, holds a second copy of the model. Last,
 a restore of 2 GiB runs in a memory cgroup limited to the model plus
 1 GiB: ours completes, TensorFlow's is killed or fails.
+
+Covers: tf_objckpt.engine.resident_memory, tf_objckpt.engine.reads,
+tf_objckpt.engine.graph_restores, tf_objckpt.v1.saver_builders.
 """
 
 import importlib.util

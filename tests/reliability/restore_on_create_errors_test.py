@@ -5,6 +5,10 @@ the error type TensorFlow raises, and our message names the checkpoint
 path, the checkpoint key and the object path, whatever creates the
 variable: `tf_objckpt.add_variable`, a tf_keras `add_weight`, or a Keras 3
 `add_weight`.
+
+Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
+tf_objckpt.engine.read_plan, tf_objckpt.checkpoint,
+tf_objckpt.api.object_checkpoints.
 """
 
 import os
@@ -126,3 +130,32 @@ def test_write_to_a_path_under_a_file_is_an_op_error(tmp_path):
   errors = tl.errors_by_impl(lambda cls: cls(v=tf.Variable(1.0)).write(
       os.fspath(blocker / "ckpt")))
   tl.assert_same_error_type(errors, tf.errors.OpError)
+
+
+@pytest.mark.parametrize("change,expected_type", [
+    ("shape", ValueError), ("dtype", tf.errors.InvalidArgumentError)])
+def test_attribute_variable_mismatch_assigns_nothing(saved, change,
+                                                     expected_type):
+  """A variable set as an attribute after the restore, its value not fitting.
+
+  Such a variable is restored by itself, as soon as it is tracked: the
+  value must still be checked before it is assigned (an assign would take
+  any shape), with TensorFlow's error type, and the variable keeps its
+  own value.
+  """
+  variables = {}
+
+  def restore(cls):
+    target = tf.Module()
+    target.sub = tf.Module()
+    cls(m=target).read(saved).expect_partial()
+    variable = (tf.Variable([5.0, 6.0, 7.0]) if change == "shape" else
+                tf.Variable(5, dtype=tf.int32))
+    variables[cls] = variable
+    target.sub.v = variable  # Saved as float32 [1.0, 2.0].
+
+  errors = tl.errors_by_impl(restore)
+  _assert_same_type_and_named(errors, expected_type, saved, "v")
+  for variable in variables.values():
+    assert variable.numpy().tolist() == (
+        [5.0, 6.0, 7.0] if change == "shape" else 5)

@@ -6,6 +6,10 @@ real checkpoint files under the names TensorFlow's ops give them while a
 save runs. A manager starting, or any save of ours, removes those of its
 own prefixes once no save runs in the directory; TensorFlow removes none.
 Complete checkpoints, listed or not, other prefixes and other files stay.
+
+Covers: tf_objckpt.engine.commit, tf_objckpt.checkpoint_management,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.engine.leftovers,
+tf_objckpt.engine.temporary_names.
 """
 
 import os
@@ -17,7 +21,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
-from tf_objckpt.engine import commit
+from tf_objckpt.engine import leftovers
 
 # Left by saves killed at different points, with the directory they were
 # written in. Their prefixes are all numbered from "ckpt".
@@ -174,7 +178,7 @@ def test_remote_leftovers_wait_for_the_staleness_delay(monkeypatch):
   monkeypatch.setattr(time, "time", lambda: now[0])
   tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=2)
   assert _files(directory) == sorted(_KEPT + list(_LEFTOVERS))
-  now[0] = commit.REMOTE_STALE_AFTER_SECONDS + 1.
+  now[0] = leftovers.REMOTE_STALE_AFTER_SECONDS + 1.
   tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=2)
   assert _files(directory) == _KEPT
   tf.io.gfile.rmtree(directory)

@@ -12,6 +12,9 @@ Repeats of "plan", "write", "sync" and "record" count once (a manager
 writes the state file twice, a plan may be copied); "open" counts each
 time. Each save must show the steps in the transaction's order, with
 `commit.saving` entered once (`api/save_transaction.py`).
+
+Covers: tf_objckpt.api.save_transaction, tf_objckpt.engine.commit,
+tf_objckpt.engine.state_file.
 """
 
 import contextlib

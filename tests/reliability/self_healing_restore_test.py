@@ -11,6 +11,9 @@ raises the newest one's error and assigns nothing. Eagerly into existing
 objects, eagerly into objects created after the restore, and graph
 building; TensorFlow's classes too while patched. TensorFlow's manager
 fails on a damaged newest checkpoint.
+
+Covers: tf_objckpt.api.intact_restore, tf_objckpt.checkpoint_management,
+tf_objckpt.inspection.verify_checkpoint, tf_objckpt.api.checkpoint_manager.
 """
 
 import logging
@@ -205,13 +208,19 @@ def test_checkpoints_beyond_two_pieces_are_checked_a_piece_at_a_time(
                          ids=["tensorflow", "ours"])
 def test_manager_of_tensorflows_checkpoint_stops_at_damaged_newest(
     saved, tmp_path, manager_class):
+  """It raises, and the model keeps its values.
+
+  TensorFlow's `Checkpoint` has restored its save counter by then.
+  """
   directory, _ = _damaged_copy(saved, tmp_path, "flipped", 1)
   model = tf.Module()
-  model.v = tf.Variable(np.zeros([_SIZE], np.float32))
-  manager = manager_class(tf.train.Checkpoint(model=model), directory,
-                          max_to_keep=3)
+  model.v = tf.Variable(np.full([_SIZE], 7., np.float32))
+  checkpoint = tf.train.Checkpoint(model=model)
+  manager = manager_class(checkpoint, directory, max_to_keep=3)
   with pytest.raises(tf.errors.DataLossError):
     manager.restore_or_initialize()
+  np.testing.assert_array_equal(model.v.numpy(), 7.)
+  assert checkpoint.save_counter.numpy() == 3
 
 
 def test_tensorflow_classes_fall_back_while_patched(saved, tmp_path):
@@ -228,15 +237,18 @@ def test_tensorflow_classes_fall_back_while_patched(saved, tmp_path):
 
 
 def test_mismatch_raises_without_fallback(saved, tmp_path):
+  """A value that does not fit is no damage: it raises, assigning nothing."""
   directory, _ = _damaged_copy(saved, tmp_path, "flipped", 0)
   model = tf.Module()
-  model.v = tf.Variable(np.zeros([_SIZE + 1], np.float32))
-  manager = tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(model=model),
-                                         directory, max_to_keep=3)
+  model.v = tf.Variable(np.full([_SIZE + 1], 7., np.float32))
+  checkpoint = tf_objckpt.Checkpoint(model=model)
+  manager = tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=3)
   with tl.captured_logs(logging.WARNING) as messages:
     with pytest.raises(ValueError, match="ckpt-3"):
       manager.restore_or_initialize()
   assert not _skip_warnings(messages)
+  np.testing.assert_array_equal(model.v.numpy(), 7.)
+  assert checkpoint.save_counter.numpy() == 0
 
 
 def test_named_path_never_falls_back(saved, tmp_path):

@@ -11,6 +11,9 @@ the state file; with all damaged it raises the newest one's error.
 TensorFlow's `Saver` stops on the damaged newest one, on every restart. A
 checkpoint named by `checkpoint_filename_with_path` never falls back: its
 error names the intact checkpoint the state file lists.
+
+Covers: tf_objckpt.v1.session_manager_restores, tf_objckpt.saver,
+tf_objckpt.tools.patching, tf_objckpt.v1.name_based_saver.
 """
 
 import contextlib

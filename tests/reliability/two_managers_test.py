@@ -5,6 +5,9 @@ the state file from it, so two of them in one directory overwrite each
 other's checkpoints and delete them as old. Ours notices that the state
 file changed since it last read or wrote it, and refuses to save with
 `FailedPreconditionError`; a manager created afterwards takes over.
+
+Covers: tf_objckpt.checkpoint_management, tf_objckpt.engine.state_file,
+tf_objckpt.api.checkpoint_manager, tf_objckpt.engine.directory_lock.
 """
 
 import os

@@ -9,6 +9,8 @@ ours takes the checkpoint's own files as users type them (TensorFlow reads
 an `.index` path as an empty checkpoint and a data file as a damaged one),
 `load_variable` also takes object paths, and errors name the checkpoint
 and the closest keys, with TensorFlow's error types.
+
+Covers: tf_objckpt.inspection.checkpoint_reader, tf_objckpt.checkpoint_utils.
 """
 
 import os

@@ -4,6 +4,8 @@ TensorFlow restores a name-based checkpoint variable by variable, so when
 one value does not fit, the variables before it are already assigned. Ours
 checks every value first (a departure listed in API.md): the error type is
 TensorFlow's, and no variable changes.
+
+Covers: tf_objckpt.restoring.name_based, tf_objckpt.engine.read_plan.
 """
 
 import numpy as np

@@ -6,6 +6,9 @@ model and a Keras 3 model by `Checkpoint` (eagerly, into existing variables
 and on creation) and by `CheckpointV1` in a graph (`initialize_or_restore`,
 `run_restore_ops`). Every scenario runs once with TensorFlow's classes and
 once with ours; values and the outcomes of the status assertions must agree.
+
+Covers: tf_objckpt.restoring.name_based, tf_objckpt.api.load_status,
+tf_objckpt.api.name_based_status, tf_objckpt.v1.saver_restores.
 """
 
 import logging as py_logging

@@ -6,6 +6,9 @@ error types. They cover corners found by probing both implementations:
 unusual global steps and write versions, builders reading other keys,
 unreadable checkpoints, savers used in a graph they were not built in, and
 eager restores of the wrong shape.
+
+Covers: tf_objckpt.saver, tf_objckpt.v1.saver_builders,
+tf_objckpt.v1.name_based_saver.
 """
 
 import contextlib

@@ -3,6 +3,9 @@
 Graph-mode tests give their sessions two CPU devices through the session
 config. The eager test needs two logical CPUs, which must be configured
 before TensorFlow initializes its devices, so it runs in a subprocess.
+
+Covers: tf_objckpt.saver, tf_objckpt.v1.saver_builders,
+tf_objckpt.engine.variable_values, tf_objckpt.v1.name_based_saver.
 """
 
 import os

@@ -4,6 +4,12 @@ Most tests build the same graph twice, once per implementation (or write
 with one and read with the other), run real sessions on real files, and
 compare what they observe: values, checkpoint contents, SaverDefs, files on
 disk and checkpoint state protos, and the error types raised.
+
+Covers: tf_objckpt.saver, tf_objckpt.v1.saver_builders,
+tf_objckpt.v1.meta_graphs, tf_objckpt.v1.object_based_names,
+tf_objckpt.saveable_object, tf_objckpt.restoring.restore_plan,
+tf_objckpt.engine.read_plan, tf_objckpt.v1.name_based_saver,
+tf_objckpt.v1.saver_retention, tf_objckpt.v1.saver_restores.
 """
 
 import os
@@ -215,11 +221,22 @@ def test_group_by_devices():
       saver_lib.BaseSaverBuilder()._GroupByDevices([TwoDevices()])
 
 
-def test_build_needs_save_and_restore_together_in_graph_mode():
-  with tf.Graph().as_default():
-    v = tf.compat.v1.get_variable("v", [1])
-    with pytest.raises(ValueError):
-      saver_lib.BulkSaverBuilder()._build_internal([v], build_save=False)
+@pytest.mark.parametrize("only", ["build_save", "build_restore"])
+def test_build_needs_save_and_restore_together_in_graph_mode(only):
+  """Either alone is a ValueError saying so, before any op is built."""
+  for impl, lib in tl.IMPLS.items():
+    with tf.Graph().as_default() as graph:
+      v = tf.compat.v1.get_variable("v", [1])
+      ops_before = len(graph.get_operations())
+      error = tl.outcome(lib.saver.BulkSaverBuilder()._build_internal, [v],
+                         **{only: False}).error
+      assert isinstance(error, ValueError), (impl, error)
+      assert "save and restore operations need to be built together" in (
+          str(error)), impl
+      assert "when eager execution is not enabled" in str(error), impl
+      assert len(graph.get_operations()) == ops_before, impl
+      saver_def = lib.saver.BulkSaverBuilder()._build_internal([v])
+      assert saver_def.save_tensor_name and saver_def.restore_op_name, impl
 
 
 # ----------------------------------------------------------------------------
@@ -242,8 +259,8 @@ def test_round_trip_between_implementations(tmp_path, writer, reader, style):
 def test_checkpoint_contents_match_tensorflow(tmp_path, style):
   paths = {impl: _save_variables(impl, str(tmp_path / impl), style)[0]
            for impl in tl.IMPLS}
-  tl.assert_values_equal(tl.values(paths["tf"]),
-                      tl.values(paths["ours"]))
+  tl.assert_values_equal(tl.values(paths["tf"]), tl.values(paths["ours"]),
+                         tl.TENSORFLOWS_AND_OURS)
   assert tl.files_under(str(tmp_path / "ours")) == tl.files_under(
       str(tmp_path / "tf"))
 
@@ -760,7 +777,7 @@ def test_restore_plan_read_from_graph_matches_built_plan(kwargs):
     tf.compat.v1.get_variable("unknown_shape", validate_shape=False,
                               initializer=tf.zeros([3]), use_resource=False)
     saver = saver_lib.Saver(**kwargs)
-    _, name, built = saver._restore_plan_cache
+    _, name, built = saver._restore_plans.cached
     assert name == saver.as_saver_def().restore_op_name
     read = restore_plan.plan_from_graph(graph, name)
     assert sorted(read.reads) == sorted(built.reads)

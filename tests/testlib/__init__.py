@@ -6,7 +6,7 @@ oracle) and with tf_objckpt, and compare. Test files `import testlib as tl`
 module of the package defines once:
 
 - `impls`: the two implementations by name (`tl.IMPLS`), and running one
-  scenario with both (`tl.by_impl`, `tl.agreed`);
+  scenario with both (`tl.by_impl`, `tl.agreed`, `tl.assert_agree`);
 - `checkpoints`: checkpoints as `tf.train.load_checkpoint` sees them (keys
   with shapes and dtypes, the object graph, values), comparisons, and
   writers of small checkpoints;
@@ -25,11 +25,12 @@ module of the package defines once:
 
 # The names tests use as `tl.<name>`, from the module that defines each.
 from testlib.impls import (
-    Impl, IMPLS, OWNERS, PAIRS, other, by_impl, agreed, tensorflow_patched)
+    Impl, IMPLS, OWNERS, PAIRS, other, by_impl, agreed, assert_agree,
+    tensorflow_patched)
 from testlib.checkpoints import (
     OBJECT_GRAPH_KEY, object_graph, signature, keys, values,
-    assert_values_equal, assert_same_checkpoint, write, write_both,
-    write_with_saver, snapshot, MANY, mixed_value, variable_values,
+    TENSORFLOWS_AND_OURS, assert_values_equal, assert_same_checkpoint, write,
+    write_both, write_with_saver, snapshot, MANY, mixed_value, variable_values,
     assert_variables_equal)
 from testlib.files import (
     files_under, assert_same_files, leftovers, bytes_under, file_layout,

@@ -55,34 +55,52 @@ def values(path, as_lists=False):
   return found
 
 
-def assert_values_equal(expected, actual):
-  """Asserts two `{key: value}` dicts hold the same keys, values and dtypes."""
-  assert sorted(expected) == sorted(actual)
+_SIDES = ("expected", "actual")
+# The `sides` of a comparison of TensorFlow's values (expected) with ours.
+TENSORFLOWS_AND_OURS = ("TensorFlow's", "ours")
+
+
+def assert_values_equal(expected, actual, sides=_SIDES):
+  """Asserts two `{key: value}` dicts hold the same keys, values and dtypes.
+
+  `sides` names `expected` and `actual` in failure messages.
+  """
+  assert sorted(expected) == sorted(actual), (
+      "keys differ:\n" + _dict_diff(
+          dict.fromkeys(expected, "present"), dict.fromkeys(actual, "present"),
+          sides))
   for key in expected:
-    np.testing.assert_array_equal(np.asarray(actual[key]),
-                                  np.asarray(expected[key]), err_msg=key)
-    assert np.asarray(actual[key]).dtype == np.asarray(expected[key]).dtype, key
+    value = {side: np.asarray(values[key])
+             for side, values in zip(sides, (expected, actual))}
+    np.testing.assert_array_equal(
+        value[sides[1]], value[sides[0]],
+        err_msg=f"{key} (numpy's ACTUAL is {sides[1]}, DESIRED {sides[0]})")
+    assert value[sides[1]].dtype == value[sides[0]].dtype, (
+        f"{key}: {sides[0]} dtype {value[sides[0]].dtype}, "
+        f"{sides[1]} {value[sides[1]].dtype}")
 
 
-def _dict_diff(expected, actual):
+def _dict_diff(expected, actual, sides=_SIDES):
   """Describes how two dicts differ, for assertion messages."""
   lines = []
   for key in sorted(set(expected) | set(actual)):
     if expected.get(key, "<missing>") != actual.get(key, "<missing>"):
-      lines.append(f"  {key}: expected {expected.get(key, '<missing>')}, "
-                   f"got {actual.get(key, '<missing>')}")
+      lines.append(f"  {key}: {sides[0]} {expected.get(key, '<missing>')}, "
+                   f"{sides[1]} {actual.get(key, '<missing>')}")
   return "\n".join(lines)
 
 
 def assert_same_checkpoint(tf_path, our_path, compare_values=True):
   """Asserts TensorFlow's and our checkpoint are the same checkpoint."""
   expected, actual = signature(tf_path), signature(our_path)
-  assert actual == expected, "keys differ:\n" + _dict_diff(expected, actual)
+  assert actual == expected, "keys differ:\n" + _dict_diff(
+      expected, actual, TENSORFLOWS_AND_OURS)
   expected, actual = object_graph(tf_path), object_graph(our_path)
   assert actual == expected, (
       f"object graphs differ.\nTensorFlow's:\n{expected}\nOurs:\n{actual}")
   if compare_values:
-    assert_values_equal(values(tf_path), values(our_path))
+    assert_values_equal(values(tf_path), values(our_path),
+                        TENSORFLOWS_AND_OURS)
 
 
 def write(impl, prefix, **objects):

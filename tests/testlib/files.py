@@ -31,7 +31,10 @@ def assert_same_files(tmp_path):
   names = files_under(directories["tf"])
   assert any(name.endswith(".index") for name in names), names
   assert any(".data-" in name for name in names), names
-  assert files_under(directories["ours"]) == names
+  ours = files_under(directories["ours"])
+  assert ours == names, (
+      f"only TensorFlow's: {sorted(set(names) - set(ours))}, "
+      f"only ours: {sorted(set(ours) - set(names))}")
   for name in names:
     contents = {}
     for impl, directory in directories.items():
@@ -40,7 +43,7 @@ def assert_same_files(tmp_path):
         contents[impl] = contents[impl].replace(os.fsencode(directory),
                                                 b"<dir>")
     assert contents["ours"] == contents["tf"], (
-        f"{name} differs from byte "
+        f"our {name} differs from TensorFlow's from byte "
         f"{_first_difference(contents['tf'], contents['ours'])}")
 
 

@@ -2,7 +2,8 @@
 
 Tests are differential: they do the same thing with TensorFlow and with
 tf_objckpt, and compare. `IMPLS` holds each one's classes and modules by
-TensorFlow's names; `by_impl` and `agreed` run one scenario with both.
+TensorFlow's names; `by_impl` and `agreed` run one scenario with both, and
+`assert_agree` compares their results, naming each side when they differ.
 """
 
 import contextlib
@@ -93,14 +94,30 @@ def by_impl(scenario, *args):
   return {impl: scenario(impl, *args) for impl in IMPLS}
 
 
+def assert_agree(results):
+  """Asserts `results["ours"]` equals `results["tf"]`.
+
+  They are compared with `np.testing.assert_equal`, so they may hold
+  arrays; the failure message shows TensorFlow's and ours, each named.
+  """
+  try:
+    np.testing.assert_equal(results["ours"], results["tf"])
+  except AssertionError as e:
+    raise AssertionError(
+        f"tf_objckpt's result differs from TensorFlow's (numpy's ACTUAL is "
+        f"ours, DESIRED TensorFlow's):\n"
+        f"TensorFlow's: {results['tf']!r}\nours:         {results['ours']!r}"
+        f"\n{e}") from None
+
+
 def agreed(scenario, *args):
   """What `scenario(impl, *args)` returns with both, asserted equal.
 
-  Results are compared with `np.testing.assert_equal`, so they may hold
-  arrays. Returns ours.
+  Results are compared by `assert_agree`, so they may hold arrays. Returns
+  ours.
   """
   results = by_impl(scenario, *args)
-  np.testing.assert_equal(results["ours"], results["tf"])
+  assert_agree(results)
   return results["ours"]
 
 

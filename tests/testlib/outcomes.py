@@ -69,7 +69,10 @@ def assert_same_error_type(errors, expected_type=None):
   assert type(errors["ours"]) is type(errors["tf"]), (
       f"TensorFlow raised {errors['tf']!r}, we raised {errors['ours']!r}")
   if expected_type is not None:
-    assert isinstance(errors["ours"], expected_type)
+    assert isinstance(errors["ours"], expected_type), (
+        f"both raised {type(errors['ours']).__name__}, not "
+        f"{expected_type.__name__}: TensorFlow {errors['tf']!r}, "
+        f"we {errors['ours']!r}")
 
 
 def assert_names_the_value(error, path, *object_paths):

@@ -16,6 +16,8 @@
 Bazel misses some of this by itself: the venv's editable install supplies
 modules missing from the runfiles to the processes tests start. The failure
 messages say what to add where.
+
+Covers: no module; it checks the BUILD files.
 """
 
 import ast
@@ -502,8 +504,8 @@ def test_a_file_missing_from_a_py_test_is_reported():
       r'\(.*\): add "//:main" to the deps of "test_support" in tests/BUILD, '
       "which every py_test depends on", problem), problem
   without_import = _index(_without(
-      targets, ("", "checkpoint"), "deps", ":async_checkpoint"))
-  assert ('BUILD: py_library "checkpoint" imports '
+      targets, ("", "object_checkpoints"), "deps", ":async_checkpoint"))
+  assert ('BUILD: py_library "object_checkpoints" imports '
           'tf_objckpt/engine/async_checkpoint.py: add ":async_checkpoint" to '
           'its deps' in _missing_imports(without_import))
 

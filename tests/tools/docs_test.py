@@ -4,6 +4,8 @@ README.md and CONTRIBUTING.md link to files of the repository, API.md
 names the tests that pin each departure from TensorFlow, and ARCHITECTURE.md
 names the modules a save and a restore go through; a renamed file, module
 or test must not leave them pointing at nothing.
+
+Covers: no module; it checks the docs.
 """
 
 import os

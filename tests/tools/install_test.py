@@ -17,6 +17,8 @@ checkout, and its `pip freeze` recorded there. Tests work in a copy made of
 hard links (seconds; pip and Python replace files rather than write into
 them, so the copy never changes the original), checked against the record
 before anything is installed. Remove the folder to make it again.
+
+Covers: tf_objckpt, tf_objckpt.version, tf_objckpt.__main__.
 """
 
 import email.parser

@@ -5,6 +5,8 @@ both versions, or on the one version named after it. The subset is cut for
 time, not to leave anything out: it must name existing test files, include
 at least one file of every folder of `tests/` on each version, and include
 the tests of what each version lacks (`tensorflow_versions_test.py`).
+
+Covers: no module; it checks CI's list of test files.
 """
 
 import glob

@@ -28,6 +28,8 @@ temporary directory (so tests may run side by side), shown as `/tmp/tour`;
 durations (`0.11 s`, `12 ms`) are shown as `<time>`; TensorFlow's C++ log
 lines (its start-up notices about CPU features, CUDA and oneDNN), which
 Python code cannot silence, are left out.
+
+Covers: no module; it checks the README.
 """
 
 import os

@@ -8,6 +8,8 @@ nothing else. So no environment is made and nothing is downloaded; what is
 checked is which Python the script chooses for the pinned TensorFlow (3.11
 first, any other it supports, `python3` if it is one, `PYTHON=` if set), and
 that an environment already installed for the same pins is left alone.
+
+Covers: no module; it checks scripts/setup_venv.sh.
 """
 
 import os

@@ -19,7 +19,6 @@ from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.platform import tf_logging as logging
 
-from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import resident_memory
@@ -125,7 +124,7 @@ def all_checkpoints(directory):
     The prefixes the state file lists, newest first, then the others the
     directory's files show (`state_file.directory_checkpoints`).
   """
-  state = checkpoint_management.get_checkpoint_state(directory)
+  state = state_file.get_checkpoint_state(directory)
   listed = []
   if state is not None:
     listed = [state.model_checkpoint_path, *reversed(

@@ -1,48 +1,29 @@
-"""What a restore returns: load statuses, to check the match and run restores.
+"""What an object-based restore returns: load statuses.
 
 `CheckpointLoadStatus` answers for an object-based restore (and, graph
-building, runs its restore ops); `NameBasedSaverStatus` for a name-based
-checkpoint restored by variable names; `InitializationOnlyStatus` for
-`restore(None)`.
+building, runs its restore ops); `InitializationOnlyStatus` for
+`restore(None)`. Their base, `LoadStatus`, is shared with the status of a
+name-based restore (`name_based_status`), and so is the description of
+objects left without a value.
 """
 
 import abc
 
-from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 from tensorflow.python.eager import context
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
-from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
-from tensorflow.python.trackable import data_structures as tf_data_structures
 
-from tf_objckpt import data_structures
 from tf_objckpt.api import named_restores
-from tf_objckpt.engine import reads
-from tf_objckpt import graph_view as graph_view_lib
-from tf_objckpt import object_identity
-from tf_objckpt.restoring import name_based
+from tf_objckpt.api import sessions
+from tf_objckpt.foundation import identity_containers
+from tf_objckpt.objects import structure_base
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_report
 from tf_objckpt import saveable_object_util
 
 
-def default_session(session, action):
-  """`session`, else the default session (or the one Keras provides).
-
-  Raises:
-    RuntimeError: If there is no session to `action` in.
-  """
-  if session is None:
-    session = tf_checkpoint_lib.get_session()
-  if session is None:
-    raise RuntimeError(
-        f"Unable to {action} in graph mode without a default session. Pass "
-        "`session=`, or use `with tf.compat.v1.Session() as session:`.")
-  return session
-
-
-class _LoadStatus(abc.ABC):
+class LoadStatus(abc.ABC):
   """What a restore returns: assertions about the match, and restore ops."""
 
   @abc.abstractmethod
@@ -81,15 +62,15 @@ class _LoadStatus(abc.ABC):
     return [(value.shape, value.dtype) for value in self.report().restored]
 
 
-def _objects_with_values(objects):
+def objects_with_values(objects):
   """The objects that save values of their own (not only dependencies)."""
   return [obj for obj in objects
           if saveable_object_util.saveable_objects_from_trackable(obj)]
 
 
-def _describe_objects(graph_view, objects):
+def describe_objects(graph_view, objects):
   """Each object as "path (shape) dtype" (its program path), one per item."""
-  paths = object_identity.ObjectIdentityDictionary()
+  paths = identity_containers.ObjectIdentityDictionary()
   for obj, path in graph_view.objects_with_paths():
     paths[obj] = path
   described = []
@@ -123,31 +104,7 @@ def _dtype_name(dtype):
     return str(dtype)
 
 
-def streaming_restore(status, session=None):
-  """When graph building, runs restore ops as soon as they are created.
-
-  Restore ops for dependencies added later (deferred restores) run in
-  `session` as they are created. Nothing to do when executing eagerly.
-
-  Raises:
-    NotImplementedError: For name-based checkpoints.
-  """
-  if context.executing_eagerly():
-    return
-  session = default_session(session, "stream restore ops")
-  if isinstance(status, NameBasedSaverStatus):
-    raise NotImplementedError(
-        "Streaming restore not supported from name-based checkpoints when "
-        "graph building: restore the name-based checkpoint with "
-        "`Checkpoint.restore()` (and run its restore ops), or eagerly.")
-  status.run_restore_ops(session=session)
-  # pylint: disable=protected-access
-  feed_dict = status._feed_dict
-  status._checkpoint.on_new_restore_ops = (
-      lambda new_ops: session.run(new_ops, feed_dict=feed_dict))
-
-
-class CheckpointLoadStatus(_LoadStatus):
+class CheckpointLoadStatus(LoadStatus):
   """The status of an object-based restore.
 
   Values for objects that do not exist yet are restored when the objects
@@ -272,14 +229,14 @@ class CheckpointLoadStatus(_LoadStatus):
     return restore_report.RestoreReport(
         self._save_path, tuple(restored),
         tuple(sorted(unmatched, key=lambda value: value.key)),
-        tuple(_describe_objects(self._graph_view, self._unmatched_objects())))
+        tuple(describe_objects(self._graph_view, self._unmatched_objects())))
 
   def _see_objects(self):
     """Records the objects that exist now, for the unmatched-object checks."""
     checkpoint = self._checkpoint
     for obj in self._graph_view.list_objects(
         skip_slot_variables=checkpoint.skip_slot_variables):
-      if (isinstance(obj, data_structures.TrackableDataStructure) and
+      if (isinstance(obj, structure_base.TrackableDataStructure) and
           not obj._trackable_children()):  # pylint: disable=protected-access
         continue
       checkpoint.seen_objects.add(obj)
@@ -309,13 +266,13 @@ class CheckpointLoadStatus(_LoadStatus):
           f"Found {len(unmatched)} Python objects that were not bound to "
           "checkpointed values, likely due to changes in the Python program "
           f"(checkpoint {self._save_path!r}):",
-          _describe_objects(self._graph_view, unmatched)))
+          describe_objects(self._graph_view, unmatched)))
     return self
 
   def _unmatched_objects(self):
-    bound = object_identity.ObjectIdentitySet(
+    bound = identity_containers.ObjectIdentitySet(
         self._checkpoint.objects_by_node_id.values())
-    return [obj for obj in _objects_with_values(
+    return [obj for obj in objects_with_values(
         self._checkpoint.seen_objects) if obj not in bound]
 
   def assert_nontrivial_match(self):
@@ -332,7 +289,7 @@ class CheckpointLoadStatus(_LoadStatus):
             "Typically this means that the checkpoint does not match the "
             f"Python program: checkpoint {self._save_path!r} probably comes "
             "from another program. Objects without a checkpointed value:",
-            _describe_objects(self._graph_view, unmatched)))
+            describe_objects(self._graph_view, unmatched)))
       raise AssertionError(
           "Nothing to load. No dependencies have been added to "
           f"{self._graph_view.root} yet.")
@@ -348,7 +305,7 @@ class CheckpointLoadStatus(_LoadStatus):
     if context.executing_eagerly():
       return
     self._checkpoint.raise_mismatch()
-    session = default_session(session, "run restore ops")
+    session = sessions.default_session(session, "run restore ops")
     try:
       self._run_restore_ops(session)
     except (errors.DataLossError, errors.OutOfRangeError) as e:
@@ -373,9 +330,9 @@ class CheckpointLoadStatus(_LoadStatus):
     """
     if context.executing_eagerly():
       return
-    session = default_session(session, "initialize or restore")
+    session = sessions.default_session(session, "initialize or restore")
     restore_uid = self._checkpoint.restore_uid
-    bound = object_identity.ObjectIdentitySet(
+    bound = identity_containers.ObjectIdentitySet(
         self._checkpoint.objects_by_node_id.values())
     initializers = [
         obj.initializer for obj in self._graph_view.list_objects()
@@ -393,7 +350,7 @@ _NO_CHECKPOINT = ("No checkpoint specified (save_path=None); nothing is "
                   "being restored.")
 
 
-class InitializationOnlyStatus(_LoadStatus):
+class InitializationOnlyStatus(LoadStatus):
   """The status of `restore(None)`: there is nothing to restore.
 
   Its assertions always fail; `initialize_or_restore` initializes the
@@ -421,9 +378,9 @@ class InitializationOnlyStatus(_LoadStatus):
 
   def report(self):
     """Nothing restored: every object with state is without a value."""
-    objects = _objects_with_values(self._graph_view.list_objects())
+    objects = objects_with_values(self._graph_view.list_objects())
     return restore_report.RestoreReport(
-        None, (), (), tuple(_describe_objects(self._graph_view, objects)))
+        None, (), (), tuple(describe_objects(self._graph_view, objects)))
 
   def initialize_or_restore(self, session=None):
     """Runs the initializers of objects not restored by a later restore."""
@@ -433,194 +390,4 @@ class InitializationOnlyStatus(_LoadStatus):
         obj.initializer for obj in self._graph_view.list_objects()
         if getattr(obj, "initializer", None) is not None and
         getattr(obj, "_update_uid", self._restore_uid - 1) < self._restore_uid]
-    default_session(session, "initialize").run(initializers)
-
-
-def _reached(obj, restore_uid):
-  """Whether a restore reached `obj`, or every object a container holds."""
-  # pylint: disable=protected-access
-  if obj._update_uid >= restore_uid:
-    return True
-  return (isinstance(obj, tf_data_structures.TrackableDataStructure) and
-          all(child._update_uid >= restore_uid
-              for child in obj._trackable_children().values()))
-
-
-class NameBasedSaverStatus(_LoadStatus):
-  """The status of restoring a name-based checkpoint by variable names."""
-
-  def __init__(self, checkpoint, graph_view):
-    self._checkpoint = checkpoint
-    self._graph_view = graph_view
-    self._optionally_restored = object_identity.ObjectIdentitySet()
-    self._root = graph_view.root
-
-  def add_to_optionally_restored(self, var):
-    """Ignores `var` in assertions (e.g. a save counter the Saver lacks)."""
-    self._optionally_restored.add(var)
-
-  def assert_consumed(self):
-    """Raises if an object, or a v1 optimizer value, found no home by name.
-
-    Checkpoint values with no object are not errors, as in TensorFlow; but
-    the v1 optimizer values (slots, beta powers) of variables a Keras 3
-    optimizer trains are, as that optimizer was meant to take them.
-    """
-    self.assert_existing_objects_matched()
-    optimizers = self._checkpoint.optimizers
-    if not optimizers.seen():
-      return self
-    report = self.report()
-    leftover = optimizers.leftover_keys(
-        {value.key for value in report.restored})
-    if leftover:
-      raise AssertionError(restore_report.listing(
-          f"{restore_report.count_text(len(leftover), 'v1 optimizer value')}"
-          f" in checkpoint {self._checkpoint.save_path!r} found no Keras 3 "
-          "optimizer variable:",
-          [value for value in report.unmatched if value.key in leftover]))
-    return self
-
-  def assert_existing_objects_matched(self):
-    """Raises if an attribute or object found no value by name."""
-    unused = self._unused_attributes()
-    if unused:
-      described = _describe_objects(self._graph_view,
-                                    [obj for obj, _ in unused])
-      raise AssertionError(restore_report.listing(
-          "Some objects had attributes which were not restored: "
-          f"{restore_report.count_text(len(unused), 'object')} found no "
-          f"value in checkpoint "
-          f"{self._checkpoint.save_path!r} for these names:",
-          [f"{text}: {', '.join(attributes)}"
-           for text, (_, attributes) in zip(described, unused)]))
-    not_restored = self._objects_not_restored()
-    if not_restored:
-      raise AssertionError(restore_report.listing(
-          "Object not restored: "
-          f"{restore_report.count_text(len(not_restored), 'object')} got no "
-          "value "
-          f"from checkpoint {self._checkpoint.save_path!r}:",
-          _describe_objects(self._graph_view, not_restored)))
-    return self
-
-  def _unused_attributes(self):
-    return [(obj, attributes) for obj, attributes
-            in self._checkpoint.unused_attributes.items()
-            if obj not in self._optionally_restored]
-
-  def _objects_not_restored(self):
-    """Objects no restore reached, but for containers of restored objects.
-
-    A Keras 3 object may replace a list of its variables when it is built
-    after `restore()` (an optimizer's `_trainable_variables`): the new list
-    holds no values, and its variables were restored.
-    """
-    not_restored = []
-    for obj in self._graph_view.list_objects():
-      obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-      if not _reached(obj, self._checkpoint.restore_uid):
-        not_restored.append(obj)
-    return not_restored
-
-  def report(self):
-    """What this restore matched so far, as a `RestoreReport`."""
-    checkpoint = self._checkpoint
-    values = checkpoint.values()
-    restored = []
-    for obj, path in self._graph_view.objects_with_paths():
-      if getattr(obj, "_update_uid", -1) < checkpoint.restore_uid:
-        continue
-      for saveable in checkpoint.globally_named_object_attributes(
-          obj, record_unused=False):
-        notes = getattr(saveable, "notes", {})
-        restored.extend(restore_report.ReportedValue(
-            path or "(root)", spec.name, values.shapes.get(spec.name),
-            values.dtypes[spec.name].name, note=notes.get(spec.name))
-                        for spec in saveable.specs
-                        if spec.name in values.dtypes)
-    restored_keys = {value.key for value in restored}
-    unplaced = checkpoint.optimizers.unplaced
-    unmatched = [restore_report.ReportedValue(
-        key, key, values.shapes[key], values.dtypes[key].name,
-        note=unplaced.get(key))
-                 for key in sorted(values.dtypes) if key not in restored_keys]
-    without = [obj for obj, _ in self._unused_attributes()]
-    listed = object_identity.ObjectIdentitySet(without)
-    without += [obj for obj in _objects_with_values(
-        self._objects_not_restored())
-                if obj not in listed and obj not in self._optionally_restored]
-    return restore_report.RestoreReport(
-        checkpoint.save_path, tuple(restored), tuple(unmatched),
-        tuple(_describe_objects(self._graph_view, without)))
-
-  def assert_nontrivial_match(self):
-    return self.assert_existing_objects_matched()
-
-  def _gather_saveable_objects(self):
-    """Globally named saveables of objects not yet restored by this call."""
-    saveables = []
-    for obj in self._graph_view.list_objects():
-      obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-      if obj._update_uid >= self._checkpoint.restore_uid:  # pylint: disable=protected-access
-        continue
-      obj._update_uid = self._checkpoint.restore_uid  # pylint: disable=protected-access
-      saveables.extend(
-          self._checkpoint.globally_named_object_attributes(obj))
-    return saveables
-
-  def run_restore_ops(self, session=None):
-    """Restores by name with a v1 `Saver` (graph mode)."""
-    if context.executing_eagerly():
-      return
-    from tf_objckpt import saver as v1_saver_lib  # pylint: disable=g-import-not-at-top
-    with ops.device("/cpu:0"):
-      saveables = self._gather_saveable_objects()
-      v1_saver_lib.Saver(saveables).restore(
-          sess=default_session(session, "restore by name"),
-          save_path=self._checkpoint.save_path)
-
-  def initialize_or_restore(self, session=None):
-    self.run_restore_ops(session=session)
-
-
-def restore_by_names(save_path, reader, graph_view, assignment_map=None):
-  """Starts a name-based restore of a checkpoint with no object graph.
-
-  `assignment_map` maps checkpoint names to the program's (see
-  `name_matching`).
-
-  Returns:
-    A `NameBasedSaverStatus`.
-
-  Raises:
-    NotFoundError, InvalidArgumentError, ValueError: Executing eagerly, if a
-      value does not fit its variable; nothing is assigned then.
-  """
-  name_based.conversion_hint.log_once(save_path)
-  keys = reader.get_variable_to_shape_map().keys()
-  if not context.executing_eagerly():
-    return NameBasedSaverStatus(
-        name_based.NameBasedRestoreCoordinator(
-            save_path, keys, _objects_below, assignment_map=assignment_map),
-        graph_view=graph_view)
-  coordinator = name_based.NameBasedRestoreCoordinator(
-      save_path, keys, _objects_below,
-      reads.CheckpointValues(save_path, reader, save_path),
-      assignment_map)
-  objects = graph_view.list_objects()
-  for obj in objects:
-    obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-  coordinator.check(objects)
-  try:
-    for obj in objects:
-      obj._name_based_restores.add(coordinator)  # pylint: disable=protected-access
-      obj._name_based_attribute_restore(coordinator)  # pylint: disable=protected-access
-  finally:
-    coordinator.forget_checked()
-  return NameBasedSaverStatus(coordinator, graph_view=graph_view)
-
-
-def _objects_below(trackable):
-  """The objects `trackable` depends on, directly or not, itself excluded."""
-  return graph_view_lib.ObjectGraphView(trackable).list_objects()[1:]
+    sessions.default_session(session, "initialize").run(initializers)

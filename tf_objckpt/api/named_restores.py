@@ -20,7 +20,6 @@ import os
 from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 
-from tf_objckpt import checkpoint_management
 from tf_objckpt.api import intact_restore
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
@@ -122,7 +121,7 @@ def _newest_intact_listed(save_path):
   """
   directory = os.path.dirname(save_path) or os.curdir
   try:
-    state = checkpoint_management.get_checkpoint_state(directory)
+    state = state_file.get_checkpoint_state(directory)
   except (errors.OpError, ValueError):
     return None, False
   if state is None:

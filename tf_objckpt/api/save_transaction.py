@@ -53,7 +53,7 @@ When a step fails, the error propagates and the save is undone by
 existed before stay), and the state file is as it was, since it is replaced
 atomically or not at all. A TensorFlow error keeps its type; its message is
 led by the checkpoint and, when the file system shows one, the reason
-(`commit.explaining_failures`).
+(`save_errors.explaining_failures`).
 
 The saves of `Checkpoint`, `CheckpointV1` and managers run one at a time in
 a process (`one_save_at_a_time`), from plan to record, except the steps

@@ -27,8 +27,9 @@ from tensorflow.python.util import compat
 
 from tf_objckpt.api import intact_restore
 from tf_objckpt.api import load_status
+from tf_objckpt.api import name_based_status
 from tf_objckpt.api import save_transaction
-from tf_objckpt import base
+from tf_objckpt.api import sessions
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import sharding
@@ -36,10 +37,12 @@ from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
 from tf_objckpt import functional_saver
-from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt.objects import graph_walk
+from tf_objckpt.objects import trackable
 from tf_objckpt import restore
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_coordinator
+from tf_objckpt import saveable_object
 
 
 @contextlib.contextmanager
@@ -142,8 +145,8 @@ class TrackableSaver:
     else:
       with ops.device("/cpu:0"):
         object_graph_tensor = constant_op.constant(serialized)
-    saveables.append(base.NoRestoreSaveable(
-        tensor=object_graph_tensor, name=base.OBJECT_GRAPH_PROTO_KEY))
+    saveables.append(saveable_object.NoRestoreSaveable(
+        tensor=object_graph_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY))
     return saveables, serialized, feed_additions
 
   def _save_cached_when_graph_building(self, file_prefix, object_graph_tensor,
@@ -247,7 +250,7 @@ class TrackableSaver:
                    not ops.inside_function())
     feed_dict = {}
     if use_session:
-      session = load_status.default_session(
+      session = sessions.default_session(
           session, f"save checkpoint to {file_prefix!r}")
       file_prefix_tensor, object_graph_tensor = self._feed_tensors()
       feed_dict[file_prefix_tensor] = file_prefix
@@ -316,7 +319,7 @@ class TrackableSaver:
         checked = intact_restore.CheckedValues(
             save_path, reader, save_path).checked(keep_values=False)
       with checked:
-        return load_status.restore_by_names(
+        return name_based_status.restore_by_names(
             save_path, reader, self._graph_view,
             getattr(options, "assignment_map", None))
     feed_dict = None
@@ -332,10 +335,11 @@ class TrackableSaver:
     values_class = (intact_restore.CheckedValues if check_values_first
                     else reads.CheckpointValues)
     values = values_class(save_path, reader, path_tensor, options)
-    object_graph_check.check_object_graph(object_graph_proto, save_path,
-                                          values.shapes)
+    graph_index = object_graph_check.check_object_graph(
+        object_graph_proto, save_path, values.shapes)
     checkpoint = restore_coordinator.CheckpointRestoreCoordinator(
-        object_graph_proto=object_graph_proto, values=values,
+        object_graph_proto=object_graph_proto, graph_index=graph_index,
+        values=values,
         restore_op_cache=self._restore_op_cache,
         graph_view=self._graph_view, options=options)
     with (values.checked() if check_values_first
@@ -367,9 +371,9 @@ def frozen_saver(root_trackable):
   checkpoints.
   """
   return functional_saver.Saver(
-      graph_view_lib.ObjectGraphView(root_trackable).frozen_saveable_objects())
+      graph_walk.ObjectGraphView(root_trackable).frozen_saveable_objects())
 
 
 def saver_with_op_caching(obj):
   """A `TrackableSaver` for `obj` that caches saveables when graph building."""
-  return TrackableSaver(graph_view_lib.ObjectGraphView(obj))
+  return TrackableSaver(graph_walk.ObjectGraphView(obj))

@@ -16,6 +16,7 @@ values through their saveables.
 checkpoint, each key with its object path, and both dtypes or shapes.
 """
 
+import itertools
 import math
 from typing import NamedTuple, Optional
 
@@ -29,8 +30,10 @@ from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
 
+from tf_objckpt.engine import tuning
+from tf_objckpt.engine import variable_batches
 from tf_objckpt.engine import variable_values
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 # How a stored shape must relate to a read's expected shape.
 SAME_SHAPE = 0  # Compatible shapes (the variable's; None dims match any).
@@ -92,6 +95,20 @@ def read(key, slice_spec, dtype, shape, reshape=False):
   return Read(key, "", dtype, shape, mode)
 
 
+def whole_variable_read(key, variable):
+  """The `Read` of a resource variable's whole value, made quickly.
+
+  What `read(key, "", variable.dtype, variable.shape)` gives, for a `key`
+  that is a `str` (as object graphs give them) and a variable, whose dtype
+  is a base dtype: made for every plain variable of a restore.
+  """
+  try:
+    dims = tuple(variable.shape.as_list())
+  except ValueError:  # Unknown rank.
+    dims = None
+  return Read(key, "", variable.dtype, dims, SAME_SHAPE)
+
+
 class Destination:
   """What receives the values of some `Read`s, in order.
 
@@ -130,7 +147,7 @@ class ToVariable(Destination):
   def __init__(self, name, key, variable):  # pylint: disable=super-init-not-called
     # Made for each plain variable of a restore: kept short.
     self.name = name
-    self.reads = (read(key, "", variable.dtype, variable.shape),)
+    self.reads = (whole_variable_read(key, variable),)
     self.variable = variable
 
   @property
@@ -250,9 +267,9 @@ class ReadPlan:
 
   def __init__(self, destinations):
     self.destinations = tuple(destinations)
-    self.reads = tuple(value for destination in self.destinations
-                       for value in destination.reads)
-    self.keys = frozenset(value.key for value in self.reads)
+    self.reads = tuple(itertools.chain.from_iterable(
+        destination.reads for destination in self.destinations))
+    self.keys = frozenset([value.key for value in self.reads])
 
   def __eq__(self, other):
     return isinstance(other, ReadPlan) and self.reads == other.reads
@@ -337,10 +354,67 @@ def execute_eagerly(plan, values):
   a damaged value leaves it as it was too.
   """
   hand_over_python_state = read_python_state(plan, values)
-  values.restore_in_pieces([(destination.reads, destination.restore)
-                            for destination in plan.destinations
-                            if not destination.python_state])
+  values.restore_in_pieces(_eager_units(plan.destinations,
+                                        values.byte_sizes))
   hand_over_python_state()
+
+
+def restore_variable_eagerly(destination, values, check_plan):
+  """Checks and restores one `ToVariable` by itself, eagerly.
+
+  What `check_plan(ReadPlan([destination]))` and `execute_eagerly` do, for
+  variables created one by one after a restore: a value whose dtype and
+  shape agree exactly with the checkpoint's is read (most often read
+  ahead) and assigned; any other goes through `check_plan`, which raises
+  unless it fits.
+  """
+  value, = destination.reads
+  if (values.dtypes.get(value.key) is not value.dtype or value.shape is None
+      or list(value.shape) != values.shapes[value.key]):
+    check_plan(ReadPlan([destination]))
+  handle = destination.variable.handle
+  values.restore_in_pieces([(
+      destination.reads,
+      lambda tensors: gen_resource_variable_ops.assign_variable_op(
+          handle, tensors[0]))])
+
+
+def _eager_units(destinations, byte_sizes):
+  """The `(reads, restore)` units of `restore_in_pieces` for `destinations`.
+
+  Plain variables next to each other share a unit (a run of a fraction of
+  a piece, see `tuning`), which assigns them in one loop: what is left per
+  variable is its assign op. Python state is left out.
+  """
+  units = []
+  run_reads, run_handles, run_bytes = [], [], 0
+  limit = (tuning.TUNING.restore_piece_bytes /
+           tuning.TUNING.assign_runs_per_piece)
+  for destination in destinations:
+    if type(destination) is not ToVariable:  # pylint: disable=unidiomatic-typecheck
+      if not destination.python_state:
+        units.append((destination.reads, destination.restore))
+      continue
+    value, = destination.reads
+    size = byte_sizes[value.key]
+    if run_reads and run_bytes + size > limit:
+      units.append(_assign_run(run_reads, run_handles))
+      run_reads, run_handles, run_bytes = [], [], 0
+    run_reads.append(value)
+    run_handles.append(destination.variable.handle)
+    run_bytes += size
+  if run_reads:
+    units.append(_assign_run(run_reads, run_handles))
+  return units
+
+
+def _assign_run(run_reads, handles):
+  """The unit assigning each value read to the variable of its handle."""
+
+  def assign_all(tensors):
+    variable_batches.assign_variables(handles, tensors)
+
+  return run_reads, assign_all
 
 
 def read_python_state(plan, values):
@@ -352,6 +426,8 @@ def read_python_state(plan, values):
   """
   python = [destination for destination in plan.destinations
             if destination.python_state]
+  if not python:
+    return _nothing_to_hand_over
   numpy_values = [[values.python_value(value.key)
                    for value in destination.reads] for destination in python]
 
@@ -360,6 +436,10 @@ def read_python_state(plan, values):
       destination.restore(restored)
 
   return hand_over
+
+
+def _nothing_to_hand_over():
+  pass
 
 
 def describe_key(key):

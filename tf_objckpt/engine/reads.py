@@ -5,11 +5,13 @@ the graph-mode restore functions (`graph_restores`), is issued here:
 `open_reader` and `read_object_graph` (their errors name the damaged file),
 and `CheckpointValues`, what one restore reads: eagerly, values of existing
 objects a piece at a time (`restore_in_pieces`), values of objects not
-created yet read ahead, large reads split across threads; graph building,
-one read op per value. A read that fails names the checkpoint, the key and
+created yet read ahead, large reads split across threads (by data file,
+`read_lanes`); graph building, one read op per value. A read that fails names the checkpoint, the key and
 the data file (`damage_named` for reads that ran in a session).
 """
 
+import functools
+import itertools
 import math
 
 from google.protobuf import message
@@ -25,6 +27,7 @@ from tensorflow.python.training import py_checkpoint_reader
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import read_lanes
 from tf_objckpt.engine import resident_memory
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
@@ -152,7 +155,7 @@ def restore_v2(file_prefix, names, slices, dtypes_):
 
 
 def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
-                     device):
+                     device, data_files=None):
   """RestoreV2 of `names`, executing eagerly; large reads use threads.
 
   Args:
@@ -162,43 +165,30 @@ def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
     dtypes_: Their dtypes.
     byte_sizes: Their (approximate) sizes, to balance the threads.
     device: The device to read on.
+    data_files: Optional; returns the data file of each key (or None when
+      the checkpoint has one), so that threads read whole files
+      (`read_lanes.lanes`). Called only for reads worth splitting.
 
   Returns:
     The values, in the order of `names`.
   """
-  chunks = _balanced_chunks(byte_sizes)
+  lanes = read_lanes.lanes(byte_sizes, data_files)
 
-  def read(chunk):
+  def read(lane):
     with ops.device(device):
       return restore_v2(
-          file_prefix, [names[i] for i in chunk], [slices[i] for i in chunk],
-          [dtypes_[i] for i in chunk])
+          file_prefix, [names[i] for i in lane], [slices[i] for i in lane],
+          [dtypes_[i] for i in lane])
 
-  if len(chunks) == 1:
-    return read(chunks[0])
-  others = [_read_pool.submit(read, chunk) for chunk in chunks[1:]]
-  values = list(read(chunks[0]))
-  for future in others:
-    values.extend(future.result())
+  if len(lanes) == 1:
+    return read(lanes[0])
+  others = [_read_pool.submit(read, lane) for lane in lanes[1:]]
+  values = [None] * len(names)
+  for lane, lane_values in zip(lanes, [read(lanes[0])] + [
+      future.result() for future in others]):
+    for index, value in zip(lane, lane_values):
+      values[index] = value
   return values
-
-
-def _balanced_chunks(byte_sizes):
-  """Splits indices into runs of about equal cost, one per read thread."""
-  costs = [size + tuning.TUNING.lookup_cost_bytes for size in byte_sizes]
-  total = sum(costs)
-  count = min(tuning.TUNING.read_threads, len(costs))
-  if total < tuning.TUNING.parallel_read_min_bytes or count < 2:
-    return [range(len(costs))]
-  chunks, start, filled = [], 0, 0
-  for index, cost in enumerate(costs):
-    filled += cost
-    if filled >= total * (len(chunks) + 1) / count and index + 1 < len(
-        costs):
-      chunks.append(range(start, index + 1))
-      start = index + 1
-  chunks.append(range(start, len(costs)))
-  return chunks
 
 
 def byte_size(dims, dtype):
@@ -239,11 +229,14 @@ class CheckpointValues:
     self.save_path = save_path
     self.path_tensor = path_tensor
     # Interned DTypes, so that dtype checks are identity checks.
-    self.dtypes = {
-        key: dtypes.as_dtype(dtype_enum) for key, dtype_enum in
-        reader._GetVariableToDataTypeMap().items()}  # pylint: disable=protected-access
+    dtype_enums = reader._GetVariableToDataTypeMap()  # pylint: disable=protected-access
+    dtype_of = {dtype_enum: dtypes.as_dtype(dtype_enum)
+                for dtype_enum in set(dtype_enums.values())}
+    self.dtypes = {key: dtype_of[dtype_enum]
+                   for key, dtype_enum in dtype_enums.items()}
     self.shapes = reader.get_variable_to_shape_map()
     self._reader = reader
+    self._data_files = read_lanes.DataFiles(save_path)
     self._device = io_device(options) or "/cpu:0"
     self._awaited = {}  # Keys of values waiting for their objects (ordered).
     self._read_ahead = {}  # (key, slice) -> value read ahead.
@@ -251,6 +244,12 @@ class CheckpointValues:
     self._eager_path = (path_tensor if context.executing_eagerly()
                         else save_path)
     self.pieces_need_checking = True  # False once all values were read.
+
+  @functools.cached_property
+  def byte_sizes(self):
+    """About how many bytes the value of each key takes (`byte_size`)."""
+    return {key: byte_size(dims, self.dtypes[key])
+            for key, dims in self.shapes.items()}
 
   def python_value(self, key):
     """The value of `key` as a numpy value (Python state)."""
@@ -318,8 +317,8 @@ class CheckpointValues:
     """
     if not units:
       return
-    pieces = self._pieces(units)
-    budget = (resident_memory.PieceBudget(tuning.TUNING.restore_piece_bytes)
+    pieces, piece_bytes = self._pieces(units)
+    budget = (resident_memory.PieceBudget(piece_bytes)
               if len(pieces) > 1 else None)
     for piece in pieces[:-1] if self.pieces_need_checking else ():
       unread = [spec for specs, _ in piece for spec in specs
@@ -339,18 +338,28 @@ class CheckpointValues:
         budget.piece_freed()
 
   def _pieces(self, units):
-    """Splits `units` into runs of at most about `restore_piece_bytes`.
+    """Splits `units` into pieces; returns them and the bytes one may hold.
 
-    Restores of up to twice that are read whole: below it, reading values
-    twice costs more than new memory does.
+    A piece holds about `restore_piece_bytes`, times the threads reading it
+    when a checkpoint has several data files (one thread per file, up to
+    `read_threads`). Restores of up to two pieces are read whole: below
+    that, reading values twice costs more than new memory does.
     """
-    sizes = [sum(byte_size(self.shapes.get(spec.name, ()), spec.dtype)
-                 for spec in specs) for specs, _ in units]
+    piece_bytes = tuning.TUNING.restore_piece_bytes
+    if len(units) < 2:
+      return [units], piece_bytes
+    byte_sizes = self.byte_sizes
+    sizes = [sum(byte_sizes.get(spec.name, 0) for spec in specs)
+             for specs, _ in units]
     total = sum(sizes)
-    if total <= 2 * tuning.TUNING.restore_piece_bytes:
-      return [units]
-    target = total / math.ceil(total / tuning.TUNING.restore_piece_bytes)
-    return [units[run] for run in runs_of_bytes(sizes, target)]
+    if total <= 2 * piece_bytes:
+      return [units], piece_bytes
+    files = self._data_files.of(
+        [specs[0].name if specs else "" for specs, _ in units])
+    if files is not None:
+      piece_bytes *= read_lanes.lane_count(files)
+    target = total / math.ceil(total / piece_bytes)
+    return [units[run] for run in runs_of_bytes(sizes, target)], piece_bytes
 
   def _read_ahead_specs(self, excluded):
     budget = tuning.TUNING.read_ahead_budget_bytes
@@ -378,13 +387,12 @@ class CheckpointValues:
           f"{e.message}") from e
 
   def _read_unchecked(self, specs):
+    names = [spec.name for spec in specs]
     return eager_restore_v2(
-        self._eager_path, [spec.name for spec in specs],
-        [spec.slice_spec for spec in specs],
-        [spec.dtype.base_dtype for spec in specs],
-        [byte_size(self.shapes.get(spec.name, ()), spec.dtype)
-         for spec in specs],
-        self._device)
+        self._eager_path, names, [spec.slice_spec for spec in specs],
+        [spec.dtype for spec in specs],
+        list(map(self.byte_sizes.get, names, itertools.repeat(0))),
+        self._device, lambda: self._data_files.of(names))
 
   def _unreadable(self, specs):
     """The first of `specs` that fails to read alone, found by bisection.

@@ -113,14 +113,16 @@ def _trackable_of(saveable):
 
 
 def _with_tensors(shard, shardable, task):
-  """`shard` with values the callback handed back as Python values, tensors.
+  """`shard` with the values a callback computed once, as given tensors.
 
   Graph building in a session, TensorFlow's `MaxShardSizePolicy` runs string
-  tensors to measure them and returns their values (bytes or arrays). Each
+  tensors to measure them, and returns their values (bytes or arrays) or
+  slices of them (tensors computed from constants). A save op built from
+  those would write the values of the first save at every later save. Each
   is replaced by (a slice of) the tensor it was given, so the save op reads
-  the variable's value when it runs, not the value it had when built.
+  the variable's value when it runs.
   """
-  if all(tensor_util.is_tf_type(value) or value is None
+  if all(_reads_state_when_run(value)
          for slices in shard.values() for value in slices.values()):
     return shard
   given = {}
@@ -132,6 +134,34 @@ def _with_tensors(shard, shardable, task):
             for key, slices in shard.items()}
 
 
+def _reads_state_when_run(value):
+  """Whether a save op writing `value` writes what it holds when run.
+
+  True for tensors, except graph tensors computed from constants alone (a
+  callback's Python values, or slices of them); None passes through for
+  `_check_shards` to refuse.
+  """
+  if value is None:
+    return True
+  if not tensor_util.is_tf_type(value):
+    return False
+  return not hasattr(value, "op") or not _computed_from_constants(value.op)
+
+
+def _computed_from_constants(op):
+  """Whether `op` and every op it reads, transitively, are constants."""
+  pending, seen = [op], set()
+  while pending:
+    op = pending.pop()
+    if op.type == "Const" or op in seen:
+      continue
+    if not op.inputs:
+      return False
+    seen.add(op)
+    pending.extend(tensor.op for tensor in op.inputs)
+  return True
+
+
 def _given_slice(candidates, slice_spec, value):
   """The part `slice_spec` of the tensor given under a key, as a tensor.
 
@@ -141,7 +171,7 @@ def _given_slice(candidates, slice_spec, value):
     slice_spec: The slice the callback assigned `value` to.
     value: What the callback returned.
   """
-  if tensor_util.is_tf_type(value) or value is None:
+  if _reads_state_when_run(value):
     return value
   for given in candidates or ():
     if given.slice_spec == slice_spec.strip():
@@ -153,17 +183,18 @@ def _given_slice(candidates, slice_spec, value):
 
 
 def _slice_within(given, slice_spec):
-  """(begin, size) of `slice_spec` within `given`'s tensor, or None."""
+  """(begin, size) of `slice_spec` within `given`'s tensor, or None.
+
+  None when `slice_spec` is not a slice spec, has another rank, or does
+  not lie within the given tensor, or when that tensor's shape is not
+  fully known.
+  """
   try:
-    full_shape, offsets, lengths = _parse_slice_spec(slice_spec)
+    offsets, lengths = _parse_slice_spec(slice_spec)
+    given_offsets, given_lengths = _extent(given)
   except ValueError:
     return None
-  if given.slice_spec:
-    _, given_offsets, given_lengths = _parse_slice_spec(given.slice_spec)
-  else:
-    given_offsets = [0] * len(full_shape)
-    given_lengths = given.shape.as_list()
-  if len(given_offsets) != len(offsets):
+  if len(given_offsets) != len(offsets) or None in given_lengths:
     return None
   begin = [offset - given_offset
            for offset, given_offset in zip(offsets, given_offsets)]
@@ -174,8 +205,24 @@ def _slice_within(given, slice_spec):
   return begin, lengths
 
 
+def _extent(given):
+  """(offsets, lengths) of a `ShardableTensor` within its whole value.
+
+  Raises:
+    ValueError: If its rank is unknown.
+  """
+  if given.slice_spec:
+    return _parse_slice_spec(given.slice_spec)
+  lengths = given.shape.as_list()
+  return [0] * len(lengths), lengths
+
+
 def _parse_slice_spec(slice_spec):
-  """(full shape, offsets, lengths) of a slice spec such as "4 6 0,2:-"."""
+  """(offsets, lengths) of a slice spec such as "4 6 0,2:-".
+
+  Raises:
+    ValueError: If `slice_spec` is not one.
+  """
   *dims, extents = slice_spec.split()
   full_shape = [int(dim) for dim in dims]
   extents = extents.split(":")
@@ -186,15 +233,13 @@ def _parse_slice_spec(slice_spec):
     offset, length = (0, dim) if extent == "-" else map(int, extent.split(","))
     offsets.append(offset)
     lengths.append(length)
-  return full_shape, offsets, lengths
+  return offsets, lengths
 
 
 def _to_write(task, shard):
   names, slices, tensors = [], [], []
   for key, slice_to_tensor in shard.items():
     for slice_spec, tensor in slice_to_tensor.items():
-      if tensor is None:
-        continue
       names.append(key)
       slices.append(slice_spec)
       tensors.append(tensor)
@@ -210,9 +255,9 @@ def _check_shards(shards, shardable, description):
 
   A callback may split a tensor into slices (`MaxShardSizePolicy` does), so
   keys are checked rather than slices: every key given is written, no other
-  key is, no (key, slice) twice, with the dtype and task it was given, and
-  no shard mixes tasks. (TensorFlow checks nothing, and writes whatever the
-  callback returns.)
+  key is, no (key, slice) twice, none as None, with the dtype and task it
+  was given, and no shard mixes tasks. (TensorFlow checks nothing, and
+  writes whatever the callback returns, leaving out None values.)
   """
   expected = {tensor.checkpoint_key: (tensor.dtype, _task(tensor.tensor.device))
               for tensor in shardable}
@@ -236,6 +281,8 @@ def _check_shards(shards, shardable, description):
           fail("multiple tensors with the same checkpoint key and slice spec "
                "were found", key, slice_spec)
         seen.add((key, slice_spec.strip()))
+        if tensor is None:
+          fail("a tensor was replaced by None", key, slice_spec)
         if tensor.dtype != dtype:
           fail("a tensor was found with an altered dtype", key, slice_spec,
                f"  original tensor_dtype: {dtype}\n"

@@ -11,7 +11,6 @@ removing one; `checkpoint_management` makes these TensorFlow's public names.
 import contextlib
 import os
 import re
-import uuid
 
 from google.protobuf import text_format
 from tensorflow.core.protobuf import saver_pb2
@@ -22,9 +21,11 @@ from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 from tensorflow.python.util import deprecation
 
 from tf_objckpt.engine import commit
+from tf_objckpt.engine import temporary_names
 
 STATE_FILENAME = "checkpoint"
-_V2_DATA_GLOB = ".data-?????-of-?????"
+# The data files of a V2 checkpoint, as a glob pattern after its prefix.
+V2_DATA_GLOB = ".data-?????-of-?????"
 
 
 def _state_path(save_dir, latest_filename):
@@ -44,7 +45,7 @@ def _atomic_write(path, contents, durable=False):
   if not file_io.has_atomic_move(path):
     file_io.write_string_to_file(path, contents)
     return
-  temp_path = "%s.tmp%s" % (path, uuid.uuid4().hex)
+  temp_path = temporary_names.temporary_copy(path)
   try:
     file_io.write_string_to_file(temp_path, contents)
     if durable:
@@ -150,17 +151,21 @@ def update_checkpoint_state_internal(save_dir,
   Raises:
     RuntimeError: If the checkpoint path is the state file's own path.
   """
-  _write_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
-               latest_filename, save_relative_paths,
-               all_model_checkpoint_timestamps, last_preserved_timestamp,
-               durable)
+  write_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
+              latest_filename, save_relative_paths,
+              all_model_checkpoint_timestamps, last_preserved_timestamp,
+              durable)
 
 
-def _write_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
-                 latest_filename, save_relative_paths,
-                 all_model_checkpoint_timestamps, last_preserved_timestamp,
-                 durable):
-  """`update_checkpoint_state_internal`; returns the text written."""
+def write_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
+                latest_filename, save_relative_paths,
+                all_model_checkpoint_timestamps, last_preserved_timestamp,
+                durable):
+  """`update_checkpoint_state_internal`, returning the text written.
+
+  A manager keeps the text, to tell later whether another writer changed
+  the file since (`state_text`).
+  """
   state_path = _state_path(save_dir, latest_filename)
   paths = all_model_checkpoint_paths  # Passed on as given, as TF does.
   if save_relative_paths:
@@ -225,24 +230,32 @@ def get_checkpoint_state(checkpoint_dir, latest_filename=None):
   Raises:
     ValueError: If the file parses but names no `model_checkpoint_path`.
   """
-  return _checkpoint_state(checkpoint_dir, latest_filename)[0]
+  return checkpoint_state_and_text(checkpoint_dir, latest_filename)[0]
 
 
-def _state_text(checkpoint_dir, latest_filename=None):
-  """The state file's text, or None if there is none."""
+def state_text(checkpoint_dir, latest_filename=None):
+  """The state file's text, or None if there is none.
+
+  Raises:
+    OpError: If the file exists and cannot be read.
+  """
   state_path = _state_path(checkpoint_dir, latest_filename)
   if not file_io.file_exists(state_path):
     return None
   return file_io.read_file_to_string(state_path)
 
 
-def _checkpoint_state(checkpoint_dir, latest_filename=None):
-  """`get_checkpoint_state`, and the text it read (None if none)."""
+def checkpoint_state_and_text(checkpoint_dir, latest_filename=None):
+  """`get_checkpoint_state`, and the text it read (None if none).
+
+  The text is returned also when it is not a `CheckpointState` (the state
+  is None then), so that a manager can tell a changed file from its own.
+  """
   checkpoint_dir = os.fspath(checkpoint_dir)
   state_path = _state_path(checkpoint_dir, latest_filename)
   text = None
   try:
-    text = _state_text(checkpoint_dir, latest_filename)
+    text = state_text(checkpoint_dir, latest_filename)
     if text is None:
       return None, None
     state = CheckpointState()
@@ -415,7 +428,12 @@ def unlisted_checkpoints(directory, listed, checkpoint_name=None):
           if comparable(path) not in seen]
 
 
-def _delete_matching(pattern):
+def delete_matching(pattern):
+  """Deletes the files matching the glob `pattern`; missing ones are fine.
+
+  Another process may delete the same files at the same time: one that
+  vanishes first is logged, not an error.
+  """
   for path in file_io.get_matching_files(pattern):
     try:
       file_io.delete_file(path)
@@ -446,12 +464,12 @@ def remove_checkpoint_files(checkpoint_prefix,
                             checkpoint_format_version=saver_pb2.SaverDef.V2,
                             meta_graph_suffix="meta"):
   """`remove_checkpoint` for our own code, which warns of nothing."""
-  _delete_matching(meta_graph_filename(checkpoint_prefix, meta_graph_suffix))
+  delete_matching(meta_graph_filename(checkpoint_prefix, meta_graph_suffix))
   if checkpoint_format_version == saver_pb2.SaverDef.V2:
-    _delete_matching(checkpoint_prefix + ".index")
-    _delete_matching(checkpoint_prefix + _V2_DATA_GLOB)
+    delete_matching(checkpoint_prefix + ".index")
+    delete_matching(checkpoint_prefix + V2_DATA_GLOB)
   else:
-    _delete_matching(checkpoint_prefix)
+    delete_matching(checkpoint_prefix)
 
 
 def meta_graph_filename(checkpoint_filename, meta_graph_suffix="meta"):

@@ -5,9 +5,11 @@ TensorFlow 2.16 added `Graph.as_graph_def(use_pybind11_proto=)`, which
 module `tensorflow.python.checkpoint.sharding` (`ShardableTensor` and the
 sharding policies) and two `CheckpointOptions` arguments,
 `experimental_sharding_callback` and `experimental_skip_slot_variables`.
-On 2.15 `sharding_util` is None, and `check_options_arguments` turns those
+On 2.15 `sharding_util` is None, `check_options_arguments` turns those
 arguments into TensorFlow's `TypeError` for an unexpected keyword, with the
-version that added it and the version installed.
+version that added it and the version installed, and
+`check_sharding_callbacks` raises the same `TypeError` for our sharding
+policy.
 """
 
 import inspect
@@ -52,6 +54,19 @@ def check_options_arguments(arguments):
           f"CheckpointOptions.__init__() got an unexpected keyword argument "
           f"'{name}': it needs TensorFlow {_LATER_OPTIONS[name]} or newer, "
           f"and this is TensorFlow {tf.__version__}.")
+
+
+def check_sharding_callbacks(name):
+  """Raises TypeError where TensorFlow has no sharding callbacks (2.15).
+
+  Args:
+    name: The sharding policy being made, for the message.
+  """
+  if sharding_util is None:
+    raise TypeError(
+        f"{name} is a checkpoint sharding callback: it needs TensorFlow "
+        f"{_LATER_OPTIONS['experimental_sharding_callback']} or newer, and "
+        f"this is TensorFlow {tf.__version__}.")
 
 
 def graph_def_with_shapes(graph):

@@ -10,6 +10,13 @@ import dataclasses
 import os
 
 
+def available_cores() -> int:
+  """How many cores this process may run on (its CPU affinity, where known)."""
+  if hasattr(os, "sched_getaffinity"):
+    return max(1, len(os.sched_getaffinity(0)))
+  return max(1, os.cpu_count() or 1)
+
+
 @dataclasses.dataclass
 class EngineTuning:
   """The engine's sizes and thresholds (see each field's comment)."""
@@ -17,6 +24,13 @@ class EngineTuning:
   # Eager restores read and assign about this many bytes of values at a
   # time (`reads.CheckpointValues.restore_in_pieces`).
   restore_piece_bytes: int = 64 << 20
+  # Eager restores assign plain variables in runs, one loop each
+  # (`read_plan.execute_eagerly`), of at most about this fraction of
+  # `restore_piece_bytes`: pieces are split between runs.
+  assign_runs_per_piece: int = 16
+  # Runs of at least this many assigns are made on a thread of their own,
+  # at a shallow stack (`variable_batches.assign_variables`).
+  assign_thread_min: int = 64
   # Values read ahead for restore-on-create are capped at this many bytes.
   read_ahead_budget_bytes: int = 64 << 20
   # Eager reads of more than this are split across threads: RestoreV2
@@ -25,9 +39,10 @@ class EngineTuning:
   # about as much as copying `lookup_cost_bytes`.
   parallel_read_min_bytes: int = 16 << 20
   lookup_cost_bytes: int = 8 << 10
-  read_threads: int = max(1, min(4, os.cpu_count() or 1))
-  # Eager saves of several shards write them from this many threads at most.
-  write_threads: int = max(1, os.cpu_count() or 1)
+  read_threads: int = min(4, available_cores())
+  # Eager saves of several shards write them from this many threads at most
+  # (and `ParallelShardsPolicy` makes this many shards).
+  write_threads: int = available_cores()
   # Checkpoint objects whose asynchronous writes can run at the same time.
   async_write_threads: int = 4
   # Graph building, plain variables are restored in batches of at most

@@ -21,7 +21,7 @@ from tensorflow.python.ops import gen_io_ops
 from tensorflow.python.ops import io_ops
 from tensorflow.python.ops import string_ops
 
-from tf_objckpt.engine import commit
+from tf_objckpt.engine import temporary_names
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
@@ -63,7 +63,7 @@ def temp_shard_prefix(file_prefix):
     on_s3 = string_ops.regex_full_match(file_prefix, "^s3://.*")
     suffix = array_ops.where(on_s3, constant_op.constant(".part"),
                              constant_op.constant(os.path.normpath(
-                                 commit.TEMP_DIR_SUFFIX + "/part")))
+                                 temporary_names.TEMP_DIR_SUFFIX + "/part")))
     return string_ops.string_join([file_prefix, suffix])
 
 

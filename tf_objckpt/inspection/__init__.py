@@ -1,7 +1,8 @@
 """One checkpoint as data: its listing and the check of its integrity.
 
 Layer 4 of 5 (api). `checkpoint_listing` models one checkpoint (keys,
-shapes, files, object graph); `verify_checkpoint` finds what is damaged.
+shapes, files, object graph); `verify_checkpoint` finds what is damaged;
+`object_metadata` reads its object graph and names its nodes.
 The command line prints them, and the manager's fallback to the newest
 intact checkpoint (`api.intact_restore`) decides by them. It may use every
 layer below and the API layer; never the tools.

@@ -19,9 +19,9 @@ from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt import checkpoint_management
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import state_file
 from tf_objckpt.restoring import object_graph_check
 
 OBJECT_GRAPH_KEY = tf_base.OBJECT_GRAPH_PROTO_KEY
@@ -57,7 +57,7 @@ def find_checkpoint(path):
   """
   path = os.fspath(path)
   if file_io.is_directory(path):
-    latest = checkpoint_management.latest_checkpoint(path)
+    latest = state_file.latest_checkpoint(path)
     if latest is None:
       raise NoCheckpointError(_without_state_file(path))
     return latest, (f"{path!r} is a directory; using its latest checkpoint "

@@ -13,6 +13,7 @@ import wrapt
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
+from tf_objckpt.foundation import module_names
 from tf_objckpt.objects import structure_base
 from tf_objckpt.objects import wrapping
 
@@ -241,3 +242,7 @@ class _DictWrapper(structure_base.TrackableDataStructure, wrapt.ObjectProxy):
 
   def __repr__(self):
     return f"DictWrapper({self.__wrapped__!r})"
+
+
+module_names.keep_module_name("tf_objckpt.data_structures", _DictWrapper,
+                              Mapping)

@@ -12,6 +12,7 @@ import sys
 
 from tensorflow.python.trackable import base as tf_base
 
+from tf_objckpt.foundation import module_names
 from tf_objckpt.objects import structure_base
 from tf_objckpt.objects import wrapping
 
@@ -350,3 +351,7 @@ def set_tuple_item(list_object, index_string, value):
     set_list_item(list_object, index_string, value)
   except ValueError:  # Not an index.
     pass
+
+
+module_names.keep_module_name("tf_objckpt.data_structures", List, ListWrapper,
+                              set_list_item, set_tuple_item)

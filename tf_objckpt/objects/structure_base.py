@@ -8,7 +8,8 @@ too) and exposes the Keras-style variable collections of the contents
 
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt import base
+from tf_objckpt.foundation import module_names
+from tf_objckpt.objects import trackable
 from tf_objckpt.objects import wrapping
 
 
@@ -25,7 +26,7 @@ class _UntrackableError(ValueError):
             f"variables, layers, optimizers, ...).")
 
 
-class TrackableDataStructure(base.Trackable):
+class TrackableDataStructure(trackable.Trackable):
   """Common base of the trackable containers.
 
   Besides the dependency bookkeeping, it exposes the Keras-style variable
@@ -175,3 +176,7 @@ def is_class_property(proxy, name):
   such a name up on the wrapped object instead.
   """
   return isinstance(getattr(type(proxy), name, None), property)
+
+
+module_names.keep_module_name("tf_objckpt.data_structures",
+                              TrackableDataStructure)

@@ -10,6 +10,7 @@ import copy
 import wrapt
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
+from tf_objckpt.foundation import module_names
 from tf_objckpt.objects import structure_base
 from tf_objckpt.objects import wrapping
 
@@ -127,3 +128,6 @@ class _TupleWrapper(structure_base.TrackableDataStructure, wrapt.ObjectProxy):
 
   def __repr__(self):
     return f"_TupleWrapper({self.__wrapped__!r})"
+
+
+module_names.keep_module_name("tf_objckpt.data_structures", _TupleWrapper)

@@ -8,8 +8,8 @@ The wrappers and `wrap_or_unwrap` need each other: a wrapper wraps its
 nested containers through `wrap_or_unwrap`, which builds wrappers. So that
 this module need not import the wrappers, each wrapper class registers the
 container types it wraps with the `@wrapper_for(...)` class decorator
-(`lists`, `dicts` and `tuples` do). `data_structures` imports all of them,
-and everything in the package that tracks attributes imports
+(`lists`, `dicts` and `tuples` do). `auto_trackable`, where attribute
+assignment tracks values, imports all of them, and so does
 `data_structures`; a container whose wrapper is not registered raises
 `KeyError`.
 """
@@ -18,6 +18,8 @@ import collections
 
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
+
+from tf_objckpt.foundation import module_names
 
 # The types wrapped exactly (not their subclasses, such as
 # `collections.Counter`, which carry logic a wrapper would break).
@@ -119,3 +121,7 @@ def sticky_attribute_assignment(trackable, name, value):
   if wants_dependency and isinstance(value, tf_base.Trackable):
     trackable._track_trackable(value, name=name, overwrite=True)  # pylint: disable=protected-access
   return value
+
+
+module_names.keep_module_name("tf_objckpt.data_structures", NoDependency,
+                              sticky_attribute_assignment, wrap_or_unwrap)

@@ -59,7 +59,13 @@ class UnlistedSlots(typing.NamedTuple):
 class SlotLists:
   """The slot lists of the Keras 3 optimizers in one checkpoint."""
 
-  def __init__(self, object_graph_proto):
+  def __init__(self, object_graph_proto, child_names):
+    """Finds the slot lists of `object_graph_proto`.
+
+    Args:
+      object_graph_proto: A checked TrackableObjectGraph.
+      child_names: The local names of its nodes' children (a set).
+    """
     nodes = object_graph_proto.nodes
     self._lists = {}  # Slot list node id -> SlotList.
     self.slot_ids = set()  # The nodes of all slots in those lists.
@@ -69,10 +75,9 @@ class SlotLists:
     # Trainable variables that a path outside the optimizers reaches too.
     self._reached_elsewhere = set()
     self.unlisted = []  # UnlistedSlots of each optimizer that has some.
-    # Searching the serialized graph is far faster than visiting every
-    # node in Python, and most checkpoints hold no Keras 3 optimizer.
-    if _TRAINABLE_VARIABLES.encode() not in (
-        object_graph_proto.SerializeToString()):
+    # Most checkpoints hold no Keras 3 optimizer: their nodes are not
+    # visited again.
+    if _TRAINABLE_VARIABLES not in child_names:
       return
     for node_id in range(len(nodes)):
       self._add_optimizer(nodes, node_id)

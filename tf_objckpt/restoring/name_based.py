@@ -25,8 +25,8 @@ from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
-from tf_objckpt import object_identity
-from tf_objckpt import restore
+from tf_objckpt.foundation import identity_containers as object_identity
+from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import name_matching
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt.restoring import v1_optimizer_state
@@ -182,7 +182,7 @@ class NameBasedRestoreCoordinator:
     """
     with ops.init_scope():
       assert context.executing_eagerly()
-      if restore.awaits_initialization(trackable):
+      if initial_values.awaits_initialization(trackable):
         self._restore_on_initialization(trackable)
         return
       tracked_later = trackable not in self._checked

@@ -17,7 +17,7 @@ from tensorflow.python.framework import errors
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.engine import read_plan
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 # At most this many problems are spelled out in one error message.
 _MAX_PROBLEMS_IN_MESSAGE = 20
@@ -187,8 +187,40 @@ def unreferenced_keys(object_graph_proto, stored_keys):
   return unreferenced
 
 
+class GraphIndex:
+  """What a restore looks up in an object graph, gathered as it is checked.
+
+  Reading a field of a node costs far more than a dict lookup, so the one
+  pass that checks the graph (`check_object_graph`) also keeps what the
+  restore walk, its coordinator and its report read of every node.
+
+  Attributes:
+    plain_keys: `{node id: checkpoint key}` of the nodes that hold one
+      variable's value and nothing else (no children, no slot variables).
+    valued_node_ids: The ids of the nodes with attributes, in order.
+    slot_variables: `(optimizer node id, SlotVariableReference)` of every
+      slot variable, in node order.
+    children: `{node id: (child ids, local names)}` of the nodes with
+      children, in order.
+    child_names: Every local name of a child, in the graph.
+  """
+
+  __slots__ = ("plain_keys", "valued_node_ids", "slot_variables",
+               "children", "child_names")
+
+  def __init__(self):
+    self.plain_keys = {}
+    self.valued_node_ids = []
+    self.slot_variables = []
+    self.children = {}
+    self.child_names = set()
+
+
 def check_object_graph(object_graph_proto, save_path, stored_keys):
   """Raises unless every reference of the object graph points at something.
+
+  Returns:
+    The graph's `GraphIndex`.
 
   Raises:
     DataLossError: Naming the checkpoint and each faulty node (by its path,
@@ -197,6 +229,9 @@ def check_object_graph(object_graph_proto, save_path, stored_keys):
       of one node under one name referring to different nodes, attributes
       with an empty key or naming keys the checkpoint does not hold.
   """
+  index, fits = _index(object_graph_proto, stored_keys)
+  if fits:
+    return index
   problems = []
   for problem in object_graph_problems(object_graph_proto, stored_keys):
     problems.append(problem)
@@ -204,6 +239,61 @@ def check_object_graph(object_graph_proto, save_path, stored_keys):
       break
   if problems:
     raise damaged_graph_error(object_graph_proto, save_path, problems)
+  return index
+
+
+def _index(object_graph_proto, stored_keys):
+  """The graph's `GraphIndex`, and whether it surely has no fault.
+
+  One pass over the nodes, checking whole lists at once; a graph it does
+  not find sound is examined node by node (`object_graph_problems`).
+  """
+  index = GraphIndex()
+  nodes = object_graph_proto.nodes
+  count = len(nodes)
+  plain_keys, valued = index.plain_keys, index.valued_node_ids
+  keys, referred = [], []
+  variable_value = trackable_utils.VARIABLE_VALUE_KEY
+  fits = count > 0
+  for node_id, node in enumerate(nodes):
+    attributes, children = node.attributes, node.children
+    slot_variables = node.slot_variables
+    if len(attributes) == 1:
+      valued.append(node_id)
+      attribute = attributes[0]
+      key = attribute.checkpoint_key
+      keys.append(key)
+      if (not children and not slot_variables and
+          attribute.name == variable_value):
+        plain_keys[node_id] = key
+    elif attributes:
+      valued.append(node_id)
+      keys.extend(attribute.checkpoint_key for attribute in attributes)
+    if children:
+      children = list(children)
+      child_ids = [child.node_id for child in children]
+      child_names = [child.local_name for child in children]
+      index.children[node_id] = (child_ids, child_names)
+      referred.extend(child_ids)
+      index.child_names.update(child_names)
+      fits = fits and len(set(child_names)) == len(child_names)
+    if slot_variables:
+      index.slot_variables.extend((node_id, slot) for slot in slot_variables)
+  fits = (fits and (not referred or (min(referred) >= 0 and
+                                     max(referred) < count)) and
+          all(keys) and all(map(stored_keys.__contains__, keys)) and
+          all(_slot_fits(slot, nodes, plain_keys)
+              for _, slot in index.slot_variables))
+  return index, fits
+
+
+def _slot_fits(slot, nodes, plain_keys):
+  """Whether a slot refers to a variable and a slot variable."""
+  return all(
+      0 < node_id < len(nodes) and (node_id in plain_keys or
+                                    _is_variable(nodes[node_id]))
+      for node_id in (slot.original_variable_node_id,
+                      slot.slot_variable_node_id))
 
 
 def damaged_graph_error(object_graph_proto, save_path, problems):

@@ -20,7 +20,7 @@ from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.engine import read_plan
 from tf_objckpt import functional_saver
-from tf_objckpt import object_identity
+from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt import restore
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
@@ -35,10 +35,11 @@ class _UnrestoredValuesReport:
   from a `weakref.finalize`; `expect_partial()` silences it.
   """
 
-  def __init__(self, object_graph_proto, matched_node_ids,
+  def __init__(self, object_graph_proto, valued_node_ids, matched_node_ids,
                unused_attributes, ignored_proto_ids):
     self.expect_partial = False
     self._proto = object_graph_proto
+    self._valued_node_ids = valued_node_ids
     self._matched_proto_ids = matched_node_ids
     self._unused_attributes = unused_attributes
     self._ignored_proto_ids = ignored_proto_ids
@@ -46,8 +47,8 @@ class _UnrestoredValuesReport:
   def warn_if_incomplete(self):
     if self.expect_partial:
       return
-    unmatched = [node_id for node_id, node in enumerate(self._proto.nodes)
-                 if node.attributes and node_id not in self._matched_proto_ids
+    unmatched = [node_id for node_id in self._valued_node_ids
+                 if node_id not in self._matched_proto_ids
                  and node_id not in self._ignored_proto_ids]
     if not unmatched and not self._unused_attributes:
       return
@@ -78,12 +79,13 @@ class CheckpointRestoreCoordinator:
   not created yet, and, when graph building, the restore ops to run.
   """
 
-  def __init__(self, object_graph_proto, values, restore_op_cache,
-               graph_view, options=None):
+  def __init__(self, object_graph_proto, graph_index, values,
+               restore_op_cache, graph_view, options=None):
     """Prepares to restore `values.save_path` into `graph_view`'s objects.
 
     Args:
       object_graph_proto: The checkpoint's TrackableObjectGraph.
+      graph_index: Its `object_graph_check.GraphIndex`.
       values: The checkpoint's `reads.CheckpointValues`.
       restore_op_cache: The saver's `RestoreOpCache`, shared by all its
         restores, so graph-mode restores reuse ops.
@@ -92,6 +94,8 @@ class CheckpointRestoreCoordinator:
         and whether to skip optimizer slot variables.
     """
     self.object_graph_proto = object_graph_proto
+    # What the walk reads of each node (`object_graph_check.GraphIndex`).
+    self.graph_index = graph_index
     self.values = values
     self.options = options
     self.skip_slot_variables = bool(
@@ -115,17 +119,20 @@ class CheckpointRestoreCoordinator:
     # Optimizer node id -> slots waiting for the optimizer to be bound.
     self.slots_awaiting_optimizer = {}
     # Slots of Keras 3 optimizers, matched to their variables by path.
-    self.slot_lists = keras3_slots.SlotLists(object_graph_proto)
-    for node_id, node in enumerate(object_graph_proto.nodes):
-      for slot in () if self.skip_slot_variables else node.slot_variables:
-        self.slots_by_variable.setdefault(
-            slot.original_variable_node_id, []).append(
-                restore.SlotToRestore(
-                    optimizer_id=node_id,
-                    slot_variable_id=slot.slot_variable_node_id,
-                    slot_name=slot.slot_name))
+    self.slot_lists = keras3_slots.SlotLists(
+        object_graph_proto, graph_index.child_names)
+    self._slot_variables = graph_index.slot_variables
+    for node_id, slot in () if self.skip_slot_variables else (
+        self._slot_variables):
+      self.slots_by_variable.setdefault(
+          slot.original_variable_node_id, []).append(
+              restore.SlotToRestore(
+                  optimizer_id=node_id,
+                  slot_variable_id=slot.slot_variable_node_id,
+                  slot_name=slot.slot_name))
     self._report = _UnrestoredValuesReport(
-        object_graph_proto, self.matched_node_ids, self.unused_attributes,
+        object_graph_proto, graph_index.valued_node_ids,
+        self.matched_node_ids, self.unused_attributes,
         self.skipped_slot_node_ids())
     weakref.finalize(self, self._report.warn_if_incomplete)
 
@@ -134,8 +141,7 @@ class CheckpointRestoreCoordinator:
     if not self.skip_slot_variables:
       return frozenset()
     return frozenset(slot.slot_variable_node_id
-                     for node in self.object_graph_proto.nodes
-                     for slot in node.slot_variables)
+                     for _, slot in self._slot_variables)
 
   @property
   def expect_partial(self):
@@ -251,6 +257,15 @@ class CheckpointRestoreCoordinator:
     """
     read_plan.check(plan, self.values, shape_error=shape_error,
                     dtype_error=dtype_error)
+
+  def restore_variable_eagerly(self, name, key, variable):
+    """Restores one stock resource variable now: a plan of it alone.
+
+    Restore-on-create of a plain variable; as `restore_saveables` with it
+    alone in `variables`, made short.
+    """
+    read_plan.restore_variable_eagerly(
+        read_plan.ToVariable(name, key, variable), self.values, self.check)
 
   def restore_saveables(self, tensor_saveables, python_saveables,
                         variables=(), cached=()):

@@ -20,7 +20,7 @@ from tensorflow.python.framework import tensor_shape
 from tensorflow.python.framework import tensor_util
 
 from tf_objckpt.engine import read_plan
-from tf_objckpt import trackable_utils
+from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 
 def plan_of(saveables=(), python_saveables=(), variables=(), cached=(),

@@ -43,7 +43,7 @@ import numpy as np
 from tensorflow.python.eager import context
 from tensorflow.python.framework import ops
 
-from tf_objckpt import object_identity
+from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt import saveable_object
 
 _KERAS3_OPTIMIZER_MODULE = "keras.src.optimizers.base_optimizer"

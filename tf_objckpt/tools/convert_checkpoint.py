@@ -20,12 +20,12 @@ from tensorflow.python.eager import context
 from tensorflow.python.ops import variables
 from tensorflow.python.trackable import base as tf_base
 
-from tf_objckpt import checkpoint_management
+from tf_objckpt.api import object_checkpoints
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
-from tf_objckpt import graph_view as graph_view_lib
+from tf_objckpt.engine import state_file
+from tf_objckpt.objects import graph_walk
 from tf_objckpt.restoring import name_matching
-from tf_objckpt import util
 
 # At most this many names are listed per section of the report.
 _MAX_LISTED = 50
@@ -77,7 +77,7 @@ def _variables(root):
   else the variable's name.
   """
   found = []
-  for obj in graph_view_lib.ObjectGraphView(root).list_objects():
+  for obj in graph_walk.ObjectGraphView(root).list_objects():
     if isinstance(obj, variables.Variable) or (
         isinstance(getattr(obj, "path", None), str) and
         callable(getattr(obj, "assign", None))):
@@ -144,8 +144,8 @@ def _listed(title, items):
 def _checkpoint_of(objects):
   """A `Checkpoint` of a dict of named trackables, or of one root."""
   if isinstance(objects, dict):
-    return util.Checkpoint(**objects)
-  return util.Checkpoint(root=objects)
+    return object_checkpoints.Checkpoint(**objects)
+  return object_checkpoints.Checkpoint(root=objects)
 
 
 def convert(save_path, out_prefix, objects, mapping=None,
@@ -180,7 +180,7 @@ def convert(save_path, out_prefix, objects, mapping=None,
   # The save counter (0) is written too, as after a restore by names.
   checkpoint.save_counter  # pylint: disable=pointless-statement
   written = checkpoint.write(out_prefix)
-  checkpoint_management.update_checkpoint_state_internal(
+  state_file.update_checkpoint_state_internal(
       save_dir=os.path.dirname(written) or ".", model_checkpoint_path=written,
       all_model_checkpoint_paths=[written], save_relative_paths=True)
   return Result(save_path, out_prefix, match, written=True)

@@ -18,12 +18,13 @@ import typing
 
 from tensorflow.python.checkpoint import checkpoint as tf_checkpoint_lib
 
+from tf_objckpt.api import checkpoint_manager
 from tf_objckpt.api import checkpoint_polling
 from tf_objckpt.api import load_status
-from tf_objckpt import checkpoint_management
-from tf_objckpt import saver as saver_lib
-from tf_objckpt import util
+from tf_objckpt.api import object_checkpoints
+from tf_objckpt.engine import state_file
 from tf_objckpt.inspection import checkpoint_reader
+from tf_objckpt.v1 import name_based_saver as saver_lib
 from tf_objckpt.v1 import warm_start
 
 
@@ -33,8 +34,8 @@ def _streaming_restore(status, session=None):
   Models built before the patch hold TensorFlow's checkpoints, whose load
   statuses TensorFlow's own function streams.
   """
-  if isinstance(status, load_status._LoadStatus):  # pylint: disable=protected-access
-    return load_status.streaming_restore(status, session=session)
+  if isinstance(status, load_status.LoadStatus):
+    return object_checkpoints.streaming_restore(status, session=session)
   return tf_checkpoint_lib.streaming_restore(status, session=session)
 
 
@@ -46,15 +47,15 @@ class _Role(typing.NamedTuple):
 
 
 _CHECKPOINT = _Role("tensorflow.python.checkpoint.checkpoint", "Checkpoint",
-                    util.Checkpoint)
+                    object_checkpoints.Checkpoint)
 _CHECKPOINT_V1 = _Role("tensorflow.python.checkpoint.checkpoint",
-                       "CheckpointV1", util.CheckpointV1)
+                       "CheckpointV1", object_checkpoints.CheckpointV1)
 _MANAGER = _Role("tensorflow.python.checkpoint.checkpoint_management",
-                 "CheckpointManager", checkpoint_management.CheckpointManager)
+                 "CheckpointManager", checkpoint_manager.CheckpointManager)
 _SAVER = _Role("tensorflow.python.training.saver", "Saver", saver_lib.Saver)
 _UPDATE_STATE = _Role("tensorflow.python.checkpoint.checkpoint_management",
                       "update_checkpoint_state_internal",
-                      checkpoint_management.update_checkpoint_state_internal)
+                      state_file.update_checkpoint_state_internal)
 _STREAMING_RESTORE = _Role("tensorflow.python.checkpoint.checkpoint",
                            "streaming_restore", _streaming_restore)
 

@@ -28,7 +28,7 @@ from tensorflow.python.ops import variable_scope
 from tensorflow.python.ops import variables
 from tensorflow.python.platform import tf_logging as logging
 
-from tf_objckpt import object_identity
+from tf_objckpt.foundation import identity_containers
 
 
 class Assignment(NamedTuple):
@@ -53,7 +53,7 @@ def resolve(assignment_map) -> List[Assignment]:
   if isinstance(assignment_map, collections.abc.Mapping):
     assignment_map = assignment_map.items()
   store = variable_scope._get_default_variable_store()._vars  # pylint: disable=protected-access
-  resolved = object_identity.ObjectIdentityDictionary()
+  resolved = identity_containers.ObjectIdentityDictionary()
   for checkpoint_name, target in sorted(assignment_map,
                                         key=lambda pair: pair[0]):
     for assignment in _entry_assignments(checkpoint_name, target, store):

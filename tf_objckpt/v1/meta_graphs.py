@@ -1,11 +1,13 @@
 """Meta graphs for the v1 `Saver`: export, import, and SAVERS round trips.
 
-`export_meta_graph` writes a graph's `MetaGraphDef`; `imported` reads one
-and imports it into the default graph. Savers in the graph's SAVERS
-collection convert themselves on export; on import they become ours inside
-`saver.import_meta_graph` (`importing` is set then) and TensorFlow's
-otherwise, so `tf.compat.v1.train.import_meta_graph` behaves unchanged
-(`register_saver_proto_functions`).
+`export_meta_graph` writes a graph's `MetaGraphDef`; `import_meta_graph`
+imports one into the default graph and returns a `Saver` for it. Savers in
+the graph's SAVERS collection convert themselves on export; on import they
+become ours inside `import_meta_graph` and TensorFlow's otherwise, so
+`tf.compat.v1.train.import_meta_graph` behaves unchanged. The `Saver`
+class registers itself here (`register_saver_class`) when its module,
+which uses `export_meta_graph`, is imported. TensorFlow's name for the
+module of these functions is `saver`, which re-exports them.
 """
 
 import contextlib
@@ -16,10 +18,17 @@ from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
+from tensorflow.python.platform import tf_logging as logging
+
+from tf_objckpt.foundation import module_names
+from tf_objckpt.v1 import saver_builders
 
 # Depth of `import_meta_graph` calls in progress on this thread: savers
 # recreated from SAVERS collections meanwhile are ours, not TensorFlow's.
 _IMPORTING = threading.local()
+
+# Our v1 `Saver` class, registered by its module (`register_saver_class`).
+_saver_class = None
 
 NO_GRAPH_WHEN_EAGER = (
     "Exporting/importing meta graphs is not supported when eager execution "
@@ -31,7 +40,7 @@ def imported(meta_graph_or_file, clear_devices=False, import_scope=None,
   """Imports a `MetaGraphDef` (or the file holding one) into the graph.
 
   Savers of its SAVERS collection are made by `saver_from_proto` of
-  `register_saver_proto_functions` as ours.
+  `register_saver_class` as ours.
 
   Returns:
     The `MetaGraphDef`, the imported variables by name, and the requested
@@ -121,14 +130,18 @@ def _saver_to_proto(saver, export_scope=None):
   return saver.to_proto(export_scope=export_scope)
 
 
-def register_saver_proto_functions(our_from_proto):
-  """Makes the SAVERS collection round-trip through meta graphs.
+def register_saver_class(saver_class):
+  """Makes `import_meta_graph` make `saver_class`es, and SAVERS round-trip.
 
-  TensorFlow registers its own conversion for the collection. We take the
-  registration over (`our_from_proto` makes our savers): each saver converts itself on export, and on import
-  the savers become ours inside `import_meta_graph` and TensorFlow's
-  otherwise, so `tf.compat.v1.train.import_meta_graph` behaves unchanged.
+  TensorFlow registers its own conversion for the SAVERS collection. We
+  take the registration over (`saver_class.from_proto` makes our savers):
+  each saver converts itself on export, and on import the savers become
+  ours inside `import_meta_graph` and TensorFlow's otherwise, so
+  `tf.compat.v1.train.import_meta_graph` behaves unchanged.
   """
+  global _saver_class  # pylint: disable=global-statement
+  _saver_class = saver_class
+  our_from_proto = saver_class.from_proto
   key = ops.GraphKeys.SAVERS
   registry = ops._proto_function_registry  # pylint: disable=protected-access
   try:
@@ -150,3 +163,66 @@ def register_saver_proto_functions(our_from_proto):
       proto_type=saver_pb2.SaverDef,
       to_proto=_saver_to_proto,
       from_proto=saver_from_proto)
+
+
+def import_meta_graph(meta_graph_or_file,
+                      clear_devices=False,
+                      import_scope=None,
+                      **kwargs):
+  """Imports a `MetaGraphDef` into the default graph and returns its saver.
+
+  Nodes and collections are added to the current graph (under
+  `import_scope`); the returned `Saver` uses the meta graph's `saver_def`, or
+  covers every imported variable when there is none. Meta graphs written by
+  TensorFlow's `Saver` work as well as ours.
+
+  Args:
+    meta_graph_or_file: a `MetaGraphDef` or the path of a file holding one.
+    clear_devices: drop device placements while importing.
+    import_scope: name scope to import under.
+    **kwargs: passed to `import_scoped_meta_graph_with_return_elements`.
+
+  Returns:
+    A `Saver`, or None when the graph has no variables to restore.
+
+  Raises:
+    RuntimeError: when executing eagerly.
+  """
+  saver, _ = _import_meta_graph_with_return_elements(
+      meta_graph_or_file, clear_devices, import_scope, **kwargs)
+  return saver
+
+
+def _import_meta_graph_with_return_elements(
+    meta_graph_or_file, clear_devices=False,
+    import_scope=None, return_elements=None, **kwargs):
+  """`import_meta_graph` that also returns the requested graph elements."""
+  meta_graph_def, imported_vars, elements = imported(
+      meta_graph_or_file, clear_devices, import_scope, return_elements,
+      **kwargs)
+  saver = _create_saver_from_imported_meta_graph(
+      meta_graph_def, import_scope, imported_vars)
+  return saver, elements
+
+
+def _create_saver_from_imported_meta_graph(
+    meta_graph_def, import_scope, imported_vars):
+  """A `Saver` for the variables of a just-imported meta graph, or None."""
+  if meta_graph_def.HasField("saver_def"):
+    scope = import_scope
+    if imported_vars:
+      # The scope actually used may have been uniquified (e.g. "scope_1").
+      key, var = next(iter(imported_vars.items()))
+      scope = var.name[:-len(key)]
+    return _saver_class(name=scope, saver_def=meta_graph_def.saver_def)
+  if saver_builders.all_saveables(scope=import_scope):
+    return _saver_class()
+  logging.info("Saver not created because there are no variables in the "
+               "graph to restore")
+  return None
+
+
+module_names.keep_module_name(
+    "tf_objckpt.saver", import_meta_graph,
+    _import_meta_graph_with_return_elements,
+    _create_saver_from_imported_meta_graph)
