@@ -178,7 +178,7 @@ def _load_tensorflow_quietly():
   null = os.open(os.devnull, os.O_WRONLY)
   try:
     os.dup2(null, 2)
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    import tensorflow  # noqa: F401  # pylint: disable=g-import-not-at-top
   finally:
     os.dup2(saved_stderr, 2)
     os.close(saved_stderr)
