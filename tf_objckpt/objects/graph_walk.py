@@ -239,7 +239,7 @@ class ObjectGraphView:
           self._gather(), object_map, call_with_mapped_captures)
 
 
-_STOCK_CHILDREN_BY_CLASS = {}
+_STOCK_CHILDREN_BY_CLASS: dict[type, bool] = {}
 
 
 def _is_plain_leaf(obj):

@@ -69,7 +69,7 @@ class _Target(typing.NamedTuple):
 
 # Internal modules are imported by name; API modules (tf.train, ...) are
 # reached by attributes from `tensorflow`, as users and tf_keras reach them.
-_TARGETS = (
+_TARGETS: typing.Tuple[_Target, ...] = (
     # Scaffold (_get_saver_or_default), the SavedModel builder, TensorFlow's
     # name-based restore and meta graph import build this module's Saver.
     _Target("tensorflow.python.training.saver", "Saver", _SAVER),
@@ -120,7 +120,7 @@ _TARGETS += tuple(
 
 _LOCK = threading.Lock()
 # TensorFlow's objects by role, kept while patched.
-_originals = {}
+_originals: dict = {}
 
 
 def _module(dotted):
