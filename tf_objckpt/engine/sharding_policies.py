@@ -43,7 +43,7 @@ class ParallelShardsPolicy(_ShardingCallback):
   """
 
   def __init__(self, max_shards: Optional[int] = None,
-               min_shard_bytes: int = 32 << 20):
+               min_shard_bytes: int = 32 << 20) -> None:
     """Makes the policy.
 
     Args:
