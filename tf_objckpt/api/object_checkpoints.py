@@ -25,8 +25,8 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
-from tf_objckpt.api import intact_restore
 from tf_objckpt.api import load_status
+from tf_objckpt.api import self_healing
 from tf_objckpt.api import name_based_status
 from tf_objckpt.api import named_restores
 from tf_objckpt.api import save_transaction
@@ -266,12 +266,12 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
     """Restores the newest intact checkpoint of `candidates` (newest first).
 
     What `CheckpointManager.restore_or_initialize` calls on checkpoints
-    whose restores are all-or-nothing; see `intact_restore`.
+    whose restores are all-or-nothing; see `self_healing`.
 
     Returns:
       The restored path, and the damaged paths skipped.
     """
-    return intact_restore.restore_newest_intact(
+    return self_healing.restore_newest_intact(
         lambda path: self._restore(path, check_values_first=True), candidates)
 
 

@@ -26,7 +26,7 @@ from tensorflow.python.lib.io import file_io
 from tensorflow.python.ops import array_ops
 from tensorflow.python.util import compat
 
-from tf_objckpt.api import intact_restore
+from tf_objckpt.api import self_healing
 from tf_objckpt.api import load_status
 from tf_objckpt.api import name_based_status
 from tf_objckpt.api import save_transaction
@@ -325,7 +325,7 @@ class TrackableSaver:
     if object_graph_proto is None:
       checked = contextlib.nullcontext()
       if check_values_first:
-        checked = intact_restore.CheckedValues(
+        checked = self_healing.CheckedValues(
             save_path, reader, save_path).checked(keep_values=False)
       with checked:
         return name_based_status.restore_by_names(
@@ -341,7 +341,7 @@ class TrackableSaver:
           self._restore_path_tensor = constant_op.constant(b"")
       path_tensor = self._restore_path_tensor
       feed_dict = {path_tensor: save_path}
-    values_class = (intact_restore.CheckedValues if check_values_first
+    values_class = (self_healing.CheckedValues if check_values_first
                     else reads.CheckpointValues)
     values = values_class(save_path, reader, path_tensor, options)
     graph_index = object_graph_check.check_object_graph(

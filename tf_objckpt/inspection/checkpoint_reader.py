@@ -24,7 +24,7 @@ from tf_objckpt.engine import reads
 from tf_objckpt.inspection import checkpoint_listing
 
 
-def checkpoint_prefix(ckpt_dir_or_file) -> str:
+def resolve_save_path(ckpt_dir_or_file) -> str:
   """The prefix of the checkpoint `ckpt_dir_or_file` names.
 
   Args:
@@ -154,7 +154,7 @@ def load_checkpoint(
     NotFoundError: If there is no checkpoint at the path.
     DataLossError: If the checkpoint's index is damaged.
   """
-  prefix = checkpoint_prefix(ckpt_dir_or_file)
+  prefix = resolve_save_path(ckpt_dir_or_file)
   return CheckpointReader(prefix, reads.open_reader(prefix))
 
 

@@ -229,22 +229,22 @@ def _verify_all(directory):
   """One line per checkpoint of `directory`: intact, or what is damaged."""
   # pylint: disable=g-import-not-at-top
   from tensorflow.python.lib.io import file_io
-  from tf_objckpt.api import intact_restore
+  from tf_objckpt.api import self_healing
   from tf_objckpt.inspection import checkpoint_listing
   # pylint: enable=g-import-not-at-top
   if not file_io.is_directory(directory):
     raise checkpoint_listing.NoCheckpointError(
         f"{directory!r} is not a directory; --all checks the checkpoints of "
         "a directory.")
-  prefixes = intact_restore.all_checkpoints(directory)
+  prefixes = self_healing.all_checkpoints(directory)
   if not prefixes:
     raise checkpoint_listing.NoCheckpointError(
         f"{directory!r} holds no checkpoint.")
   damaged = 0
   for prefix in prefixes:
-    problems = intact_restore.damage(prefix)
+    problems = self_healing.damage(prefix)
     damaged += bool(problems)
-    print(f"{prefix}: " + (f"damaged: {intact_restore.summary(problems)}"
+    print(f"{prefix}: " + (f"damaged: {self_healing.summary(problems)}"
                            if problems else "intact"))
   return EXIT_PROBLEMS if damaged else EXIT_OK
 

@@ -189,7 +189,7 @@ def convert(save_path, out_prefix, objects, mapping=None,
 def _assign(values, matched):
   """Checks every matched value against its variable, then assigns them."""
   plan = read_plan.ReadPlan(
-      read_plan.ToCallback(key, [read_plan.read(key, "", variable.dtype,
+      read_plan.ToCallback(key, [read_plan.plan_read(key, "", variable.dtype,
                                                 variable.shape)],
                            functools.partial(_assign_first, variable))
       for _, variable, key, _ in matched)

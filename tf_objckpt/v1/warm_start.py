@@ -68,7 +68,7 @@ def init_from_checkpoint(ckpt_dir_or_file: Union[str, os.PathLike],
 
 
 def _initialize(ckpt_dir_or_file, assignment_map):
-  prefix = checkpoint_reader.checkpoint_prefix(ckpt_dir_or_file)
+  prefix = checkpoint_reader.resolve_save_path(ckpt_dir_or_file)
   values = reads.CheckpointValues(prefix, reads.open_reader(prefix), prefix)
   assignments = assignment_maps.resolve(assignment_map)
   _check(assignments, values)
@@ -143,7 +143,7 @@ class _ToVariable(read_plan.Destination):
 
   def __init__(self, index, assignment):
     variable = assignment.variable
-    super().__init__(f"{index}:{variable.name}", [read_plan.read(
+    super().__init__(f"{index}:{variable.name}", [read_plan.plan_read(
         assignment.key, assignment.slice_spec, variable.dtype,
         variable.shape)])
     self.variable = variable
