@@ -390,7 +390,7 @@ class VariableSaveable(ResourceVariableSaveable):
     return [(VARIABLE_VALUE_KEY, self.specs[0].name)]
 
 
-_DEFAULT_SAVING_BY_CLASS = {}
+_DEFAULT_SAVING_BY_CLASS: dict[type, bool] = {}
 
 
 def is_variable(obj) -> bool:
@@ -419,7 +419,7 @@ def has_default_variable_saving(obj) -> bool:
 # The Keras 3 module whose `Variable` wraps a `tf.Variable` (TensorFlow
 # backend). Looked up, never imported: its variables exist only once it is.
 _KERAS3_BACKEND_MODULE = "keras.src.backend.tensorflow.core"
-_FORWARDS_SAVING_BY_CLASS = {}
+_FORWARDS_SAVING_BY_CLASS: dict[type, bool] = {}
 
 
 def stock_variable(obj):

@@ -25,7 +25,8 @@ yields (2.15 and 2.16 ask only after a timeout).
 
 import hashlib
 import time
-from typing import Callable, Iterator, Optional
+import os
+from typing import Callable, Iterator, Optional, Union
 
 from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
@@ -142,9 +143,10 @@ class _Watch:
       time.sleep(seconds_to_sleep)
 
 
-def wait_for_new_checkpoint(checkpoint_dir, last_checkpoint=None,
-                            seconds_to_sleep=1,
-                            timeout=None) -> Optional[str]:
+def wait_for_new_checkpoint(checkpoint_dir: Union[str, os.PathLike],
+                            last_checkpoint: Optional[str] = None,
+                            seconds_to_sleep: float = 1,
+                            timeout: Optional[float] = None) -> Optional[str]:
   """Waits for a finished, intact checkpoint other than `last_checkpoint`.
 
   Args:
@@ -161,7 +163,8 @@ def wait_for_new_checkpoint(checkpoint_dir, last_checkpoint=None,
 
 
 def checkpoints_iterator(
-    checkpoint_dir, min_interval_secs=0, timeout=None,
+    checkpoint_dir: Union[str, os.PathLike], min_interval_secs: float = 0,
+    timeout: Optional[float] = None,
     timeout_fn: Optional[Callable[[], bool]] = None) -> Iterator[str]:
   """Yields each new finished, intact checkpoint of `checkpoint_dir`.
 

@@ -36,7 +36,8 @@ from tf_objckpt.engine import state_file
 # ours, then TensorFlow's `_restore_checkpoint_and_maybe_run_...`.
 _FRAMES_SEARCHED = 4
 # Damaged checkpoints each saver skipped, until its kept list is recovered.
-_skipped = weakref.WeakKeyDictionary()
+_skipped: "weakref.WeakKeyDictionary[object, set]" = (
+    weakref.WeakKeyDictionary())
 
 
 def healing_when_chosen(restore):

@@ -20,6 +20,9 @@ are assigned at once, read in pieces that are all read before any is
 assigned.
 """
 
+import os
+from typing import Any, Mapping, Union
+
 from tensorflow.python.distribute import distribute_lib
 from tensorflow.python.eager import context
 from tensorflow.python.framework import errors
@@ -37,7 +40,8 @@ from tf_objckpt.inspection import checkpoint_reader
 from tf_objckpt.v1 import assignment_maps
 
 
-def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
+def init_from_checkpoint(ckpt_dir_or_file: Union[str, os.PathLike],
+                         assignment_map: Mapping[str, Any]) -> None:
   """Initializes variables from a checkpoint, by an assignment map.
 
   Args:
