@@ -21,8 +21,9 @@ setup(
                  "reimplemented in Python on top of TensorFlow ops."),
     license="Apache-2.0",
     packages=find_packages(include=["tf_objckpt", "tf_objckpt.*"]),
+    package_data={"tf_objckpt": ["py.typed"]},  # Type hints (PEP 561).
     python_requires=">=3.9,<3.14",
     install_requires=["tensorflow>=2.15,<2.22", "numpy", "absl-py"],
-    extras_require={"test": ["pytest", "tf-keras"]},
+    extras_require={"test": ["pytest", "pytest-xdist", "tf-keras"]},
     entry_points={"console_scripts": ["tf-objckpt = tf_objckpt.tools.cli:run"]},
 )

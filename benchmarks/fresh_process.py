@@ -27,6 +27,34 @@ def timed(fn):
   return time.perf_counter() - start
 
 
+def _status_bytes(field):
+  """A size from /proc/self/status (`VmRSS`, `VmHWM`), in bytes."""
+  with open("/proc/self/status") as status:
+    for line in status:
+      if line.startswith(field + ":"):
+        return int(line.split()[1]) * 1024
+  raise KeyError(field)
+
+
+def reset_peak_memory():
+  """Makes the peak resident size (`VmHWM`) the current one; returns it."""
+  with open("/proc/self/clear_refs", "w") as clear_refs:
+    clear_refs.write("5")
+  return _status_bytes("VmRSS")
+
+
+def peak_memory_added(since):
+  """Bytes the peak resident size rose above `since` (`reset_peak_memory`)."""
+  return _status_bytes("VmHWM") - since
+
+
+def timed_with_peak(fn):
+  """Seconds `fn()` takes, and the bytes it added to the peak memory."""
+  before = reset_peak_memory()
+  seconds = timed(fn)
+  return seconds, peak_memory_added(before)
+
+
 def clear(*prefixes):
   """Removes the files of `prefixes` and flushes the disk, before a write.
 

@@ -37,6 +37,9 @@ import tempfile
 from absl import app
 from absl import flags
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fresh_process  # pylint: disable=g-import-not-at-top
+
 _GIB = flags.DEFINE_list("gib", ["1", "2", "4"], "Model sizes, in GiB.")
 _PATHS = flags.DEFINE_list(
     "paths", ["read", "on_create", "restore_or_initialize", "graph", "saver"],
@@ -55,14 +58,6 @@ _CHILD = flags.DEFINE_string("child", None,
 
 _IMPLS = ("tensorflow", "tf_objckpt")
 _RESULT_PREFIX = "restore_memory result: "
-
-
-def _status_bytes(field):
-  with open("/proc/self/status") as status:
-    for line in status:
-      if line.startswith(field + ":"):
-        return int(line.split()[1]) * 1024
-  raise KeyError(field)
 
 
 def _allocate_and_free_large_blocks():
@@ -153,18 +148,12 @@ def _write(program, path):
         program.prefix)
 
 
-def _reset_peak():
-  with open("/proc/self/clear_refs", "w") as clear_refs:
-    clear_refs.write("5")  # VmHWM becomes the current resident size.
-  return _status_bytes("VmRSS")
-
-
 def _restore_eagerly(program, path):
   """Restores along eager `path`; returns (peak bytes added, first value)."""
   tf = program.tf
   if path == "on_create":
     root = tf.Module()
-    before = _reset_peak()
+    before = fresh_process.reset_peak_memory()
     status = program.checkpoint_class()(root=root).read(program.prefix)
     weights = [program.add_variable(root, f"w{index}", 0.)
                for index in range(program.count)]
@@ -172,14 +161,14 @@ def _restore_eagerly(program, path):
   else:
     module = program.module()
     checkpoint = program.checkpoint_class()(module=module)
-    before = _reset_peak()
+    before = fresh_process.reset_peak_memory()
     if path == "read":
       checkpoint.read(program.prefix).assert_consumed()
     else:
       program.manager_class()(checkpoint, program.directory,
                               max_to_keep=1).restore_or_initialize()
     weights = module.weights
-  added = _status_bytes("VmHWM") - before
+  added = fresh_process.peak_memory_added(before)
   return added, [float(weight[-1]) for weight in weights]
 
 
@@ -197,13 +186,13 @@ def _restore_in_session(program, path):
     if path == "graph":
       status = program.checkpoint_class(v1=True)(module=module).restore(
           program.prefix)
-      before = _reset_peak()
+      before = fresh_process.reset_peak_memory()
       status.run_restore_ops(session)
     else:
       saver = program.saver_class()(module.weights)
-      before = _reset_peak()
+      before = fresh_process.reset_peak_memory()
       saver.restore(session, program.prefix)
-    added = _status_bytes("VmHWM") - before
+    added = fresh_process.peak_memory_added(before)
     return added, [float(value) for value in
                    session.run([weight[-1] for weight in module.weights])]
 

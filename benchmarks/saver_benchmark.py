@@ -108,7 +108,8 @@ def _bench(workload, directory, repeats):
   for library in _SAVERS:
     for kind in ("unsharded", "sharded"):
       seconds, savers[library, kind] = _timed(
-          lambda l=library, k=kind: source.saver(l, sharded=k == "sharded"))
+          lambda lib=library, k=kind: source.saver(lib,
+                                                 sharded=k == "sharded"))
       if kind == "unsharded":
         build[library].append(seconds)
   paths = {key: os.path.join(directory, "_".join((workload,) + key))
@@ -120,20 +121,21 @@ def _bench(workload, directory, repeats):
   target = _Program(workload, 0.)
   restorers = {}
   for library in reversed(_SAVERS):  # The graph grows: the other order.
-    seconds, restorers[library] = _timed(lambda l=library: target.saver(l))
+    seconds, restorers[library] = _timed(lambda lib=library: target.saver(lib))
     build[library].append(seconds)
     target.initialize()
     target.restore(restorers[library], paths[library, "unsharded"])
     target.check(1.)
   restores = _medians(
-      {library: lambda l=library: target.restore(
-          restorers[l], paths[l, "unsharded"]) for library in _SAVERS},
+      {library: lambda lib=library: target.restore(
+          restorers[lib], paths[lib, "unsharded"]) for library in _SAVERS},
       repeats)
   target.session.close()
 
-  results = {"build": {l: statistics.median(t) for l, t in build.items()}}
+  results = {"build": {lib: statistics.median(t)
+                      for lib, t in build.items()}}
   for kind in ("unsharded", "sharded"):
-    results[f"save, {kind}"] = {l: saves[l, kind] for l in _SAVERS}
+    results[f"save, {kind}"] = {lib: saves[lib, kind] for lib in _SAVERS}
   results["restore"] = restores
   return results
 

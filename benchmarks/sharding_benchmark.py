@@ -30,6 +30,8 @@ each figure is the median of `--repeats` fresh processes, with the range
 case's: above 1 is faster than TensorFlow's one-file checkpoint. "Files
 at once" is the most data files one more write had under their temporary
 names at the same time (1: its shards were written one after the other).
+"Peak MiB" is what the write and the read added to the process's peak
+resident size (`VmHWM`), medians.
 The
 machine's load average is printed before and after: on a loaded machine,
 threads wait for a core and the ratios shrink.
@@ -117,12 +119,14 @@ def _numpy_case(request, parallel):
     work = [lambda path=path: np.fromfile(path, np.float32)
             for path in paths]
   threads = [threading.Thread(target=item) for item in work]
-  start = time.perf_counter()
-  for thread in threads:
-    thread.start()
-  for thread in threads:
-    thread.join()
-  return time.perf_counter() - start
+
+  def run_threads():
+    for thread in threads:
+      thread.start()
+    for thread in threads:
+      thread.join()
+
+  return fresh_process.timed_with_peak(run_threads)
 
 
 def _options(tf, tf_objckpt, policy):
@@ -151,12 +155,12 @@ def _eager_case(request, library, policy):
   checkpoint = checkpoint_class(v=variables)
   if request["op"] == "write":
     fresh_process.clear(request["prefix"])
-    return fresh_process.timed(
+    return fresh_process.timed_with_peak(
         lambda: checkpoint.write(request["prefix"], options=options))
-  seconds = fresh_process.timed(
+  measured = fresh_process.timed_with_peak(
       lambda: checkpoint.read(request["prefix"], options=options))
   _check_restored(variables[-1].numpy())
-  return seconds
+  return measured
 
 
 def _check_restored(last_variable_value):
@@ -188,10 +192,10 @@ def _graph_case(request, library, policy):
       saver = saver_class(variables, sharded=True)
       if writing:
         fresh_process.clear(request["prefix"])
-        seconds = fresh_process.timed(lambda: saver.save(
+        measured = fresh_process.timed_with_peak(lambda: saver.save(
             session, request["prefix"], write_meta_graph=False))
       else:
-        seconds = fresh_process.timed(
+        measured = fresh_process.timed_with_peak(
             lambda: saver.restore(session, request["prefix"]))
     else:
       checkpoint_class = (tf_objckpt.CheckpointV1 if library == "tf_objckpt"
@@ -200,15 +204,15 @@ def _graph_case(request, library, policy):
       options = _options(tf, tf_objckpt, "max_size")
       if writing:
         fresh_process.clear(request["prefix"])
-        seconds = fresh_process.timed(lambda: checkpoint.write(
+        measured = fresh_process.timed_with_peak(lambda: checkpoint.write(
             request["prefix"], session=session, options=options))
       else:
-        seconds = fresh_process.timed(
+        measured = fresh_process.timed_with_peak(
             lambda: checkpoint.restore(request["prefix"]).run_restore_ops(
                 session))
     if not writing:
       _check_restored(session.run(variables[-1]))
-  return seconds
+  return measured
 
 
 class _ConcurrencyWatch:
@@ -240,13 +244,15 @@ class _ConcurrencyWatch:
 
 
 def _run_child(request):
-  """Seconds of one write or read; or, for "watch", the most data files
-  written at once by a write."""
+  """Seconds of one write or read and the bytes it added to the peak
+  memory; or, for "watch", the most data files written at once by a
+  write."""
   if request.get("watch"):
     watch = _ConcurrencyWatch(os.path.dirname(request["prefix"]))
     _run_case(request)
-    return watch.stop()
-  return _run_case(request)
+    return {"files": watch.stop()}
+  seconds, peak_bytes = _run_case(request)
+  return {"seconds": seconds, "peak_mib": peak_bytes / (1 << 20)}
 
 
 def _run_case(request):
@@ -264,7 +270,10 @@ def _run_case(request):
 
 
 def _measure(directory):
-  """`{case: {op: [seconds...]}}`, each in a fresh process."""
+  """`{case: {op: [results...]}}`, each in a fresh process.
+
+  A result is a child's `{"seconds": ..., "peak_mib": ...}`.
+  """
   cases = list(_CASES.value)
   times = {case: {"write": [], "read": []} for case in cases}
   for round_index in range(_REPEATS.value):
@@ -273,9 +282,8 @@ def _measure(directory):
       prefix = os.path.join(directory, case, "ckpt")
       os.makedirs(os.path.dirname(prefix), exist_ok=True)
       for op in ("write", "read"):
-        result = fresh_process.run_child(
-            __file__, _flags(), case=case, op=op, prefix=prefix)
-        times[case][op].append(result["seconds"])
+        times[case][op].append(fresh_process.run_child(
+            __file__, _flags(), case=case, op=op, prefix=prefix))
       shutil.rmtree(os.path.dirname(prefix))
   return times
 
@@ -290,7 +298,7 @@ def _concurrency(directory):
     os.makedirs(os.path.dirname(prefix), exist_ok=True)
     found[case] = fresh_process.run_child(
         __file__, _flags(), case=case, op="write", prefix=prefix,
-        watch=True)["seconds"]
+        watch=True)["files"]
     shutil.rmtree(os.path.dirname(prefix))
   return found
 
@@ -300,32 +308,39 @@ def _flags():
           f"--shards={_SHARDS.value}"]
 
 
+def _seconds(results):
+  return [result["seconds"] for result in results]
+
+
 def _report(times, loads, concurrency):
-  baseline = {op: statistics.median(times["tensorflow"][op])
-              for op in ("write", "read")} if "tensorflow" in times else None
+  baseline = ({op: statistics.median(_seconds(times["tensorflow"][op]))
+               for op in ("write", "read")}
+              if "tensorflow" in times else None)
   print(f"{_GIB.value:g} GiB in {_VARIABLES.value} float32 variables, "
         f"{len(os.sched_getaffinity(0))} cores, MaxShardSizePolicy into "
         f"{_SHARDS.value} files; median [fastest-slowest] of "
         f"{_REPEATS.value} fresh processes; load average "
-        f"{loads[0]:.2f} before, {loads[1]:.2f} after")
+        f"{loads[0]:.2f} before, {loads[1]:.2f} after; peak: MiB the "
+        f"write / read added to the peak resident size (median)")
   print(f"{'case':<28}{'write s':>24}{'read s':>24}"
-        f"{'TF default / this':>22}{'files at once':>15}")
+        f"{'TF default / this':>22}{'peak MiB':>14}{'files at once':>15}")
   for case, by_op in times.items():
-    cells, ratios = [], []
+    cells, ratios, peaks = [], [], []
     for op in ("write", "read"):
-      values = by_op[op]
+      values = _seconds(by_op[op])
       median = statistics.median(values)
       cells.append(f"{median:7.3f} [{min(values):.3f}-{max(values):.3f}]")
+      peaks.append(f"{statistics.median(r['peak_mib'] for r in by_op[op]):.0f}")
       if baseline:
         ratios.append(f"{baseline[op] / median:5.2f}x")
     print(f"{case:<28}{cells[0]:>24}{cells[1]:>24}"
-          f"{'  '.join(ratios):>22}{concurrency.get(case, ''):>15}",
-          flush=True)
+          f"{'  '.join(ratios):>22}{' / '.join(peaks):>14}"
+          f"{concurrency.get(case, ''):>15}", flush=True)
 
 
 def main(_):
   if _CHILD.value:
-    fresh_process.emit({"seconds": _run_child(json.loads(_CHILD.value))})
+    fresh_process.emit(_run_child(json.loads(_CHILD.value)))
     return
   before = os.getloadavg()[0]
   with tempfile.TemporaryDirectory(dir=_DIRECTORY.value) as directory:

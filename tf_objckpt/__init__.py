@@ -49,7 +49,8 @@ _EXPORTS = {
     "TrackableSaver": "checkpoint",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+# Built from _EXPORTS, so ruff cannot read it.
+__all__ = sorted(_EXPORTS) + ["__version__"]  # noqa: PLE0605
 
 
 def __getattr__(name):

@@ -10,7 +10,7 @@ checkpoint is not reported as a damaged index that does not exist.
 
 Covers: tf_objckpt.inspection.verify_checkpoint,
 tf_objckpt.inspection.checkpoint_listing, tf_objckpt.tools.cli,
-tf_objckpt.tools.diff_checkpoints, tf_objckpt.api.intact_restore.
+tf_objckpt.tools.diff_checkpoints, tf_objckpt.api.self_healing.
 """
 
 import logging

@@ -385,7 +385,7 @@ def test_restore_then_create_many_variables_reads_each_value(tmp_path):
     for i in reversed(range(20)):
       target.others[f"k{i}"] = tf.Variable(-1, dtype=tf.int64)
     target.vs = []
-    for i in range(50):
+    for _ in range(50):
       target.vs.append(tf.Variable(np.zeros((5,), np.float32)))
     status.assert_consumed()
     tl.assert_variables_equal(source.vs, target.vs)

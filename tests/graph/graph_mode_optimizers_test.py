@@ -78,8 +78,8 @@ def test_more_optimizers_save_and_cross_restore(tmp_path, kind, optimizer):
   our_path, our_values = _train_and_save("ours", tmp_path, kind, optimizer)
   tl.assert_same_checkpoint(their_path, our_path,
                                      compare_values=False)
-  for writer, path, expected in (("tf", their_path, their_values),
-                                 ("ours", our_path, our_values)):
+  for path, expected in ((their_path, their_values),
+                         (our_path, our_values)):
     for reader in tl.IMPLS:
       tl.assert_values_equal(
           expected, _restore_then_minimize(reader, kind, optimizer, path))

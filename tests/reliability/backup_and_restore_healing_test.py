@@ -8,7 +8,7 @@ resumes from an older backup still on disk (one a kill left before its
 deletion, here put back by hand), from its epoch and weights. With only
 damaged backups it raises, as TensorFlow's manager does on every restart.
 
-Covers: tf_objckpt.api.intact_restore, tf_objckpt.checkpoint_management,
+Covers: tf_objckpt.api.self_healing, tf_objckpt.checkpoint_management,
 tf_objckpt.tools.patching, tf_objckpt.api.checkpoint_manager.
 """
 

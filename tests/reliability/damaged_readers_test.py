@@ -142,8 +142,8 @@ def test_graph_warm_start_fails_when_its_initializers_run(tmp_path):
   _flip_middle_of(path, _BROKEN)
 
   def warm_start(program):
-    variables = {name: program.variable(name, np.zeros_like(value))
-                 for name, value in _VALUES.items()}
+    for name, value in _VALUES.items():
+      program.variable(name, np.zeros_like(value))
     program.lib.checkpoint_utils.init_from_checkpoint(path, {"/": "/"})
     return type(tl.outcome(program.initialize).error)
 

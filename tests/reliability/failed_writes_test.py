@@ -26,7 +26,6 @@ import re
 import tempfile
 import textwrap
 
-import numpy as np
 import pytest
 import tensorflow as tf
 

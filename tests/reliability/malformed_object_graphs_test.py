@@ -374,7 +374,7 @@ def test_shared_keys_and_repeated_children_restore_as_tensorflow_does(
       str(tmp_path / "ckpt"), values, _edited(proto, edit))
   results = {impl: _restore_into_fresh_objects(path, impl)
              for impl in ("tf", "ours")}
-  for impl, (error, _, after) in results.items():
+  for impl, (error, _, _) in results.items():
     assert error is None, (impl, error)
   for expected, actual in zip(results["tf"][2], results["ours"][2]):
     np.testing.assert_array_equal(expected, actual)

@@ -16,7 +16,6 @@ import os
 import threading
 import time
 
-import pytest
 import tensorflow as tf
 
 import testlib as tl

@@ -12,7 +12,7 @@ objects, eagerly into objects created after the restore, and graph
 building; TensorFlow's classes too while patched. TensorFlow's manager
 fails on a damaged newest checkpoint.
 
-Covers: tf_objckpt.api.intact_restore, tf_objckpt.checkpoint_management,
+Covers: tf_objckpt.api.self_healing, tf_objckpt.checkpoint_management,
 tf_objckpt.inspection.verify_checkpoint, tf_objckpt.api.checkpoint_manager.
 """
 

@@ -25,7 +25,7 @@ from tensorflow.python.framework import errors
 from tensorflow.python.ops import variables as tf_variables
 
 import testlib as tl
-from tf_objckpt.engine import read_plan
+from tf_objckpt.engine import reads
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt import saver as saver_lib
 from tf_objckpt.v1 import saver_builders
@@ -784,8 +784,8 @@ def test_restore_plan_read_from_graph_matches_built_plan(kwargs):
     read = restore_plan.plan_from_graph(graph, name)
     assert sorted(read.reads) == sorted(built.reads)
     assert len(built.reads) == 2 + 3 + 2 + 1
-    assert read_plan.Read("unknown_shape", "", tf.float32, None,
-                          read_plan.SAME_SHAPE) in built.reads
+    assert reads.Read("unknown_shape", "", tf.float32, None,
+                      reads.ShapeMatch.SAME_SHAPE) in built.reads
 
 
 # ----------------------------------------------------------------------------

@@ -114,9 +114,10 @@ def start_python(args, env=None, capture=True):
     The `subprocess.Popen`; stop it with `kill_group`.
   """
   output = subprocess.PIPE if capture else subprocess.DEVNULL
-  return subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+  return subprocess.Popen(
       [sys.executable, *map(str, args)], stdout=output, stderr=output,
-      text=True, env=env or child_env(), preexec_fn=_die_with_parent)
+      text=True, env=env or child_env(),
+      preexec_fn=_die_with_parent)  # noqa: PLW1509  # Two system calls.
 
 
 def kill_group(process):

@@ -5,7 +5,7 @@ paragraph that starts `Covers:` and names, by dotted path, the modules of
 the package whose behaviour its tests check, separated by commas and ended
 by a period (the paragraph may wrap):
 
-    Covers: tf_objckpt.engine.reads, tf_objckpt.api.intact_restore.
+    Covers: tf_objckpt.engine.reads, tf_objckpt.api.self_healing.
 
 A test of the repository rather than the package says `Covers: no module;`
 and what it checks instead. Every module of `tf_objckpt/`, read from the
@@ -145,8 +145,8 @@ def test_exempt_modules_hold_only_a_docstring():
 def test_the_form_is_read_as_documented():
   assert covered_modules(
       "What it checks.\n\nCovers: tf_objckpt.engine.reads,\n"
-      "tf_objckpt.api.intact_restore.\n") == {
-          "tf_objckpt.engine.reads", "tf_objckpt.api.intact_restore"}
+      "tf_objckpt.api.self_healing.\n") == {
+          "tf_objckpt.engine.reads", "tf_objckpt.api.self_healing"}
   assert covered_modules("Title.\n\nCovers: tf_objckpt.\n") == {"tf_objckpt"}
   assert covered_modules(
       "Title, and an example:\n\n    Covers: tf_objckpt.a.\n\n"

@@ -3,11 +3,14 @@
 README.md and CONTRIBUTING.md link to files of the repository, API.md
 names the tests that pin each departure from TensorFlow, and ARCHITECTURE.md
 names the modules a save and a restore go through; a renamed file, module
-or test must not leave them pointing at nothing.
+or test must not leave them pointing at nothing. The layer tables of
+ARCHITECTURE.md and CONTRIBUTING.md list what `LAYERS` of
+module_structure_test.py, the one enforced, says.
 
 Covers: no module; it checks the docs.
 """
 
+import ast
 import os
 import re
 
@@ -20,6 +23,9 @@ _DOCS = ("README.md", "CONTRIBUTING.md", "API.md", "ARCHITECTURE.md")
 _MODULE_PATH = re.compile(r"`((?:[a-z0-9_]+/)*[a-z0-9_]+\.py)`")
 _LINK = re.compile(r"\]\(([^)#\s]+)[^)]*\)")
 _TEST_REFERENCE = re.compile(r"`(tests/[\w/]+_test\.py)(?:::(\w+))?`")
+# A row of a layer table: "| 3. objects | ... |".
+_LAYER_ROW = re.compile(r"^\| (\d)\. (\w+) \|(.*)\|$", re.MULTILINE)
+_BACKTICKED = re.compile(r"`([a-z0-9_]+/?)`")
 
 
 def _read(name):
@@ -78,3 +84,51 @@ def test_api_reference_names_tests_that_exist():
         rf"^def {test_name}\(", _read(path), re.MULTILINE):
       missing.append(f"{path}::{test_name}")
   assert not missing, f"API.md names tests that do not exist: {missing}"
+
+
+def _enforced_layers():
+  """`{layer: set of modules and subpackages}` from module_structure_test.
+
+  Read from its source, as data: the package's root and its `__main__`
+  belong to the tools layer but are no row's business.
+  """
+  source = _read(os.path.join("tests", "tools", "module_structure_test.py"))
+  values = {}
+  for node in ast.parse(source).body:
+    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+      if node.targets[0].id in ("LAYERS", "LAYER_ORDER"):
+        values[node.targets[0].id] = ast.literal_eval(node.value)
+  layers = {layer: set() for layer in values["LAYER_ORDER"]}
+  for module, layer in values["LAYERS"].items():
+    if module not in ("tf_objckpt", "tf_objckpt.__main__"):
+      layers[layer].add(module)
+  return values["LAYER_ORDER"], layers
+
+
+def _documented_layers(doc, modules_column, folders_column):
+  """`{(number, layer): set of modules}` from the layer table of `doc`.
+
+  In the cell `modules_column` (counted after the layer's), a backticked
+  `name` is a top-level module and `name/` a subpackage; in the cell
+  `folders_column`, only subpackages count (other names are its content).
+  """
+  layers = {}
+  for number, layer, cells in _LAYER_ROW.findall(_read(doc)):
+    cells = cells.split("|")
+    names = _BACKTICKED.findall(cells[modules_column]) + [
+        name for name in _BACKTICKED.findall(cells[folders_column])
+        if name.endswith("/")]
+    layers[(int(number), layer)] = {"tf_objckpt." + name.rstrip("/")
+                                    for name in names}
+  return layers
+
+
+@pytest.mark.parametrize("doc, modules_column, folders_column",
+                         [("ARCHITECTURE.md", 1, 1),
+                          ("CONTRIBUTING.md", 0, 1)])
+def test_layer_tables_agree_with_the_enforced_layers(doc, modules_column,
+                                                     folders_column):
+  order, enforced = _enforced_layers()
+  documented = _documented_layers(doc, modules_column, folders_column)
+  assert {(order.index(layer), layer): modules
+          for layer, modules in enforced.items()} == documented, doc

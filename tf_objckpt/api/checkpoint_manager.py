@@ -17,6 +17,7 @@ import inspect
 import numbers
 import os
 import time
+from typing import Any, Callable, List, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -34,6 +35,7 @@ from tf_objckpt.engine import leftovers
 from tf_objckpt.engine import save_errors
 from tf_objckpt.engine import state_file
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation.type_hints import Options
 
 
 def _evaluate(value):
@@ -79,15 +81,15 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
   """
 
   def __init__(self,  # pylint: disable=super-init-not-called
-               checkpoint,
-               directory,
-               max_to_keep,
-               keep_checkpoint_every_n_hours=None,
-               checkpoint_name="ckpt",
-               step_counter=None,
-               checkpoint_interval=None,
-               init_fn=None,
-               last_checkpoint_step=None):
+               checkpoint: Any,
+               directory: Union[str, os.PathLike],
+               max_to_keep: Optional[int],
+               keep_checkpoint_every_n_hours: Optional[float] = None,
+               checkpoint_name: str = "ckpt",
+               step_counter: Any = None,
+               checkpoint_interval: Optional[int] = None,
+               init_fn: Optional[Callable[[], Any]] = None,
+               last_checkpoint_step: Optional[int] = None) -> None:
     """Creates a manager for the checkpoints of `checkpoint` in `directory`.
 
     Args:
@@ -127,10 +129,11 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     if checkpoint_interval is not None:
       self._step_counter = step_counter
       self._last_checkpoint_step = last_checkpoint_step
-    self._maybe_delete = collections.OrderedDict()
+    self._maybe_delete: "collections.OrderedDict[str, float]" = (
+        collections.OrderedDict())
     # Names of checkpoints `restore_or_initialize` found damaged: kept on
     # disk, unless a save replaces them.
-    self._damaged = set()
+    self._damaged: set[str] = set()
     self._recover_state()
     leftovers.remove_stale(self._checkpoint_prefix, keep=self._listed_names(),
                         state_file=state_file.STATE_FILENAME)
@@ -158,25 +161,25 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     self._last_preserved_timestamp = retained.last_preserved_timestamp
 
   @property
-  def directory(self):
+  def directory(self) -> str:
     return self._directory
 
   @property
-  def checkpoint_interval(self):
+  def checkpoint_interval(self) -> Optional[int]:
     return self._checkpoint_interval
 
   @property
-  def checkpoint(self):
+  def checkpoint(self) -> Any:
     """The managed checkpoint object."""
     return self._checkpoint
 
   @property
-  def latest_checkpoint(self):
+  def latest_checkpoint(self) -> Optional[str]:
     """Prefix of the newest checkpoint in `directory`, or None."""
     return self._latest_checkpoint
 
   @property
-  def checkpoints(self):
+  def checkpoints(self) -> List[str]:
     """Prefixes of the active checkpoints, oldest first.
 
     Checkpoints preserved by `keep_checkpoint_every_n_hours` are not listed.
@@ -347,7 +350,8 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     return True, step
 
   @save_transaction.one_save_at_a_time
-  def save(self, checkpoint_number=None, check_interval=True, options=None):
+  def save(self, checkpoint_number: Any = None, check_interval: bool = True,
+           options: Options = None) -> Optional[str]:
     """Writes a new checkpoint and deletes the ones no longer kept.
 
     Args:
@@ -390,7 +394,7 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
           state_file=state_file.STATE_FILENAME)
       return self._write(plan, options)
 
-  def restore_or_initialize(self):
+  def restore_or_initialize(self) -> Optional[str]:
     """Restores the newest intact checkpoint, or calls `init_fn` if none.
 
     With a tf_objckpt checkpoint, a damaged checkpoint (what `tf-objckpt
@@ -460,7 +464,7 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     return state_file.unlisted_checkpoints(
         self._directory, listed, os.path.basename(self._checkpoint_prefix))
 
-  def sync(self):
+  def sync(self) -> None:
     """Waits for the checkpoint object's outstanding saves and restores."""
     sync = getattr(self._checkpoint, "sync", None)
     if sync is not None:

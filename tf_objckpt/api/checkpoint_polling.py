@@ -12,7 +12,7 @@ intact:
   of the directory, still running). It is looked at again at each poll,
   and yielded once complete; if the state file moves on first, one
   WARNING says it was skipped.
-- damaged: `verify` finds a problem (`intact_restore.damage`, which reads
+- damaged: `verify` finds a problem (`self_healing.damage`, which reads
   every value, as `restore_or_initialize` decides): skipped with one
   WARNING, and the wait goes on. It is judged once per save (its files'
   content and times), so a checkpoint saved again under the same name, as
@@ -25,13 +25,14 @@ yields (2.15 and 2.16 ask only after a timeout).
 
 import hashlib
 import time
-from typing import Callable, Iterator, Optional
+import os
+from typing import Callable, Iterator, Optional, Union
 
 from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.platform import tf_logging as logging
 
-from tf_objckpt.api import intact_restore
+from tf_objckpt.api import self_healing
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import state_file
 
@@ -108,11 +109,11 @@ class _Watch:
     version = _version(prefix)
     if version in self._damaged:
       return None
-    problems = intact_restore.damage(prefix)
+    problems = self_healing.damage(prefix)
     if problems:
       self._damaged.add(version)
       _warn_skipped(prefix, "it is damaged: " +
-                    intact_restore.summary(problems))
+                    self_healing.summary(problems))
       return None
     return prefix
 
@@ -133,18 +134,19 @@ class _Watch:
     logging.info("Waiting for new checkpoint at %s", self._directory)
     stop_time = time.time() + timeout if timeout is not None else None
     while True:
-      checkpoint_path = self.new_checkpoint(last_checkpoint)
-      if checkpoint_path is not None:
-        logging.info("Found new checkpoint at %s", checkpoint_path)
-        return checkpoint_path
+      save_path = self.new_checkpoint(last_checkpoint)
+      if save_path is not None:
+        logging.info("Found new checkpoint at %s", save_path)
+        return save_path
       if stop_time is not None and time.time() + seconds_to_sleep > stop_time:
         return None
       time.sleep(seconds_to_sleep)
 
 
-def wait_for_new_checkpoint(checkpoint_dir, last_checkpoint=None,
-                            seconds_to_sleep=1,
-                            timeout=None) -> Optional[str]:
+def wait_for_new_checkpoint(checkpoint_dir: Union[str, os.PathLike],
+                            last_checkpoint: Optional[str] = None,
+                            seconds_to_sleep: float = 1,
+                            timeout: Optional[float] = None) -> Optional[str]:
   """Waits for a finished, intact checkpoint other than `last_checkpoint`.
 
   Args:
@@ -161,7 +163,8 @@ def wait_for_new_checkpoint(checkpoint_dir, last_checkpoint=None,
 
 
 def checkpoints_iterator(
-    checkpoint_dir, min_interval_secs=0, timeout=None,
+    checkpoint_dir: Union[str, os.PathLike], min_interval_secs: float = 0,
+    timeout: Optional[float] = None,
     timeout_fn: Optional[Callable[[], bool]] = None) -> Iterator[str]:
   """Yields each new finished, intact checkpoint of `checkpoint_dir`.
 
@@ -178,13 +181,13 @@ def checkpoints_iterator(
     Checkpoint prefixes, as they arrive.
   """
   watch = _Watch(checkpoint_dir)
-  checkpoint_path = None
+  save_path = None
   while True:
-    new_checkpoint_path = watch.wait(checkpoint_path, 1, timeout)
-    if new_checkpoint_path is not None:
+    new_save_path = watch.wait(save_path, 1, timeout)
+    if new_save_path is not None:
       start = time.time()
-      checkpoint_path = new_checkpoint_path
-      yield checkpoint_path
+      save_path = new_save_path
+      yield save_path
       time_to_next = start + min_interval_secs - time.time()
       if time_to_next > 0:
         time.sleep(time_to_next)

@@ -17,6 +17,7 @@ from tensorflow.python.framework import tensor_shape
 from tf_objckpt.api import named_restores
 from tf_objckpt.api import sessions
 from tf_objckpt.foundation import identity_containers
+from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import structure_base
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_report
@@ -27,31 +28,31 @@ class LoadStatus(abc.ABC):
   """What a restore returns: assertions about the match, and restore ops."""
 
   @abc.abstractmethod
-  def assert_consumed(self):
+  def assert_consumed(self) -> "LoadStatus":
     """Raises unless every checkpointed value and object was matched."""
 
   @abc.abstractmethod
-  def assert_existing_objects_matched(self):
+  def assert_existing_objects_matched(self) -> "LoadStatus":
     """Raises unless every existing Python object got a value."""
 
   @abc.abstractmethod
-  def assert_nontrivial_match(self):
+  def assert_nontrivial_match(self) -> "LoadStatus":
     """Raises if nothing beyond the root object matched."""
 
   @abc.abstractmethod
-  def run_restore_ops(self, session=None):
+  def run_restore_ops(self, session: Session = None) -> None:
     """Runs the restore ops (graph mode); requires a checkpoint."""
 
   @abc.abstractmethod
-  def initialize_or_restore(self, session=None):
+  def initialize_or_restore(self, session: Session = None) -> None:
     """Restores what the checkpoint has and initializes everything else."""
 
-  def expect_partial(self):
+  def expect_partial(self) -> "LoadStatus":
     """Silences the warning about values left unrestored."""
     return self
 
   @abc.abstractmethod
-  def report(self):
+  def report(self) -> restore_report.RestoreReport:
     """A `RestoreReport`: what was restored, left over, and left without."""
 
   def restored_shapes_and_dtypes(self):
@@ -118,7 +119,7 @@ class CheckpointLoadStatus(LoadStatus):
     self._graph_view = graph_view
     self._root = graph_view.root  # The view may hold only a weak reference.
 
-  def assert_consumed(self):
+  def assert_consumed(self) -> "CheckpointLoadStatus":
     """Asserts every checkpointed value and every object was matched.
 
     Raises:
@@ -214,7 +215,7 @@ class CheckpointLoadStatus(LoadStatus):
     return [(checkpoint_values.shapes.get(key), checkpoint_values.dtypes[key])
             for key in keys if key in checkpoint_values.dtypes]
 
-  def report(self):
+  def report(self) -> restore_report.RestoreReport:
     """What this restore matched so far, as a `RestoreReport`."""
     checkpoint = self._checkpoint
     skipped = checkpoint.skipped_slot_node_ids()
@@ -241,7 +242,7 @@ class CheckpointLoadStatus(LoadStatus):
         continue
       checkpoint.seen_objects.add(obj)
 
-  def assert_existing_objects_matched(self):
+  def assert_existing_objects_matched(self) -> "CheckpointLoadStatus":
     """Asserts every existing object in the dependency graph got a value.
 
     Weaker than `assert_consumed`: checkpointed values whose objects do not
@@ -275,7 +276,7 @@ class CheckpointLoadStatus(LoadStatus):
     return [obj for obj in objects_with_values(
         self._checkpoint.seen_objects) if obj not in bound]
 
-  def assert_nontrivial_match(self):
+  def assert_nontrivial_match(self) -> "CheckpointLoadStatus":
     """Asserts that something besides the root object matched."""
     self._checkpoint.raise_mismatch()
     for obj in self._graph_view.list_objects(
@@ -295,7 +296,7 @@ class CheckpointLoadStatus(LoadStatus):
           f"{self._graph_view.root} yet.")
     return self
 
-  def run_restore_ops(self, session=None):
+  def run_restore_ops(self, session: Session = None) -> None:
     """Runs the restore ops created so far (graph mode).
 
     Raises:
@@ -323,7 +324,7 @@ class CheckpointLoadStatus(LoadStatus):
       for restore_op in self._checkpoint.restore_ops:
         session.run(restore_op, feed_dict=self._feed_dict)
 
-  def initialize_or_restore(self, session=None):
+  def initialize_or_restore(self, session: Session = None) -> None:
     """Restores matched objects and initializes the others (graph mode).
 
     Objects restored by this or a later `restore()` are not initialized.
@@ -341,7 +342,7 @@ class CheckpointLoadStatus(LoadStatus):
     self.run_restore_ops(session=session)
     session.run(initializers)
 
-  def expect_partial(self):
+  def expect_partial(self) -> "CheckpointLoadStatus":
     self._checkpoint.expect_partial = True
     return self
 
@@ -362,27 +363,27 @@ class InitializationOnlyStatus(LoadStatus):
     self._restore_uid = restore_uid
     self._root = graph_view.root
 
-  def assert_consumed(self):
+  def assert_consumed(self) -> "InitializationOnlyStatus":
     raise AssertionError(_NO_CHECKPOINT)
 
-  def assert_existing_objects_matched(self):
+  def assert_existing_objects_matched(self) -> "InitializationOnlyStatus":
     raise AssertionError(_NO_CHECKPOINT)
 
-  def assert_nontrivial_match(self):
+  def assert_nontrivial_match(self) -> "InitializationOnlyStatus":
     raise AssertionError(_NO_CHECKPOINT)
 
-  def run_restore_ops(self, session=None):
+  def run_restore_ops(self, session: Session = None) -> None:
     raise AssertionError(
         "No checkpoint specified, so no restore ops are available "
         "(save_path=None to Saver.restore).")
 
-  def report(self):
+  def report(self) -> restore_report.RestoreReport:
     """Nothing restored: every object with state is without a value."""
     objects = objects_with_values(self._graph_view.list_objects())
     return restore_report.RestoreReport(
         None, (), (), tuple(describe_objects(self._graph_view, objects)))
 
-  def initialize_or_restore(self, session=None):
+  def initialize_or_restore(self, session: Session = None) -> None:
     """Runs the initializers of objects not restored by a later restore."""
     if context.executing_eagerly():
       return

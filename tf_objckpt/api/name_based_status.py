@@ -14,6 +14,7 @@ from tf_objckpt.api import load_status
 from tf_objckpt.api import sessions
 from tf_objckpt.engine import reads
 from tf_objckpt.foundation import identity_containers
+from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.restoring import name_based
 from tf_objckpt.restoring import restore_report
@@ -42,7 +43,7 @@ class NameBasedSaverStatus(load_status.LoadStatus):
     """Ignores `var` in assertions (e.g. a save counter the Saver lacks)."""
     self._optionally_restored.add(var)
 
-  def assert_consumed(self):
+  def assert_consumed(self) -> "NameBasedSaverStatus":
     """Raises if an object, or a v1 optimizer value, found no home by name.
 
     Checkpoint values with no object are not errors, as in TensorFlow; but
@@ -64,7 +65,7 @@ class NameBasedSaverStatus(load_status.LoadStatus):
           [value for value in report.unmatched if value.key in leftover]))
     return self
 
-  def assert_existing_objects_matched(self):
+  def assert_existing_objects_matched(self) -> "NameBasedSaverStatus":
     """Raises if an attribute or object found no value by name."""
     unused = self._unused_attributes()
     if unused:
@@ -106,11 +107,11 @@ class NameBasedSaverStatus(load_status.LoadStatus):
         not_restored.append(obj)
     return not_restored
 
-  def report(self):
+  def report(self) -> restore_report.RestoreReport:
     """What this restore matched so far, as a `RestoreReport`."""
     checkpoint = self._checkpoint
     values = checkpoint.values()
-    restored = []
+    restored: list = []
     for obj, path in self._graph_view.objects_with_paths():
       if getattr(obj, "_update_uid", -1) < checkpoint.restore_uid:
         continue
@@ -137,7 +138,7 @@ class NameBasedSaverStatus(load_status.LoadStatus):
         checkpoint.save_path, tuple(restored), tuple(unmatched),
         tuple(load_status.describe_objects(self._graph_view, without)))
 
-  def assert_nontrivial_match(self):
+  def assert_nontrivial_match(self) -> "NameBasedSaverStatus":
     return self.assert_existing_objects_matched()
 
   def _gather_saveable_objects(self):
@@ -152,7 +153,7 @@ class NameBasedSaverStatus(load_status.LoadStatus):
           self._checkpoint.globally_named_object_attributes(obj))
     return saveables
 
-  def run_restore_ops(self, session=None):
+  def run_restore_ops(self, session: Session = None) -> None:
     """Restores by name with a v1 `Saver` (graph mode)."""
     if context.executing_eagerly():
       return
@@ -163,7 +164,7 @@ class NameBasedSaverStatus(load_status.LoadStatus):
           sess=sessions.default_session(session, "restore by name"),
           save_path=self._checkpoint.save_path)
 
-  def initialize_or_restore(self, session=None):
+  def initialize_or_restore(self, session: Session = None) -> None:
     self.run_restore_ops(session=session)
 
 

@@ -1,15 +1,15 @@
-"""Restores of a path the user names: no fallback, but a pointer to one.
+"""Restores of a path the user names: no self-healing, but a pointer.
 
 `checkpoint.restore(manager.latest_checkpoint)` or `saver.restore(sess,
 tf.train.latest_checkpoint(directory))` restore the path given, damaged or
 not: only code that chooses the checkpoint itself falls back past damage
 (`CheckpointManager.restore_or_initialize()`, TensorFlow's
-`SessionManager`; see `intact_restore`). When a restore of a named path
+`SessionManager`; see `self_healing`). When a restore of a named path
 fails on damage, `pointing_to_intact` raises the error again, of its type,
 its message ending with the newest intact checkpoint the directory's state
 file lists, the one `restore_or_initialize()` would have restored.
 
-Finding it reads whole checkpoints (`intact_restore.damage`), only after a
+Finding it reads whole checkpoints (`self_healing.damage`), only after a
 restore failed.
 """
 
@@ -20,7 +20,7 @@ import os
 from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 
-from tf_objckpt.api import intact_restore
+from tf_objckpt.api import self_healing
 from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
@@ -133,6 +133,6 @@ def _newest_intact_listed(save_path):
   named = state_file.comparable(save_path)
   position = names.index(named) if named in names else None
   for index, path in enumerate(listed):
-    if names[index] != named and not intact_restore.damage(path):
+    if names[index] != named and not self_healing.damage(path):
       return path, position is not None and index > position
   return None, False

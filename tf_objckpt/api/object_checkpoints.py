@@ -13,6 +13,7 @@ TensorFlow's names for this module are `checkpoint` (TensorFlow 2) and
 import dataclasses
 import functools
 import os
+from typing import Any, Optional
 import weakref
 
 from tensorflow.python.eager import context
@@ -24,16 +25,21 @@ from tensorflow.python.platform import tf_logging as logging
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
-from tf_objckpt.api import intact_restore
+from tf_objckpt.api import load_status
 from tf_objckpt.api import name_based_status
 from tf_objckpt.api import named_restores
 from tf_objckpt.api import save_transaction
+from tf_objckpt.api import self_healing
 from tf_objckpt.api import sessions
 from tf_objckpt.api import trackable_saver
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
 from tf_objckpt.engine import state_file
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation.type_hints import CheckpointPath
+from tf_objckpt.foundation.type_hints import Options
+from tf_objckpt.foundation.type_hints import PathOrTensor
+from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import auto_trackable
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
@@ -91,10 +97,10 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
   # saves synchronously).
   _ASYNC_SAVES = False
 
-  def __init__(self, **kwargs):
+  def __init__(self, **kwargs: Any) -> None:
     super().__init__()
     _assign_trackable_arguments(self, kwargs)
-    self._save_counter = None  # Created lazily, for restore-on-create.
+    self._save_counter: Any = None  # Created lazily, for restore-on-create.
     self._save_assign_op = None
     self._saver = trackable_saver.saver_with_op_caching(self)
 
@@ -260,12 +266,12 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
     """Restores the newest intact checkpoint of `candidates` (newest first).
 
     What `CheckpointManager.restore_or_initialize` calls on checkpoints
-    whose restores are all-or-nothing; see `intact_restore`.
+    whose restores are all-or-nothing; see `self_healing`.
 
     Returns:
       The restored path, and the damaged paths skipped.
     """
-    return intact_restore.restore_newest_intact(
+    return self_healing.restore_newest_intact(
         lambda path: self._restore(path, check_values_first=True), candidates)
 
 
@@ -285,16 +291,19 @@ class CheckpointV1(_CheckpointBase):
   `initialize_or_restore`.
   """
 
-  def write(self, file_prefix, session=None, options=None):
+  def write(self, file_prefix: CheckpointPath, session: Session = None,
+            options: Options = None) -> PathOrTensor:
     """Writes a checkpoint at `file_prefix`, without numbering or state."""
     return self._write(file_prefix, session=session, options=options)
 
-  def save(self, file_prefix, session=None, options=None):
+  def save(self, file_prefix: CheckpointPath, session: Session = None,
+           options: Options = None) -> PathOrTensor:
     """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
     return self._save(file_prefix, session=session, options=options)
 
   @named_restores.restore_pointing_to_intact
-  def restore(self, save_path, options=None):
+  def restore(self, save_path: Optional[CheckpointPath],
+              options: Options = None) -> load_status.LoadStatus:
     """Restores from `save_path`; returns a load status."""
     return self._restore(save_path, options=options)
 
@@ -316,7 +325,7 @@ class Checkpoint(_CheckpointBase):
   _ACCEPTS_WEAK_REFERENCES = True
   _ASYNC_SAVES = True
 
-  def __init__(self, root=None, **kwargs):
+  def __init__(self, root: Any = None, **kwargs: Any) -> None:
     if root is None:
       self._attached_dependencies = None
       super().__init__(**kwargs)
@@ -356,22 +365,26 @@ class Checkpoint(_CheckpointBase):
     if waiting:
       waiting[0].restore(self._save_counter)
 
-  def write(self, file_prefix, options=None):
+  def write(self, file_prefix: CheckpointPath,
+            options: Options = None) -> PathOrTensor:
     """Writes a checkpoint at `file_prefix`, without numbering or state."""
     return self._write(file_prefix, options=options)
 
-  def save(self, file_prefix, options=None):
+  def save(self, file_prefix: CheckpointPath,
+           options: Options = None) -> PathOrTensor:
     """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
     return self._save(file_prefix, options=options)
 
   @named_restores.restore_pointing_to_intact
-  def read(self, save_path, options=None):
+  def read(self, save_path: CheckpointPath,
+           options: Options = None) -> load_status.LoadStatus:
     """Restores a checkpoint written by `write` (no save counter handling)."""
     self._finish_pending_write()
     return self._saver.restore(save_path=save_path, options=options)
 
   @named_restores.restore_pointing_to_intact
-  def restore(self, save_path, options=None):
+  def restore(self, save_path: Optional[CheckpointPath],
+              options: Options = None) -> load_status.LoadStatus:
     """Restores from `save_path` (a checkpoint or a SavedModel directory).
 
     Returns:
@@ -380,7 +393,7 @@ class Checkpoint(_CheckpointBase):
     return self._restore(_saved_model_variables_path(save_path),
                          options=options)
 
-  def sync(self):
+  def sync(self) -> None:
     """Waits for the pending asynchronous write; raises its error, if any."""
     self._finish_pending_write()
 
@@ -397,7 +410,8 @@ def _saved_model_variables_path(save_path):
   return save_path
 
 
-def streaming_restore(status, session=None):
+def streaming_restore(status: load_status.LoadStatus,
+                      session: Session = None) -> None:
   """When graph building, runs restore ops as soon as they are created.
 
   Restore ops for dependencies added later (deferred restores) run in
@@ -416,8 +430,9 @@ def streaming_restore(status, session=None):
         "`Checkpoint.restore()` (and run its restore ops), or eagerly.")
   status.run_restore_ops(session=session)
   # pylint: disable=protected-access
-  feed_dict = status._feed_dict
-  status._checkpoint.on_new_restore_ops = (
+  # An object-based status here: `CheckpointLoadStatus`.
+  feed_dict = status._feed_dict  # type: ignore[attr-defined]
+  status._checkpoint.on_new_restore_ops = (  # type: ignore[attr-defined]
       lambda new_ops: session.run(new_ops, feed_dict=feed_dict))
 
 

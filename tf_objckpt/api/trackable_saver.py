@@ -13,6 +13,7 @@ import contextlib
 import copy
 import gc
 import os
+from typing import Any, Optional
 
 from tensorflow.python.checkpoint import checkpoint_options
 from tensorflow.python.client import session as session_lib
@@ -25,10 +26,10 @@ from tensorflow.python.lib.io import file_io
 from tensorflow.python.ops import array_ops
 from tensorflow.python.util import compat
 
-from tf_objckpt.api import intact_restore
 from tf_objckpt.api import load_status
 from tf_objckpt.api import name_based_status
 from tf_objckpt.api import save_transaction
+from tf_objckpt.api import self_healing
 from tf_objckpt.api import sessions
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import multi_device_saver
@@ -38,6 +39,10 @@ from tf_objckpt.engine import sharding
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
+from tf_objckpt.foundation.type_hints import CheckpointPath
+from tf_objckpt.foundation.type_hints import Options
+from tf_objckpt.foundation.type_hints import PathOrTensor
+from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
 from tf_objckpt.restoring import object_graph_check
@@ -79,7 +84,8 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
 
   __slots__ = ("durable", "assignment_map")
 
-  def __init__(self, *args, durable=False, assignment_map=None, **kwargs):
+  def __init__(self, *args: Any, durable: bool = False,
+               assignment_map: Optional[dict] = None, **kwargs: Any) -> None:
     tf_compat.check_options_arguments(kwargs)
     super().__init__(*args, **kwargs)
     self.durable = durable
@@ -112,7 +118,7 @@ class TrackableSaver:
   Holds nothing that keeps the root's objects alive (see `ObjectGraphView`).
   """
 
-  def __init__(self, graph_view):
+  def __init__(self, graph_view: graph_walk.ObjectGraphView) -> None:
     """Configures saving for `graph_view`'s root.
 
     Created while graph building, the saver keeps each object's saveables
@@ -199,8 +205,9 @@ class TrackableSaver:
     with _garbage_collection_paused():
       self._save_cached_when_graph_building(*self._feed_tensors(), options)
 
-  def save(self, file_prefix, checkpoint_number=None, session=None,
-           options=None):
+  def save(self, file_prefix: PathOrTensor,
+           checkpoint_number: Optional[int] = None, session: Session = None,
+           options: Options = None) -> PathOrTensor:
     """Writes a checkpoint of the root and its dependencies.
 
     One save transaction (`save_transaction`) that records no state and
@@ -279,7 +286,9 @@ class TrackableSaver:
       saveables, _, _ = self._gather_saveables()
       return async_checkpoint.Snapshot(saveables)
 
-  def restore(self, save_path, options=None, check_values_first=False):
+  def restore(self, save_path: Optional[CheckpointPath],
+              options: Options = None,
+              check_values_first: bool = False) -> load_status.LoadStatus:
     """Restores a checkpoint into the root and its dependencies.
 
     Existing objects are restored now (eagerly) or get restore ops (graph
@@ -315,7 +324,7 @@ class TrackableSaver:
     if object_graph_proto is None:
       checked = contextlib.nullcontext()
       if check_values_first:
-        checked = intact_restore.CheckedValues(
+        checked = self_healing.CheckedValues(
             save_path, reader, save_path).checked(keep_values=False)
       with checked:
         return name_based_status.restore_by_names(
@@ -331,7 +340,7 @@ class TrackableSaver:
           self._restore_path_tensor = constant_op.constant(b"")
       path_tensor = self._restore_path_tensor
       feed_dict = {path_tensor: save_path}
-    values_class = (intact_restore.CheckedValues if check_values_first
+    values_class = (self_healing.CheckedValues if check_values_first
                     else reads.CheckpointValues)
     values = values_class(save_path, reader, path_tensor, options)
     graph_index = object_graph_check.check_object_graph(
@@ -362,7 +371,7 @@ class TrackableSaver:
         checkpoint.position(node_id).restore(reference.ref)
 
 
-def frozen_saver(root_trackable):
+def frozen_saver(root_trackable: Any) -> multi_device_saver.Saver:
   """A saver of `root_trackable`'s objects as they are now.
 
   Later structural changes are not seen; restoring needs a checkpoint with
@@ -373,6 +382,6 @@ def frozen_saver(root_trackable):
       graph_walk.ObjectGraphView(root_trackable).frozen_saveable_objects())
 
 
-def saver_with_op_caching(obj):
+def saver_with_op_caching(obj: Any) -> TrackableSaver:
   """A `TrackableSaver` for `obj` that caches saveables when graph building."""
   return TrackableSaver(graph_walk.ObjectGraphView(obj))

@@ -31,7 +31,7 @@ from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_values
 
 # Writers that may hold an error no call has raised yet (see `_report_all`).
-_writers = weakref.WeakSet()
+_writers: "weakref.WeakSet[AsyncWriter]" = weakref.WeakSet()
 # The threads that run the writes. `concurrent.futures` joins them when the
 # interpreter exits, before `atexit` functions run; threads kept for later
 # writes save starting one per save.

@@ -20,13 +20,13 @@ import threading
 try:
   import fcntl  # pylint: disable=g-import-not-at-top
 except ImportError:  # Not on Unix: no locks, the time rule applies.
-  fcntl = None
+  fcntl = None  # type: ignore[assignment]
 
 from tf_objckpt.engine import local_paths
 
 _lock = threading.Lock()  # Guards `_held`.
 # (thread, directory) -> the `DirectoryLock` that thread holds there.
-_held = {}
+_held: "dict[tuple[int, str], DirectoryLock]" = {}
 
 
 class DirectoryLock:

@@ -38,7 +38,7 @@ REMOTE_STALE_AFTER_SECONDS = 3600.
 
 _lock = threading.Lock()  # Guards `_saving`.
 # How many saves of each prefix this process runs: never stale.
-_saving = collections.Counter()
+_saving: "collections.Counter[str]" = collections.Counter()
 
 
 @contextlib.contextmanager

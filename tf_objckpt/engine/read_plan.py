@@ -2,7 +2,7 @@
 
 A `ReadPlan` is what one restore step (an immediate restore, a batch of
 restore-on-create, a name-based restore, a v1 `Saver` restore) reads: a
-list of destinations, each with the `Read`s it receives (key, slice, dtype,
+list of destinations, each with the `reads.Read`s it receives (key, slice, dtype,
 expected shape). Its builders are above the engine (`restoring.restore_plan`,
 `v1.saver_builders`); here it is checked against the checkpoint
 (`check`, once per step, before anything is assigned) and executed eagerly
@@ -18,7 +18,6 @@ checkpoint, each key with its object path, and both dtypes or shapes.
 
 import itertools
 import math
-from typing import NamedTuple, Optional
 
 from tensorflow.core.framework import types_pb2
 from tensorflow.python.eager import context
@@ -30,36 +29,18 @@ from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
 
+from tf_objckpt.engine import reads
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 from tf_objckpt.engine import variable_values
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
-# How a stored shape must relate to a read's expected shape.
-SAME_SHAPE = 0  # Compatible shapes (the variable's; None dims match any).
-SAME_SIZE = 1  # Equal numbers of elements (the v1 Saver reshapes).
-FULL_SHAPE = 2  # Equal to the full shape of a partitioned variable.
-
 # At most this many keys are spelled out in one error message.
 _MAX_NAMES_IN_MESSAGE = 100
 
 
-class Read(NamedTuple):
-  """One value a restore reads, and what it must look like."""
-  key: str
-  slice_spec: str  # RestoreV2's `shape_and_slice`; "" for the whole value.
-  dtype: Optional[dtypes.DType]  # A base dtype (interned); None: any.
-  shape: Optional[tuple]  # Dims, None dims match any; None: unchecked.
-  mode: int
-
-  @property
-  def name(self):
-    """The key, under the name reads of specs use (`SaveSpec.name`)."""
-    return self.key
-
-
-def read(key, slice_spec, dtype, shape, reshape=False):
-  """The `Read` of one value.
+def plan_read(key, slice_spec, dtype, shape, reshape=False):
+  """The `reads.Read` of one value (it reads nothing).
 
   Args:
     key: The checkpoint key.
@@ -71,7 +52,7 @@ def read(key, slice_spec, dtype, shape, reshape=False):
       elements must match).
 
   Returns:
-    A `Read`.
+    A `reads.Read`.
   """
   key = compat.as_str(key)
   if dtype is not None:
@@ -82,8 +63,9 @@ def read(key, slice_spec, dtype, shape, reshape=False):
     # "<full shape dims> <slice>": the key holds the full tensor.
     slice_spec = compat.as_str(slice_spec)
     full_shape = slice_spec.split()[:-1]
-    return Read(key, slice_spec, dtype, tuple(int(dim) for dim in full_shape),
-                FULL_SHAPE)
+    return reads.Read(key, slice_spec, dtype,
+                      tuple(int(dim) for dim in full_shape),
+                      reads.ShapeMatch.FULL_SHAPE)
   if shape is not None:
     if not isinstance(shape, tensor_shape.TensorShape):
       shape = tensor_shape.TensorShape(shape)
@@ -91,14 +73,15 @@ def read(key, slice_spec, dtype, shape, reshape=False):
       shape = None
     else:
       shape = tuple(shape.as_list())
-  mode = SAME_SIZE if reshape and shape is not None else SAME_SHAPE
-  return Read(key, "", dtype, shape, mode)
+  shape_match = (reads.ShapeMatch.SAME_SIZE if reshape and shape is not None
+                 else reads.ShapeMatch.SAME_SHAPE)
+  return reads.Read(key, "", dtype, shape, shape_match)
 
 
 def whole_variable_read(key, variable):
-  """The `Read` of a resource variable's whole value, made quickly.
+  """The `reads.Read` of a resource variable's whole value, made quickly.
 
-  What `read(key, "", variable.dtype, variable.shape)` gives, for a `key`
+  What `plan_read(key, "", variable.dtype, variable.shape)` gives, for a `key`
   that is a `str` (as object graphs give them) and a variable, whose dtype
   is a base dtype: made for every plain variable of a restore.
   """
@@ -106,7 +89,7 @@ def whole_variable_read(key, variable):
     dims = tuple(variable.shape.as_list())
   except ValueError:  # Unknown rank.
     dims = None
-  return Read(key, "", variable.dtype, dims, SAME_SHAPE)
+  return reads.Read(key, "", variable.dtype, dims)
 
 
 class Destination:
@@ -115,7 +98,7 @@ class Destination:
   Attributes:
     name: Names the destination's restore op (graph mode; restore ops are
       cached by it).
-    reads: The `Read`s whose values it receives.
+    reads: The `reads.Read`s whose values it receives.
   """
 
   __slots__ = ("name", "reads")
@@ -183,7 +166,7 @@ class ToSaveable(Destination):
         with `reshape=True`): only their numbers of elements must match.
     """
     super().__init__(saveable.name, (
-        read(spec.name, spec.slice_spec, spec.dtype, shape, reshape)
+        plan_read(spec.name, spec.slice_spec, spec.dtype, shape, reshape)
         for spec in saveable.specs))
     self.saveable = saveable
 
@@ -208,7 +191,7 @@ class ToPythonState(Destination):
   python_state = True
 
   def __init__(self, saveable):
-    super().__init__(saveable.name, (read(spec.name, "", None, None)
+    super().__init__(saveable.name, (plan_read(spec.name, "", None, None)
                                      for spec in saveable.specs))
     self.saveable = saveable
 
@@ -280,7 +263,7 @@ class ReadPlan:
   def fits(self, stored_dtypes, stored_shapes):
     """Whether every dtype and shape agrees exactly with the checkpoint."""
     exact = [value for value in self.reads
-             if value.shape is not None and value.mode != SAME_SIZE]
+             if value.shape is not None and value.shape_match is not reads.ShapeMatch.SAME_SIZE]
     return (
         [stored_dtypes[value.key] if value.dtype is not None else None
          for value in self.reads] ==
@@ -289,7 +272,7 @@ class ReadPlan:
         == [list(value.shape) for value in exact] and
         all(math.prod(stored_shapes[value.key]) == math.prod(value.shape)
             for value in self.reads
-            if value.shape is not None and value.mode == SAME_SIZE))
+            if value.shape is not None and value.shape_match is reads.ShapeMatch.SAME_SIZE))
 
 
 def check(plan, values, shape_error=errors.InvalidArgumentError,
@@ -327,7 +310,7 @@ def check(plan, values, shape_error=errors.InvalidArgumentError,
       dtype_problems.append(_dtype_problem(value, stored_dtypes))
       continue
     problem = _shape_problem(value, stored_shapes[value.key])
-    if problem and value.mode == SAME_SHAPE:
+    if problem and value.shape_match is reads.ShapeMatch.SAME_SHAPE:
       shape_problems.append(problem)
     elif problem:
       other_problems.append(problem)
@@ -474,7 +457,7 @@ def _shape_problem(value, stored):
   expected = value.shape
   if expected is None:
     return None
-  if value.mode == SAME_SIZE:
+  if value.shape_match is reads.ShapeMatch.SAME_SIZE:
     if math.prod(stored) == math.prod(expected):
       return None
     return (f"{describe_key(value.key)}: cannot reshape the "
@@ -484,7 +467,7 @@ def _shape_problem(value, stored):
       dim is None or dim == saved for dim, saved in zip(expected, stored)):
     return None
   what = ("partitioned variable with full shape"
-          if value.mode == FULL_SHAPE else "variable with shape")
+          if value.shape_match is reads.ShapeMatch.FULL_SHAPE else "variable with shape")
   return (f"{describe_key(value.key)}: received incompatible tensor "
           f"with shape {tuple(stored)} when attempting to restore "
           f"{what} {_shape_text(expected)}")

@@ -6,13 +6,16 @@ the graph-mode restore functions (`graph_restores`), is issued here:
 and `CheckpointValues`, what one restore reads: eagerly, values of existing
 objects a piece at a time (`restore_in_pieces`), values of objects not
 created yet read ahead, large reads split across threads (by data file,
-`read_lanes`); graph building, one read op per value. A read that fails names the checkpoint, the key and
-the data file (`damage_named` for reads that ran in a session).
+`read_lanes`); graph building, one read op per value. A value to read is a
+`Read`. A read that fails names the checkpoint, the key and the data file
+(`damage_named` for reads that ran in a session).
 """
 
+import enum
 import functools
 import itertools
 import math
+from typing import NamedTuple, Optional
 
 from google.protobuf import message
 from tensorflow.core.protobuf import trackable_object_graph_pb2
@@ -196,15 +199,30 @@ def byte_size(dims, dtype):
   return math.prod(dims) * (64 if dtype is dtypes.string else dtype.size)
 
 
-class KeyToRead:
-  """The name, slice and dtype of one value to read (a minimal SaveSpec)."""
+class ShapeMatch(enum.Enum):
+  """How a stored shape must relate to a `Read`'s expected shape."""
+  SAME_SHAPE = "compatible"  # The variable's shape; None dims match any.
+  SAME_SIZE = "same size"  # Equal numbers of elements (the v1 Saver reshapes).
+  FULL_SHAPE = "full shape"  # The full shape of a partitioned variable.
 
-  __slots__ = ("name", "slice_spec", "dtype")
 
-  def __init__(self, name, slice_spec, dtype):
-    self.name = name
-    self.slice_spec = slice_spec
-    self.dtype = dtype
+class Read(NamedTuple):
+  """One value a restore reads, and what it must look like.
+
+  Reads of values take these, or TensorFlow's `SaveSpec`s, which have the
+  same `name`, `slice_spec` and `dtype` (`read_plan.plan_read` builds
+  checked ones).
+  """
+  key: str
+  slice_spec: str  # RestoreV2's `shape_and_slice`; "" for the whole value.
+  dtype: Optional[dtypes.DType]  # A base dtype (interned); None: any.
+  shape: Optional[tuple] = None  # Dims, None dims match any; None: any.
+  shape_match: ShapeMatch = ShapeMatch.SAME_SHAPE
+
+  @property
+  def name(self):
+    """The key, under the name `SaveSpec`s give it."""
+    return self.key
 
 
 class CheckpointValues:
@@ -267,7 +285,7 @@ class CheckpointValues:
         value, = restore_v2(self.path_tensor, [key], [shape_and_slice],
                             [self.dtypes[key]])
       return value
-    return self.read([KeyToRead(key, shape_and_slice, self.dtypes.get(key))])[0]
+    return self.read([Read(key, shape_and_slice, self.dtypes.get(key))])[0]
 
   def read(self, specs):
     """Reads the values of `specs` eagerly, reading ahead awaited values."""
@@ -370,7 +388,7 @@ class CheckpointValues:
       budget -= byte_size(self.shapes[key], self.dtypes[key])
       if budget < 0:
         break
-      extra.append(KeyToRead(key, "", self.dtypes[key]))
+      extra.append(Read(key, "", self.dtypes[key]))
     return extra
 
   def _restore_v2(self, specs):

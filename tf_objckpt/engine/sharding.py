@@ -35,7 +35,7 @@ def task_of(device: str) -> str:
 
 def group_by_task(saveables) -> dict:
   """`{task: [saveables]}`, tasks in the order their saveables come."""
-  by_task = {}
+  by_task: dict[str, list] = {}
   for saveable in saveables:
     by_task.setdefault(task_of(saveable.device), []).append(saveable)
   return by_task
@@ -78,7 +78,7 @@ def callback_shards(callback, groups) -> list:
     RuntimeError: If the callback's shards lose, add, duplicate, reshape,
       retype or move a tensor, or mix tasks in one shard.
   """
-  shards = []
+  shards: list = []
   for task, saveables in groups.items():
     shardable = _shardable_tensors(task, saveables)
     task_shards = [_with_tensors(shard, shardable, task)

@@ -11,7 +11,7 @@ TensorFlow restores what it writes. Values are never split: the keys are
 those of a save without the policy.
 """
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import tf_compat
@@ -19,7 +19,7 @@ from tf_objckpt.engine import tuning
 
 # TensorFlow 2.15 has no sharding callbacks; the class still exists there,
 # and raises TypeError when made.
-_ShardingCallback = getattr(tf_compat.sharding_util, "ShardingCallback",
+_ShardingCallback: Any = getattr(tf_compat.sharding_util, "ShardingCallback",
                             object)
 
 
@@ -43,7 +43,7 @@ class ParallelShardsPolicy(_ShardingCallback):
   """
 
   def __init__(self, max_shards: Optional[int] = None,
-               min_shard_bytes: int = 32 << 20):
+               min_shard_bytes: int = 32 << 20) -> None:
     """Makes the policy.
 
     Args:
@@ -75,7 +75,7 @@ class ParallelShardsPolicy(_ShardingCallback):
     sizes = [_byte_size(tensor) for tensor in shardable_tensors]
     shards = []
     for members in self._members(sizes):
-      shard = {}
+      shard: dict = {}
       for index in members:
         tensor = shardable_tensors[index]
         shard.setdefault(tensor.checkpoint_key, {})[tensor.slice_spec] = (

@@ -44,7 +44,7 @@ class ThreadPool:
     self._executor = None
 
 
-_pools = weakref.WeakSet()
+_pools: "weakref.WeakSet[ThreadPool]" = weakref.WeakSet()
 
 
 def _forget_every_pool():

@@ -14,7 +14,7 @@ value that cannot be read is a `DataLossError` (TensorFlow raises a bare
 
 import operator
 import os
-from typing import List, Tuple
+from typing import Any, List, Tuple, Union
 
 from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
@@ -24,7 +24,7 @@ from tf_objckpt.engine import reads
 from tf_objckpt.inspection import checkpoint_listing
 
 
-def checkpoint_prefix(ckpt_dir_or_file) -> str:
+def resolve_save_path(ckpt_dir_or_file) -> str:
   """The prefix of the checkpoint `ckpt_dir_or_file` names.
 
   Args:
@@ -141,7 +141,8 @@ class CheckpointReader:
     return checkpoint_listing.open_listing(self._prefix, strict=False)
 
 
-def load_checkpoint(ckpt_dir_or_file) -> CheckpointReader:
+def load_checkpoint(
+    ckpt_dir_or_file: Union[str, os.PathLike]) -> CheckpointReader:
   """A `CheckpointReader` of the checkpoint `ckpt_dir_or_file` names.
 
   Args:
@@ -153,11 +154,12 @@ def load_checkpoint(ckpt_dir_or_file) -> CheckpointReader:
     NotFoundError: If there is no checkpoint at the path.
     DataLossError: If the checkpoint's index is damaged.
   """
-  prefix = checkpoint_prefix(ckpt_dir_or_file)
+  prefix = resolve_save_path(ckpt_dir_or_file)
   return CheckpointReader(prefix, reads.open_reader(prefix))
 
 
-def list_variables(ckpt_dir_or_file) -> List[Tuple[str, list]]:
+def list_variables(
+    ckpt_dir_or_file: Union[str, os.PathLike]) -> List[Tuple[str, list]]:
   """`(key, shape)` of every value of a checkpoint, sorted by key."""
   # Sorted by the keys alone: comparing the pairs takes three times longer.
   return sorted(
@@ -165,7 +167,8 @@ def list_variables(ckpt_dir_or_file) -> List[Tuple[str, list]]:
       key=operator.itemgetter(0))
 
 
-def load_variable(ckpt_dir_or_file, name):
+def load_variable(ckpt_dir_or_file: Union[str, os.PathLike],
+                  name: str) -> Any:
   """The value of `name` in a checkpoint, as numpy.
 
   Args:

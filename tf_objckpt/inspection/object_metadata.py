@@ -4,8 +4,11 @@ TensorFlow's name for the module of `object_metadata` and
 `ObjectGraphProtoPrettyPrinter` is `checkpoint`, which re-exports them.
 """
 
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
 from tf_objckpt.engine import reads
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation.type_hints import CheckpointPath
 from tf_objckpt.objects import trackable
 from tf_objckpt.restoring import object_graph_check
 
@@ -33,7 +36,9 @@ class ObjectGraphProtoPrettyPrinter:
     return self._node_names
 
 
-def object_metadata(save_path):
+def object_metadata(
+    save_path: CheckpointPath
+) -> trackable_object_graph_pb2.TrackableObjectGraph:
   """Returns the parsed `TrackableObjectGraph` of a checkpoint.
 
   Raises:

@@ -6,10 +6,10 @@ TensorFlow's name for this module is `tracking`, which re-exports it.
 from tf_objckpt.foundation import module_names
 # The wrappers of lists, dicts and tuples register themselves with
 # `wrapping` when imported: attribute assignment needs every one of them.
-from tf_objckpt.objects import dicts  # pylint: disable=unused-import
-from tf_objckpt.objects import lists  # pylint: disable=unused-import
+from tf_objckpt.objects import dicts  # noqa: F401
+from tf_objckpt.objects import lists  # noqa: F401
 from tf_objckpt.objects import trackable
-from tf_objckpt.objects import tuples  # pylint: disable=unused-import
+from tf_objckpt.objects import tuples  # noqa: F401
 from tf_objckpt.objects import wrapping
 
 

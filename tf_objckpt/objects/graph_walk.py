@@ -11,6 +11,7 @@ gathers their saveables. TensorFlow's name for this module is
 
 import contextlib
 import copy
+from typing import Any, List
 import weakref
 
 from tensorflow.core.protobuf import trackable_object_graph_pb2
@@ -239,7 +240,7 @@ class ObjectGraphView:
           self._gather(), object_map, call_with_mapped_captures)
 
 
-_STOCK_CHILDREN_BY_CLASS = {}
+_STOCK_CHILDREN_BY_CLASS: dict[type, bool] = {}
 
 
 def _is_plain_leaf(obj):
@@ -344,12 +345,12 @@ def _check_slot_variable(slot, node_ids):
         "dependency, which checkpoints cannot represent.")
 
 
-def list_objects(root_trackable):
+def list_objects(root_trackable: Any) -> List[Any]:
   """Every object saved with `root_trackable`, slot variables included."""
   return ObjectGraphView(root_trackable).list_objects()
 
 
-def gather_initializers(root_trackable):
+def gather_initializers(root_trackable: Any) -> List[Any]:
   """The initializers of every object saved with `root_trackable`."""
   return [obj.initializer for obj in list_objects(root_trackable)
           if getattr(obj, "initializer", None) is not None]

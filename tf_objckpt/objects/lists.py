@@ -125,7 +125,8 @@ _UNABLE_TO_SAVE_LIST = ("Unable to save the object {!r} (a list wrapper "
 
 
 @wrapping.wrapper_for(list)
-class ListWrapper(List, collections.abc.MutableSequence, list):
+class ListWrapper(  # type: ignore[misc,metaclass]  # Valid at run time.
+    List, collections.abc.MutableSequence, list):
   """A tracked view of a user's `list`, mutable like the list itself.
 
   The user's list object is kept as the storage. Every list operation works,

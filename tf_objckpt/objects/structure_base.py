@@ -146,7 +146,8 @@ class TrackableDataStructure(trackable.Trackable):
   @property
   def losses(self):
     """Losses of the contained layers."""
-    return [l for layer in self.layers for l in getattr(layer, "losses", [])]
+    return [loss for layer in self.layers
+            for loss in getattr(layer, "losses", [])]
 
   def __hash__(self):
     # Identity hashing lets containers live in sets and dict keys.

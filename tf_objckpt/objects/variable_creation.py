@@ -9,6 +9,7 @@ called. TensorFlow's name for the module of these functions is
 
 import contextlib
 import inspect
+from typing import Any, Iterator
 
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
@@ -65,8 +66,10 @@ def _new_resource_variable(name, shape, dtype, initializer=None,
                                 **kwargs)
 
 
-def add_variable(trackable, name, shape=None, dtype=dtypes.float32,
-                 initializer=None, trainable=True):
+def add_variable(trackable: Any, name: str, shape: Any = None,
+                 dtype: Any = dtypes.float32,
+                 initializer: Any = None,
+                 trainable: bool = True) -> Any:
   """Creates a variable tracked by `trackable` as `name`.
 
   Variable scopes do not influence it. If a restore is waiting for `name`,
@@ -80,7 +83,7 @@ def add_variable(trackable, name, shape=None, dtype=dtypes.float32,
 
 
 @contextlib.contextmanager
-def capture_dependencies(template):
+def capture_dependencies(template: Any) -> Iterator[None]:
   """Tracks variables created in this scope as dependencies of `template`.
 
   Needs `template.variable_scope` to be active. A variable is tracked under

@@ -27,7 +27,7 @@ _PLAIN_CONTAINERS = (list, dict, collections.OrderedDict)
 
 # The wrapper class of each of `_PLAIN_CONTAINERS` and of `tuple`, as
 # registered by `wrapper_for`.
-_WRAPPERS = {}
+_WRAPPERS: dict[type, type] = {}
 
 
 class NoDependency(tf_data_structures.NoDependency):

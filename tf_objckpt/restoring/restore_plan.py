@@ -62,7 +62,7 @@ def plan_of_initial_value(key, dtype, shape):
   A dtype or shape of None is not checked.
   """
   return read_plan.ReadPlan(
-      [read_plan.ToInitialValue(read_plan.read(key, "", dtype, shape))])
+      [read_plan.ToInitialValue(read_plan.plan_read(key, "", dtype, shape))])
 
 
 def _saveable_reads(saveable):
@@ -174,5 +174,5 @@ def plan_from_graph(graph, restore_op_name):
     for output, key, slice_spec, dtype in zip(
         op.outputs, names.flat, slices.flat, op.get_attr("dtypes")):
       shape, reshaped = _assigned_shape(output)
-      entries.append(read_plan.read(key, slice_spec, dtype, shape, reshaped))
+      entries.append(read_plan.plan_read(key, slice_spec, dtype, shape, reshaped))
   return read_plan.ReadPlan([read_plan.ToRestoreOp(root.name, entries, root)])

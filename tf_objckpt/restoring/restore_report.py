@@ -67,7 +67,7 @@ class RestoreReport(NamedTuple):
     objects_without_values: Object paths (in the program) of existing
       objects with state of their own that got no value.
   """
-  save_path: str
+  save_path: Optional[str]  # None after `restore(None)`.
   restored: tuple
   unmatched: tuple
   objects_without_values: tuple

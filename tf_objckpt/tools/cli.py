@@ -19,6 +19,7 @@ its own output; `run` leaves the script's output as Python would.
 import argparse
 import os
 import sys
+from typing import NoReturn, Optional, Sequence
 
 from tf_objckpt.version import __version__
 
@@ -178,7 +179,7 @@ def _load_tensorflow_quietly():
   null = os.open(os.devnull, os.O_WRONLY)
   try:
     os.dup2(null, 2)
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    import tensorflow  # noqa: F401  # pylint: disable=g-import-not-at-top
   finally:
     os.dup2(saved_stderr, 2)
     os.close(saved_stderr)
@@ -228,22 +229,22 @@ def _verify_all(directory):
   """One line per checkpoint of `directory`: intact, or what is damaged."""
   # pylint: disable=g-import-not-at-top
   from tensorflow.python.lib.io import file_io
-  from tf_objckpt.api import intact_restore
+  from tf_objckpt.api import self_healing
   from tf_objckpt.inspection import checkpoint_listing
   # pylint: enable=g-import-not-at-top
   if not file_io.is_directory(directory):
     raise checkpoint_listing.NoCheckpointError(
         f"{directory!r} is not a directory; --all checks the checkpoints of "
         "a directory.")
-  prefixes = intact_restore.all_checkpoints(directory)
+  prefixes = self_healing.all_checkpoints(directory)
   if not prefixes:
     raise checkpoint_listing.NoCheckpointError(
         f"{directory!r} holds no checkpoint.")
   damaged = 0
   for prefix in prefixes:
-    problems = intact_restore.damage(prefix)
+    problems = self_healing.damage(prefix)
     damaged += bool(problems)
-    print(f"{prefix}: " + (f"damaged: {intact_restore.summary(problems)}"
+    print(f"{prefix}: " + (f"damaged: {self_healing.summary(problems)}"
                            if problems else "intact"))
   return EXIT_PROBLEMS if damaged else EXIT_OK
 
@@ -291,7 +292,7 @@ _COMMANDS = {"inspect": _inspect, "verify": _verify, "diff": _diff,
              "convert": _convert}
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
   """Runs one command; returns its exit code."""
   args = _parse(argv)
   if args.command == "run":
@@ -317,6 +318,6 @@ def main(argv=None):
     return EXIT_PROBLEMS
 
 
-def run():
+def run() -> NoReturn:
   """The console script's entry point."""
   sys.exit(main())

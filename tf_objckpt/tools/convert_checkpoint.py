@@ -178,7 +178,7 @@ def convert(save_path, out_prefix, objects, mapping=None,
     return Result(save_path, out_prefix, match, written=False)
   _assign(values, match.matched)
   # The save counter (0) is written too, as after a restore by names.
-  checkpoint.save_counter  # pylint: disable=pointless-statement
+  checkpoint.save_counter  # noqa: B018
   written = checkpoint.write(out_prefix)
   state_file.update_checkpoint_state_internal(
       save_dir=os.path.dirname(written) or ".", model_checkpoint_path=written,
@@ -189,7 +189,7 @@ def convert(save_path, out_prefix, objects, mapping=None,
 def _assign(values, matched):
   """Checks every matched value against its variable, then assigns them."""
   plan = read_plan.ReadPlan(
-      read_plan.ToCallback(key, [read_plan.read(key, "", variable.dtype,
+      read_plan.ToCallback(key, [read_plan.plan_read(key, "", variable.dtype,
                                                 variable.shape)],
                            functools.partial(_assign_first, variable))
       for _, variable, key, _ in matched)

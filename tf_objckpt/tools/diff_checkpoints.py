@@ -15,7 +15,7 @@ or truncated data file, a failed checksum) and an unreadable object graph
 are listed as `verify` names them, and everything else is compared.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -38,10 +38,10 @@ class Differences(NamedTuple):
   changed: list  # (key, largest absolute difference).
   graph: list  # Lines describing object graph changes.
   # ("A" or "B", `verify_checkpoint.Problem`) of what could not be read.
-  damaged: list = ()
+  damaged: Sequence = ()
   # Changes of the save counter and of the serialized object graph, as
   # `Differences` (their `bookkeeping` empty).
-  bookkeeping: "Differences" = None
+  bookkeeping: Optional["Differences"] = None
 
   def __bool__(self):
     """Whether anything but bookkeeping differs."""

@@ -69,7 +69,7 @@ class _Target(typing.NamedTuple):
 
 # Internal modules are imported by name; API modules (tf.train, ...) are
 # reached by attributes from `tensorflow`, as users and tf_keras reach them.
-_TARGETS = (
+_TARGETS: typing.Tuple[_Target, ...] = (
     # Scaffold (_get_saver_or_default), the SavedModel builder, TensorFlow's
     # name-based restore and meta graph import build this module's Saver.
     _Target("tensorflow.python.training.saver", "Saver", _SAVER),
@@ -120,7 +120,7 @@ _TARGETS += tuple(
 
 _LOCK = threading.Lock()
 # TensorFlow's objects by role, kept while patched.
-_originals = {}
+_originals: dict = {}
 
 
 def _module(dotted):
@@ -201,7 +201,7 @@ def _set_all(holdings, value_for):
     setattr(module, target.attribute, value_for(target.role))
 
 
-def patch_tensorflow():
+def patch_tensorflow() -> None:
   """Makes TensorFlow and tf_keras use tf_objckpt's checkpoint classes.
 
   Objects created before the call keep their classes. Calling it again
@@ -228,7 +228,7 @@ def patch_tensorflow():
     _set_all(holdings, lambda role: role.ours)
 
 
-def unpatch_tensorflow():
+def unpatch_tensorflow() -> None:
   """Puts TensorFlow's own objects back where `patch_tensorflow` set ours.
 
   Objects created from then on are TensorFlow's; those created while
@@ -252,7 +252,7 @@ def unpatch_tensorflow():
     _originals.clear()
 
 
-def is_patched():
+def is_patched() -> bool:
   """Whether `patch_tensorflow` is in effect."""
   with _LOCK:
     return bool(_originals)

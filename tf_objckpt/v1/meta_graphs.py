@@ -12,6 +12,7 @@ module of these functions is `saver`, which re-exports them.
 
 import contextlib
 import threading
+from typing import Any, Optional
 
 from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.core.protobuf import saver_pb2
@@ -71,19 +72,19 @@ def _importing():
     _IMPORTING.depth -= 1
 
 
-def export_meta_graph(filename=None,
-                      meta_info_def=None,
-                      graph_def=None,
-                      saver_def=None,
-                      collection_list=None,
-                      as_text=False,
-                      graph=None,
-                      export_scope=None,
-                      clear_devices=False,
-                      clear_extraneous_savers=False,
-                      strip_default_attrs=False,
-                      save_debug_info=False,
-                      **kwargs):
+def export_meta_graph(filename: Optional[str] = None,
+                      meta_info_def: Any = None,
+                      graph_def: Any = None,
+                      saver_def: Any = None,
+                      collection_list: Any = None,
+                      as_text: bool = False,
+                      graph: Any = None,
+                      export_scope: Optional[str] = None,
+                      clear_devices: bool = False,
+                      clear_extraneous_savers: bool = False,
+                      strip_default_attrs: bool = False,
+                      save_debug_info: bool = False,
+                      **kwargs: Any) -> meta_graph_pb2.MetaGraphDef:
   """Returns a `MetaGraphDef` of a graph, optionally writing it to a file.
 
   Args:
@@ -165,10 +166,10 @@ def register_saver_class(saver_class):
       from_proto=saver_from_proto)
 
 
-def import_meta_graph(meta_graph_or_file,
-                      clear_devices=False,
-                      import_scope=None,
-                      **kwargs):
+def import_meta_graph(meta_graph_or_file: Any,
+                      clear_devices: bool = False,
+                      import_scope: Optional[str] = None,
+                      **kwargs: Any) -> Any:
   """Imports a `MetaGraphDef` into the default graph and returns its saver.
 
   Nodes and collections are added to the current graph (under

@@ -20,6 +20,7 @@ which re-exports it with the meta graph functions (`meta_graphs`).
 import functools
 import os
 import time
+from typing import Any, Optional
 
 from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.client import session as session_lib
@@ -88,21 +89,21 @@ class Saver(saver_retention.SaverRetention):
   """
 
   def __init__(self,
-               var_list=None,
-               reshape=False,
-               sharded=False,
-               max_to_keep=5,
-               keep_checkpoint_every_n_hours=10000.0,
-               name=None,
-               restore_sequentially=False,
-               saver_def=None,
-               builder=None,
-               defer_build=False,
-               allow_empty=False,
-               write_version=saver_pb2.SaverDef.V2,
-               pad_step_number=False,
-               save_relative_paths=False,
-               filename=None):
+               var_list: Any = None,
+               reshape: bool = False,
+               sharded: bool = False,
+               max_to_keep: Optional[int] = 5,
+               keep_checkpoint_every_n_hours: float = 10000.0,
+               name: Optional[str] = None,
+               restore_sequentially: bool = False,
+               saver_def: Any = None,
+               builder: Any = None,
+               defer_build: bool = False,
+               allow_empty: bool = False,
+               write_version: int = saver_pb2.SaverDef.V2,
+               pad_step_number: bool = False,
+               save_relative_paths: bool = False,
+               filename: Optional[str] = None) -> None:
     """Creates a saver, adding its ops to the graph unless deferred.
 
     Args:
@@ -166,7 +167,7 @@ class Saver(saver_retention.SaverRetention):
     self._is_built = False
     self._is_empty = None
     self._last_checkpoints = []  # (prefix, timestamp), oldest first.
-    self._checkpoints_to_be_deleted = []
+    self._checkpoints_to_be_deleted: list = []
     # The plan of the restore op, and the checkpoint last checked.
     self._restore_plans = saver_restores.RestorePlans()
     self._object_restore_saver = None  # For object-based checkpoints.
@@ -179,7 +180,7 @@ class Saver(saver_retention.SaverRetention):
       self._check_saver_def()
       self._write_version = self.saver_def.version
 
-  def build(self):
+  def build(self) -> None:
     """Adds the save and restore ops (needed once with `defer_build=True`)."""
     if context.executing_eagerly():
       raise RuntimeError(
@@ -287,15 +288,15 @@ class Saver(saver_retention.SaverRetention):
                                      digits=8 if self._pad_step_number else 0)
 
   def save(self,
-           sess,
-           save_path,
-           global_step=None,
-           latest_filename=None,
-           meta_graph_suffix="meta",
-           write_meta_graph=True,
-           write_state=True,
-           strip_default_attrs=False,
-           save_debug_info=False):
+           sess: Any,
+           save_path: str,
+           global_step: Any = None,
+           latest_filename: Optional[str] = None,
+           meta_graph_suffix: str = "meta",
+           write_meta_graph: bool = True,
+           write_state: bool = True,
+           strip_default_attrs: bool = False,
+           save_debug_info: bool = False) -> Optional[str]:
     """Saves the variables; returns the checkpoint prefix written.
 
     Args:
@@ -453,7 +454,7 @@ class Saver(saver_retention.SaverRetention):
     remapped.restore(sess, save_path)
 
   @session_manager_restores.healing_when_chosen
-  def restore(self, sess, save_path):
+  def restore(self, sess: Any, save_path: Optional[str]) -> None:
     """Restores the variables from the checkpoint at `save_path`.
 
     The checkpoint's keys, dtypes and shapes are checked before anything is

@@ -5,7 +5,7 @@ TensorFlow's `SessionManager` (behind `MonitoredTrainingSession`,
 calls `saver.restore(sess, newest)`, then `saver.recover_last_checkpoints(
 listed)`. With our `Saver` (patched in, or given to a `Scaffold`), a
 restore so chosen falls back past damaged checkpoints as
-`CheckpointManager.restore_or_initialize()` does (`intact_restore`): the
+`CheckpointManager.restore_or_initialize()` does (`self_healing`): the
 state file's checkpoints newest first, then the directory's other
 `<name>-<n>`, one WARNING per damaged one skipped; the restore that
 succeeds assigns every variable of the saver, so nothing of a damaged one
@@ -28,15 +28,16 @@ import weakref
 
 from tensorflow.python.training import session_manager
 
-from tf_objckpt.api import intact_restore
 from tf_objckpt.api import named_restores
+from tf_objckpt.api import self_healing
 from tf_objckpt.engine import state_file
 
 # Frames between `Saver.restore` and `SessionManager._restore_checkpoint`:
 # ours, then TensorFlow's `_restore_checkpoint_and_maybe_run_...`.
 _FRAMES_SEARCHED = 4
 # Damaged checkpoints each saver skipped, until its kept list is recovered.
-_skipped = weakref.WeakKeyDictionary()
+_skipped: "weakref.WeakKeyDictionary[object, set]" = (
+    weakref.WeakKeyDictionary())
 
 
 def healing_when_chosen(restore):
@@ -48,7 +49,7 @@ def healing_when_chosen(restore):
     if state is None:
       with named_restores.pointing_to_intact(save_path):
         return restore(saver, sess, save_path)
-    _, skipped = intact_restore.restore_newest_intact(
+    _, skipped = self_healing.restore_newest_intact(
         lambda path: restore(saver, sess, path), _candidates(state))
     _skipped[saver] = {state_file.comparable(path) for path in skipped}
     return None

@@ -20,6 +20,9 @@ are assigned at once, read in pieces that are all read before any is
 assigned.
 """
 
+import os
+from typing import Any, Mapping, Union
+
 from tensorflow.python.distribute import distribute_lib
 from tensorflow.python.eager import context
 from tensorflow.python.framework import errors
@@ -37,7 +40,8 @@ from tf_objckpt.inspection import checkpoint_reader
 from tf_objckpt.v1 import assignment_maps
 
 
-def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
+def init_from_checkpoint(ckpt_dir_or_file: Union[str, os.PathLike],
+                         assignment_map: Mapping[str, Any]) -> None:
   """Initializes variables from a checkpoint, by an assignment map.
 
   Args:
@@ -64,7 +68,7 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
 
 
 def _initialize(ckpt_dir_or_file, assignment_map):
-  prefix = checkpoint_reader.checkpoint_prefix(ckpt_dir_or_file)
+  prefix = checkpoint_reader.resolve_save_path(ckpt_dir_or_file)
   values = reads.CheckpointValues(prefix, reads.open_reader(prefix), prefix)
   assignments = assignment_maps.resolve(assignment_map)
   _check(assignments, values)
@@ -139,7 +143,7 @@ class _ToVariable(read_plan.Destination):
 
   def __init__(self, index, assignment):
     variable = assignment.variable
-    super().__init__(f"{index}:{variable.name}", [read_plan.read(
+    super().__init__(f"{index}:{variable.name}", [read_plan.plan_read(
         assignment.key, assignment.slice_spec, variable.dtype,
         variable.shape)])
     self.variable = variable

@@ -1,4 +1,4 @@
-"""Restoring the newest intact checkpoint: damage is what `verify` finds.
+"""Self-healing restores: the newest intact checkpoint, past damaged ones.
 
 A job restarting from a checkpoint that a torn copy, a failing disk or bit
 rot damaged would fail on every restart. `restore_newest_intact` tries the
@@ -67,7 +67,7 @@ class CheckedValues(reads.CheckpointValues):
 
   def _read_every_value(self, keep_bytes):
     """Reads every value, keeping the first `keep_bytes` of them."""
-    specs = [reads.KeyToRead(key, "", dtype)
+    specs = [reads.Read(key, "", dtype)
              for key, dtype in self.dtypes.items()]
     sizes = [reads.byte_size(self.shapes[spec.name], spec.dtype)
              for spec in specs]
