@@ -9,8 +9,8 @@ from setuptools import setup
 
 def _version():
   """`__version__` of tf_objckpt/version.py, read without importing it."""
-  text = (pathlib.Path(__file__).parent / "tf_objckpt" / "version.py"
-          ).read_text()
+  text = (pathlib.Path(__file__).parent / "tf_objckpt" /
+          "version.py").read_text()
   return re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
 
 

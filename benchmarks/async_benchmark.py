@@ -91,21 +91,27 @@ def _first_saves(elements, directory):
   for library in ("tensorflow", "tf_objckpt"):
     runs = []
     for repeat in range(_FIRST_REPEATS.value):
-      result = subprocess.run(
-          [sys.executable, "-c", _FIRST_SAVE, library, str(_VARIABLES.value),
-           str(elements), f"{directory}/first_{library}_{repeat}/ckpt"],
-          capture_output=True, text=True, check=True,
-          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+      result = subprocess.run([
+          sys.executable, "-c", _FIRST_SAVE, library,
+          str(_VARIABLES.value),
+          str(elements), f"{directory}/first_{library}_{repeat}/ckpt"
+      ],
+                              capture_output=True,
+                              text=True,
+                              check=True,
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
       runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
-    medians[library] = tuple(statistics.median(run[i] for run in runs)
-                             for i in (0, 1))
+    medians[library] = tuple(
+        statistics.median(run[i] for run in runs) for i in (0, 1))
   return medians
 
 
 def main(_):
   elements = _MIB.value << 18  # float32s.
-  variables = [tf.Variable(tf.random.uniform([elements]))
-               for _ in range(_VARIABLES.value)]
+  variables = [
+      tf.Variable(tf.random.uniform([elements]))
+      for _ in range(_VARIABLES.value)
+  ]
   savers = _savers(variables)
   blocked = {name: [] for name in savers}
   total = {name: [] for name in savers}
@@ -126,7 +132,8 @@ def main(_):
     medians[name] = (statistics.median(blocked[name]),
                      statistics.median(total[name]))
     print(f"{name:<18} {medians[name][0]:>14.4f} {medians[name][1]:>14.4f}")
-  ours_async, ours_sync = medians["tf_objckpt async"], medians["tf_objckpt sync"]
+  ours_async, ours_sync = medians["tf_objckpt async"], medians[
+      "tf_objckpt sync"]
   tf_async = medians["tensorflow async"]
   print(f"our async save() blocks / our sync save(): "
         f"{ours_async[0] / ours_sync[0]:.1%} (target <= 15%)")

@@ -31,8 +31,9 @@ import tf_objckpt
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["a", "b", "c", "d"],
                                "Which workloads to run.")
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Fresh processes per "
-                                "measurement and library.")
+_REPEATS = flags.DEFINE_integer(
+    "repeats", 3, "Fresh processes per "
+    "measurement and library.")
 _ON_CREATE_LIMIT = flags.DEFINE_integer(
     "on_create_limit", 4096,
     "Restore-on-create creates at most this many variables (TensorFlow's "
@@ -42,8 +43,10 @@ _TENSORFLOW_ON_CREATE = flags.DEFINE_bool(
     "Also time TensorFlow's restore-on-create (minutes for (b) and (c)).")
 _CHILD = flags.DEFINE_string("child", None, "Internal: one measurement.")
 
-_LIBRARIES = {"tensorflow": tf.train.Checkpoint,
-              "tf_objckpt": tf_objckpt.Checkpoint}
+_LIBRARIES = {
+    "tensorflow": tf.train.Checkpoint,
+    "tf_objckpt": tf_objckpt.Checkpoint
+}
 
 
 def _variable_values(workload, fill):
@@ -59,9 +62,8 @@ def _variable_values(workload, fill):
 
 def _keras_state():
   """The Keras workload's model and Adam optimizer, slots built."""
-  model = tf.keras.Sequential(
-      [tf.keras.Input([512])] +
-      [tf.keras.layers.Dense(512) for _ in range(8)])
+  model = tf.keras.Sequential([tf.keras.Input([512])] +
+                              [tf.keras.layers.Dense(512) for _ in range(8)])
   optimizer = tf.keras.optimizers.Adam()
   optimizer.build(model.trainable_variables)
   return {"model": model, "optimizer": optimizer}
@@ -71,8 +73,9 @@ def _state(workload, fill):
   if workload == "d":
     return _keras_state()
   module = tf.Module()
-  module.variables_list = [tf.Variable(v)
-                           for v in _variable_values(workload, fill)]
+  module.variables_list = [
+      tf.Variable(v) for v in _variable_values(workload, fill)
+  ]
   return {"module": module}
 
 
@@ -87,17 +90,20 @@ def _attach_one_by_one(values, module=None):
 def _time_write(checkpoint_cls, workload, prefix):
   checkpoint = checkpoint_cls(**_state(workload, fill=1.))
   fresh_process.clear(prefix, prefix + "_again")
-  return {"first write": fresh_process.timed(
-              lambda: checkpoint.write(prefix)),
-          "second write": fresh_process.timed(
-              lambda: checkpoint.write(prefix + "_again"))}
+  return {
+      "first write":
+          fresh_process.timed(lambda: checkpoint.write(prefix)),
+      "second write":
+          fresh_process.timed(lambda: checkpoint.write(prefix + "_again"))
+  }
 
 
 def _time_read(checkpoint_cls, workload, prefix):
   checkpoint = checkpoint_cls(**_state(workload, fill=0.))
-  return {"first read": fresh_process.timed(lambda: checkpoint.read(prefix)),
-          "second read": fresh_process.timed(
-              lambda: checkpoint.read(prefix))}
+  return {
+      "first read": fresh_process.timed(lambda: checkpoint.read(prefix)),
+      "second read": fresh_process.timed(lambda: checkpoint.read(prefix))
+  }
 
 
 def _time_on_create(checkpoint_cls, workload, prefix):
@@ -106,10 +112,11 @@ def _time_on_create(checkpoint_cls, workload, prefix):
     checkpoint_cls(**_keras_state()).write(prefix)
 
     def restore_on_create():
-      model = tf.keras.Sequential([tf.keras.layers.Dense(512)
-                                   for _ in range(8)])
+      model = tf.keras.Sequential(
+          [tf.keras.layers.Dense(512) for _ in range(8)])
       checkpoint_cls(model=model).read(prefix).expect_partial()
       model.build([None, 512])
+
     return {"restore-on-create": fresh_process.timed(restore_on_create)}
   values = _variable_values(workload, fill=0.)[:_ON_CREATE_LIMIT.value]
   checkpoint_cls(module=_attach_one_by_one(values)).write(prefix)
@@ -121,21 +128,26 @@ def _time_on_create(checkpoint_cls, workload, prefix):
     _attach_one_by_one(values, module)
     status.expect_partial()
 
-  return {"create only": create,
-          "restore-on-create": fresh_process.timed(restore_on_create)}
+  return {
+      "create only": create,
+      "restore-on-create": fresh_process.timed(restore_on_create)
+  }
 
 
-_OPERATIONS = {"write": _time_write, "read": _time_read,
-               "on_create": _time_on_create}
+_OPERATIONS = {
+    "write": _time_write,
+    "read": _time_read,
+    "on_create": _time_on_create
+}
 
 
 def _run_child(request):
   fresh_process.emit(_OPERATIONS[request["operation"]](
-      _LIBRARIES[request["library"]], request["workload"],
-      request["prefix"]))
+      _LIBRARIES[request["library"]], request["workload"], request["prefix"]))
 
 
 def _bench(workload, directory, repeats):
+
   def measure(library):
     prefix = os.path.join(directory, f"{workload}_{library}")
     result = {}
@@ -143,10 +155,16 @@ def _bench(workload, directory, repeats):
     if library == "tf_objckpt" or _TENSORFLOW_ON_CREATE.value:
       operations.append("on_create")
     for operation in operations:
-      result.update(fresh_process.run_child(
-          __file__, library=library, workload=workload, operation=operation,
-          prefix=prefix + ("_attached" if operation == "on_create" else "")))
+      result.update(
+          fresh_process.run_child(
+              __file__,
+              library=library,
+              workload=workload,
+              operation=operation,
+              prefix=prefix +
+              ("_attached" if operation == "on_create" else "")))
     return result
+
   return fresh_process.repeated(repeats, measure)
 
 
@@ -155,8 +173,10 @@ def _print_on_create(workload, results):
     if "create only" in measured:
       ratio = (statistics.median(measured["restore-on-create"]) /
                statistics.median(measured["create only"]))
-      print(f"{workload:>9} restore-on-create / create only: {library} "
-            f"x{ratio:.2f}", flush=True)
+      print(
+          f"{workload:>9} restore-on-create / create only: {library} "
+          f"x{ratio:.2f}",
+          flush=True)
 
 
 def main(argv):

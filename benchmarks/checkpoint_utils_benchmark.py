@@ -56,13 +56,15 @@ _LIST_VARIABLES = 20000
 
 def _bert_shapes():
   """`{name: shape}` of BERT-base's variables, as its checkpoints name them."""
-  shapes = {"bert/embeddings/word_embeddings": [30522, 768],
-            "bert/embeddings/position_embeddings": [512, 768],
-            "bert/embeddings/token_type_embeddings": [2, 768],
-            "bert/embeddings/LayerNorm/gamma": [768],
-            "bert/embeddings/LayerNorm/beta": [768],
-            "bert/pooler/dense/kernel": [768, 768],
-            "bert/pooler/dense/bias": [768]}
+  shapes = {
+      "bert/embeddings/word_embeddings": [30522, 768],
+      "bert/embeddings/position_embeddings": [512, 768],
+      "bert/embeddings/token_type_embeddings": [2, 768],
+      "bert/embeddings/LayerNorm/gamma": [768],
+      "bert/embeddings/LayerNorm/beta": [768],
+      "bert/pooler/dense/kernel": [768, 768],
+      "bert/pooler/dense/bias": [768]
+  }
   for layer in range(12):
     prefix = f"bert/encoder/layer_{layer}/"
     for dense in ("attention/self/query", "attention/self/key",
@@ -80,19 +82,26 @@ def _bert_shapes():
 
 
 def _bert_variables(use_resource):
-  return [tf.compat.v1.get_variable(
-      name, shape, initializer=tf.compat.v1.zeros_initializer(),
-      use_resource=use_resource) for name, shape in _bert_shapes().items()]
+  return [
+      tf.compat.v1.get_variable(name,
+                                shape,
+                                initializer=tf.compat.v1.zeros_initializer(),
+                                use_resource=use_resource)
+      for name, shape in _bert_shapes().items()
+  ]
 
 
 def _write_bert(prefix):
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-    variables = [tf.compat.v1.get_variable(
-        name, shape, initializer=tf.compat.v1.random_normal_initializer())
-                 for name, shape in _bert_shapes().items()]
+    variables = [
+        tf.compat.v1.get_variable(
+            name, shape, initializer=tf.compat.v1.random_normal_initializer())
+        for name, shape in _bert_shapes().items()
+    ]
     session.run(tf.compat.v1.global_variables_initializer())
-    return tf.compat.v1.train.Saver(variables).save(
-        session, prefix, write_meta_graph=False)
+    return tf.compat.v1.train.Saver(variables).save(session,
+                                                    prefix,
+                                                    write_meta_graph=False)
 
 
 def _write_many(prefix):
@@ -101,8 +110,7 @@ def _write_many(prefix):
 
 
 def _utils(library):
-  return (checkpoint_utils if library == "tf_objckpt" else
-          tf.compat.v1.train)
+  return (checkpoint_utils if library == "tf_objckpt" else tf.compat.v1.train)
 
 
 def _time_bert(library, path, use_resource):
@@ -119,8 +127,12 @@ def _time_bert(library, path, use_resource):
       ran = time.perf_counter()
       cpu = time.process_time() - cpu
       assert session.run(variables[-1]).any()
-  return {"build": built - wall, "run": ran - built,
-          "build + run": ran - wall, "build + run (CPU)": cpu}
+  return {
+      "build": built - wall,
+      "run": ran - built,
+      "build + run": ran - wall,
+      "build + run (CPU)": cpu
+  }
 
 
 def _time_read(path):
@@ -134,13 +146,17 @@ def _time_read(path):
   keys = sorted(reader.get_variable_to_dtype_map())
   with tf.Graph().as_default():
     read = tf.raw_ops.RestoreV2(
-        prefix=path, tensor_names=keys, shape_and_slices=[""] * len(keys),
+        prefix=path,
+        tensor_names=keys,
+        shape_and_slices=[""] * len(keys),
         dtypes=[reader.get_variable_to_dtype_map()[key] for key in keys])
     with tf.compat.v1.Session() as session:
       wall, cpu = time.perf_counter(), time.process_time()
       session.run(read[0].op)
-      return {"read every value": time.perf_counter() - wall,
-              "read every value (CPU)": time.process_time() - cpu}
+      return {
+          "read every value": time.perf_counter() - wall,
+          "read every value (CPU)": time.process_time() - cpu
+      }
 
 
 def _timed_without_gc(function, *args):
@@ -166,8 +182,9 @@ def _time_list(library, path):
   the machine's load hits both alike.
   """
   list_variables = _utils(library).list_variables
-  other = _utils(next(name for name in fresh_process.LIBRARIES
-                      if name != library)).list_variables
+  other = _utils(
+      next(name for name in fresh_process.LIBRARIES
+           if name != library)).list_variables
   first, listed = _timed_without_gc(list_variables, path)
   assert len(listed) == _LIST_VARIABLES + 1  # And the object graph.
   times = []
@@ -215,15 +232,20 @@ def main(argv):
     if "bert" in _WORKLOADS.value:
       path = _write_bert(os.path.join(directory, "bert", "model.ckpt"))
       for variables in _VARIABLES.value:
-        _compare(f"bert {variables[:3]}", workload="bert", path=path,
+        _compare(f"bert {variables[:3]}",
+                 workload="bert",
+                 path=path,
                  variables=variables)
-      reads = [fresh_process.run_child(__file__, workload="read", path=path)
-               for _ in range(_REPEATS.value)]
+      reads = [
+          fresh_process.run_child(__file__, workload="read", path=path)
+          for _ in range(_REPEATS.value)
+      ]
       for name in reads[0]:
         times = [read[name] for read in reads]
-        print(f"{'bert':>9} {name:<26} {statistics.median(times):8.3f}s "
-              f"({min(times):.3f}-{max(times):.3f}), the floor of any run",
-              flush=True)
+        print(
+            f"{'bert':>9} {name:<26} {statistics.median(times):8.3f}s "
+            f"({min(times):.3f}-{max(times):.3f}), the floor of any run",
+            flush=True)
     if "list" in _WORKLOADS.value:
       path = _write_many(os.path.join(directory, "many", "ckpt"))
       _compare("list 20k", workload="list", path=path)

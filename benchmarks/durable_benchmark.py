@@ -38,13 +38,16 @@ def _managers(workload, directory):
   shape, count = _SHAPES[workload]
   variables = [tf.Variable(tf.ones(shape)) for _ in range(count)]
   return {
-      "tensorflow": (tf.train.CheckpointManager(
-          tf.train.Checkpoint(v=variables), f"{directory}/tf", 2), None),
-      "tf_objckpt": (tf_objckpt.CheckpointManager(
-          tf_objckpt.Checkpoint(v=variables), f"{directory}/ours", 2), None),
-      "tf_objckpt durable": (tf_objckpt.CheckpointManager(
-          tf_objckpt.Checkpoint(v=variables), f"{directory}/durable", 2),
-                             tf_objckpt.CheckpointOptions(durable=True)),
+      "tensorflow":
+          (tf.train.CheckpointManager(tf.train.Checkpoint(v=variables),
+                                      f"{directory}/tf", 2), None),
+      "tf_objckpt":
+          (tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(v=variables),
+                                        f"{directory}/ours", 2), None),
+      "tf_objckpt durable":
+          (tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(v=variables),
+                                        f"{directory}/durable", 2),
+           tf_objckpt.CheckpointOptions(durable=True)),
   }
 
 
@@ -59,8 +62,9 @@ def main(_):
           manager.save(options=options)
           if repeat:
             times[name].append(time.perf_counter() - start)
-      medians = {name: statistics.median(values)
-                 for name, values in times.items()}
+      medians = {
+          name: statistics.median(values) for name, values in times.items()
+      }
       print(f"workload {workload}: " + ", ".join(
           f"{name} {seconds:.4f} s" for name, seconds in medians.items()) +
             f"; durable / plain: "

@@ -85,7 +85,9 @@ def run_child(script, extra_args=(), **request):
   os.sync()
   completed = subprocess.run(
       [sys.executable, script, *extra_args, "--child=" + json.dumps(request)],
-      capture_output=True, text=True, check=False)
+      capture_output=True,
+      text=True,
+      check=False)
   result = None
   for line in completed.stdout.splitlines():
     if line.startswith(_RESULT_PREFIX):
@@ -122,6 +124,8 @@ def print_medians(workload, results):
             flush=True)
       continue
     tf_median = statistics.median(theirs[name])
-    print(f"{workload:>9} {name:<26} tensorflow {tf_median:8.3f}s  "
-          f"tf_objckpt {our_median:8.3f}s  "
-          f"speedup x{tf_median / our_median:6.2f}", flush=True)
+    print(
+        f"{workload:>9} {name:<26} tensorflow {tf_median:8.3f}s  "
+        f"tf_objckpt {our_median:8.3f}s  "
+        f"speedup x{tf_median / our_median:6.2f}",
+        flush=True)

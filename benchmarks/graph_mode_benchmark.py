@@ -41,7 +41,7 @@ import fresh_process
 import tf_objckpt
 
 _WORKLOADS = flags.DEFINE_list("workloads", ["b1024", "b", "c"],
-                                "Which workloads.")
+                               "Which workloads.")
 _REPEATS = flags.DEFINE_integer("repeats", 7, "Timed later saves.")
 _CHILD = flags.DEFINE_string(
     "child", None, "Internal: the first save or the restores to time in "
@@ -54,12 +54,11 @@ _PROFILE = flags.DEFINE_string(
     "'tf_objckpt:first save' or 'tensorflow:first restore'.")
 
 _LIBRARIES = {
-    "tensorflow": (tf_autotrackable.AutoTrackable,
-                   tf.compat.v1.train.Checkpoint),
+    "tensorflow":
+        (tf_autotrackable.AutoTrackable, tf.compat.v1.train.Checkpoint),
     "tf_objckpt": (tf_objckpt.AutoTrackable, tf_objckpt.CheckpointV1),
 }
-_SHAPES = {"b1024": ([64, 64], 1024), "b": ([64, 64], 4096),
-           "c": ([], 20000)}
+_SHAPES = {"b1024": ([64, 64], 1024), "b": ([64, 64], 4096), "c": ([], 20000)}
 
 
 class _Program:
@@ -72,9 +71,11 @@ class _Program:
     with self.graph.as_default():
       self.variables = [
           tf.compat.v1.get_variable(
-              f"v{i}", shape,
+              f"v{i}",
+              shape,
               initializer=tf.constant_initializer(initial_value))
-          for i in range(count)]
+          for i in range(count)
+      ]
       self.root = autotrackable_cls()
       self.root.variables = self.variables
       self.checkpoint = checkpoint_cls(root=self.root)
@@ -108,8 +109,10 @@ def _remove(path):
 def _bench_saves(workload, directory, repeats):
   """Later save times and op counts of both libraries, in this process."""
   results = {library: {} for library in _LIBRARIES}
-  programs = {library: _Program(library, workload, initial_value=1.)
-              for library in _LIBRARIES}
+  programs = {
+      library: _Program(library, workload, initial_value=1.)
+      for library in _LIBRARIES
+  }
   paths = {}
   for library, program in programs.items():
     prefix = os.path.join(directory, workload, library, "ckpt")
@@ -134,8 +137,7 @@ def _bench_saves(workload, directory, repeats):
 
   v1_program = _Program("tensorflow", workload, initial_value=1.)
   with v1_program.graph.as_default():
-    v1_saver = tf.compat.v1.train.Saver(v1_program.variables,
-                                        max_to_keep=None)
+    v1_saver = tf.compat.v1.train.Saver(v1_program.variables, max_to_keep=None)
     v1_program.session.run(tf.compat.v1.global_variables_initializer())
   v1_prefix = os.path.join(directory, workload, "v1_saver", "model")
   v1_step = [0]
@@ -143,7 +145,8 @@ def _bench_saves(workload, directory, repeats):
   def v1_save(write_meta_graph=False):
     v1_step[0] += 1
     with v1_program.graph.as_default():
-      return v1_saver.save(v1_program.session, v1_prefix,
+      return v1_saver.save(v1_program.session,
+                           v1_prefix,
                            global_step=v1_step[0],
                            write_meta_graph=write_meta_graph)
 
@@ -164,8 +167,9 @@ def _bench_saves(workload, directory, repeats):
     del results[library]["save"]
     programs[library].session.close()
   v1_program.session.close()
-  v1_times = [statistics.median(later[name])
-              for name in ("v1", "v1 with meta graph")]
+  v1_times = [
+      statistics.median(later[name]) for name in ("v1", "v1 with meta graph")
+  ]
   return results, v1_times, paths
 
 
@@ -180,12 +184,15 @@ def _bench_first_calls(workload, directory, paths, results, repeats):
   def measure(library):
     save_prefix = os.path.join(directory, workload, library, "first")
     measured = {}
-    for operation, path in (("save", save_prefix),
-                            ("restore", paths[library])):
-      measured.update(fresh_process.run_child(
-          __file__, extra_args=[f"--profile={_PROFILE.value or ''}"],
-          operation=operation, library=library, workload=workload,
-          path=path))
+    for operation, path in (("save", save_prefix), ("restore", paths[library])):
+      measured.update(
+          fresh_process.run_child(
+              __file__,
+              extra_args=[f"--profile={_PROFILE.value or ''}"],
+              operation=operation,
+              library=library,
+              workload=workload,
+              path=path))
     fresh_process.clear(save_prefix)
     return measured
 
@@ -248,10 +255,10 @@ def main(argv):
   tf.get_logger().setLevel("ERROR")
   if _CHILD.value:
     request = json.loads(_CHILD.value)
-    measure = (_first_save_time if request["operation"] == "save"
-               else _restore_times)
-    fresh_process.emit(measure(request["library"], request["workload"],
-                               request["path"]))
+    measure = (_first_save_time
+               if request["operation"] == "save" else _restore_times)
+    fresh_process.emit(
+        measure(request["library"], request["workload"], request["path"]))
     return
   with tempfile.TemporaryDirectory() as directory:
     for workload in _WORKLOADS.value:

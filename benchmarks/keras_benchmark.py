@@ -24,12 +24,15 @@ import tf_objckpt
 
 _MODELS = flags.DEFINE_list("models", ["keras3", "tf_keras"],
                             "Which Keras flavors to run.")
-_REPEATS = flags.DEFINE_integer("repeats", 3, "Fresh processes per "
-                                "measurement and library.")
+_REPEATS = flags.DEFINE_integer(
+    "repeats", 3, "Fresh processes per "
+    "measurement and library.")
 _CHILD = flags.DEFINE_string("child", None, "Internal: one measurement.")
 
-_LIBRARIES = {"tensorflow": tf.train.Checkpoint,
-              "tf_objckpt": tf_objckpt.Checkpoint}
+_LIBRARIES = {
+    "tensorflow": tf.train.Checkpoint,
+    "tf_objckpt": tf_objckpt.Checkpoint
+}
 
 
 def _keras(flavor):
@@ -55,15 +58,20 @@ def _run_child(request):
   prefix = request["prefix"]
   if request["operation"] == "write":
     fresh_process.clear(prefix, prefix + "_again")
-    result = {"first write": fresh_process.timed(
-                  lambda: checkpoint.write(prefix)),
-              "second write": fresh_process.timed(
-                  lambda: checkpoint.write(prefix + "_again"))}
+    result = {
+        "first write":
+            fresh_process.timed(lambda: checkpoint.write(prefix)),
+        "second write":
+            fresh_process.timed(lambda: checkpoint.write(prefix + "_again"))
+    }
   else:
-    result = {"first read": fresh_process.timed(
-                  lambda: checkpoint.read(prefix).assert_consumed()),
-              "second read": fresh_process.timed(
-                  lambda: checkpoint.read(prefix))}
+    result = {
+        "first read":
+            fresh_process.timed(
+                lambda: checkpoint.read(prefix).assert_consumed()),
+        "second read":
+            fresh_process.timed(lambda: checkpoint.read(prefix))
+    }
   fresh_process.emit(result)
 
 
@@ -74,14 +82,19 @@ def main(argv):
     return
   with tempfile.TemporaryDirectory() as directory:
     for model in _MODELS.value:
+
       def measure(library, model=model):
         prefix = os.path.join(directory, f"{model}_{library}")
         result = {}
         for operation in ("write", "read"):
-          result.update(fresh_process.run_child(
-              __file__, library=library, model=model, operation=operation,
-              prefix=prefix))
+          result.update(
+              fresh_process.run_child(__file__,
+                                      library=library,
+                                      model=model,
+                                      operation=operation,
+                                      prefix=prefix))
         return result
+
       fresh_process.print_medians(
           model, fresh_process.repeated(_REPEATS.value, measure))
 

@@ -89,11 +89,16 @@ def _measure(impl, mode, layout, directory):
   """Bytes the save added to the peak, in a fresh process."""
   count, elements = _layout(layout)
   with tempfile.TemporaryDirectory(dir=directory) as save_directory:
-    result = subprocess.run(
-        [sys.executable, "-c", _CHILD, impl, mode, str(count), str(elements),
-         os.path.join(save_directory, "ckpt")],
-        capture_output=True, text=True, check=False,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    result = subprocess.run([
+        sys.executable, "-c", _CHILD, impl, mode,
+        str(count),
+        str(elements),
+        os.path.join(save_directory, "ckpt")
+    ],
+                            capture_output=True,
+                            text=True,
+                            check=False,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   if result.returncode:
     raise RuntimeError(f"{impl} {mode} {layout} failed:\n{result.stderr}")
   measured = json.loads(result.stdout.strip().splitlines()[-1])
@@ -107,17 +112,23 @@ def main(_):
         f" {'ratio':>6}  all measurements (tensorflow; tf_objckpt)")
   for layout in _LAYOUTS.value:
     for mode in _MODES.value:
-      measured = {impl: [_measure(impl, mode, layout, _DIRECTORY.value) /
-                         (1 << 20) for _ in range(_REPEATS.value)]
-                  for impl in _IMPLS}
-      added = {impl: statistics.median(values)
-               for impl, values in measured.items()}
+      measured = {
+          impl: [
+              _measure(impl, mode, layout, _DIRECTORY.value) / (1 << 20)
+              for _ in range(_REPEATS.value)
+          ] for impl in _IMPLS
+      }
+      added = {
+          impl: statistics.median(values) for impl, values in measured.items()
+      }
       ratio = added["tf_objckpt"] / max(added["tensorflow"], 1e-9)
-      spread = "; ".join(" ".join(f"{value:.0f}" for value in measured[impl])
+      spread = "; ".join(" ".join(f"{value:.0f}"
+                                  for value in measured[impl])
                          for impl in _IMPLS)
-      print(f"{layout:<13} {mode:<13} {added['tensorflow']:>11.1f} "
-            f"{added['tf_objckpt']:>11.1f} {ratio:>6.2f}  {spread}",
-            flush=True)
+      print(
+          f"{layout:<13} {mode:<13} {added['tensorflow']:>11.1f} "
+          f"{added['tf_objckpt']:>11.1f} {ratio:>6.2f}  {spread}",
+          flush=True)
 
 
 if __name__ == "__main__":

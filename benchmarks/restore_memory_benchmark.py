@@ -92,8 +92,8 @@ class _Program:
     return tf.compat.v1.train.Checkpoint if v1 else tf.train.Checkpoint
 
   def manager_class(self):
-    return (self.lib.CheckpointManager if self.ours
-            else self.tf.train.CheckpointManager)
+    return (self.lib.CheckpointManager
+            if self.ours else self.tf.train.CheckpointManager)
 
   def saver_class(self):
     return self.lib.Saver if self.ours else self.tf.compat.v1.train.Saver
@@ -104,7 +104,9 @@ class _Program:
     else:
       from tensorflow.python.checkpoint import checkpoint  # pylint: disable=g-import-not-at-top
       add = checkpoint.add_variable
-    return add(root, name=name, shape=[self.elements],
+    return add(root,
+               name=name,
+               shape=[self.elements],
                initializer=self.tf.constant_initializer(fill))
 
   def module(self, fill=None):
@@ -116,9 +118,10 @@ class _Program:
     tf = self.tf
     module = tf.Module()
     module.weights = [
-        tf.Variable(tf.random.uniform([self.elements]) if fill is None
-                    else tf.fill([self.elements], fill))
-        for _ in range(self.count)]
+        tf.Variable(
+            tf.random.uniform([self.elements]) if fill is
+            None else tf.fill([self.elements], fill)) for _ in range(self.count)
+    ]
     return module
 
 
@@ -133,19 +136,19 @@ def _write(program, path):
   elif path == "restore_or_initialize":
     program.manager_class()(
         program.checkpoint_class()(module=program.module(1.)),
-        program.directory, max_to_keep=1).save()
+        program.directory,
+        max_to_keep=1).save()
   elif path in ("graph", "saver"):
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
       module = program.module(1.)
       session.run([weight.initializer for weight in module.weights])
       if path == "graph":
-        program.checkpoint_class(v1=True)(module=module).write(
-            program.prefix, session=session)
+        program.checkpoint_class(v1=True)(module=module).write(program.prefix,
+                                                               session=session)
       else:
         program.saver_class()(module.weights).save(session, program.prefix)
   else:
-    program.checkpoint_class()(module=program.module(1.)).write(
-        program.prefix)
+    program.checkpoint_class()(module=program.module(1.)).write(program.prefix)
 
 
 def _restore_eagerly(program, path):
@@ -155,8 +158,10 @@ def _restore_eagerly(program, path):
     root = tf.Module()
     before = fresh_process.reset_peak_memory()
     status = program.checkpoint_class()(root=root).read(program.prefix)
-    weights = [program.add_variable(root, f"w{index}", 0.)
-               for index in range(program.count)]
+    weights = [
+        program.add_variable(root, f"w{index}", 0.)
+        for index in range(program.count)
+    ]
     status.assert_consumed()
   else:
     module = program.module()
@@ -193,8 +198,10 @@ def _restore_in_session(program, path):
       before = fresh_process.reset_peak_memory()
       saver.restore(session, program.prefix)
     added = fresh_process.peak_memory_added(before)
-    return added, [float(value) for value in
-                   session.run([weight[-1] for weight in module.weights])]
+    return added, [
+        float(value)
+        for value in session.run([weight[-1] for weight in module.weights])
+    ]
 
 
 def _run_child(request):
@@ -205,15 +212,22 @@ def _run_child(request):
     _write(program, path)
     return
   _allocate_and_free_large_blocks()
-  restore = _restore_in_session if path in ("graph", "saver") else (
-      _restore_eagerly)
+  restore = _restore_in_session if path in ("graph",
+                                            "saver") else (_restore_eagerly)
   added, values = restore(program, path)
-  print(_RESULT_PREFIX + json.dumps(
-      {"added_mib": added / (1 << 20), "restored": values == [1.] * len(
-          values)}), flush=True)
+  print(_RESULT_PREFIX + json.dumps({
+      "added_mib": added / (1 << 20),
+      "restored": values == [1.] * len(values)
+  }),
+        flush=True)
 
 
-def measure(impl, path, gib, directory, extra_env=None, wrapper=(),
+def measure(impl,
+            path,
+            gib,
+            directory,
+            extra_env=None,
+            wrapper=(),
             variable_mib=64):
   """Writes a `gib` GiB checkpoint, restores it along `path` in a new process.
 
@@ -234,27 +248,38 @@ def measure(impl, path, gib, directory, extra_env=None, wrapper=(),
     printed none.
   """
   os.makedirs(directory, exist_ok=True)
-  request = {"impl": "tf_objckpt", "path": path,
-             "count": round(gib * 1024 / variable_mib),
-             "variable_mib": variable_mib,
-             "prefix": os.path.join(directory, "ckpt")}
+  request = {
+      "impl": "tf_objckpt",
+      "path": path,
+      "count": round(gib * 1024 / variable_mib),
+      "variable_mib": variable_mib,
+      "prefix": os.path.join(directory, "ckpt")
+  }
   written = _child_process({**request, "mode": "write"}, extra_env)
   if written.returncode:
     raise RuntimeError(f"Writing for {path} failed:\n{written.stderr}")
-  completed = _child_process({**request, "impl": impl, "mode": "restore"},
-                             extra_env, wrapper)
-  results = [json.loads(line[len(_RESULT_PREFIX):])
-             for line in completed.stdout.splitlines()
-             if line.startswith(_RESULT_PREFIX)]
+  completed = _child_process({
+      **request, "impl": impl,
+      "mode": "restore"
+  }, extra_env, wrapper)
+  results = [
+      json.loads(line[len(_RESULT_PREFIX):])
+      for line in completed.stdout.splitlines()
+      if line.startswith(_RESULT_PREFIX)
+  ]
   return completed, (results[-1] if results else None)
 
 
 def _child_process(request, extra_env=None, wrapper=()):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(extra_env or {})}
-  return subprocess.run(
-      [*wrapper, sys.executable, os.path.abspath(__file__),
-       "--child=" + json.dumps(request)],
-      capture_output=True, text=True, env=env, check=False)
+  return subprocess.run([
+      *wrapper, sys.executable,
+      os.path.abspath(__file__), "--child=" + json.dumps(request)
+  ],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        check=False)
 
 
 def _added_mib(impl, path, gib):
@@ -262,7 +287,11 @@ def _added_mib(impl, path, gib):
   if _ONEDNN.value != "default":
     extra_env["TF_ENABLE_ONEDNN_OPTS"] = "1" if _ONEDNN.value == "on" else "0"
   with tempfile.TemporaryDirectory(dir=_DIRECTORY.value) as directory:
-    completed, result = measure(impl, path, gib, directory, extra_env,
+    completed, result = measure(impl,
+                                path,
+                                gib,
+                                directory,
+                                extra_env,
                                 variable_mib=_VARIABLE_MIB.value)
   if result is None or not result["restored"]:
     raise RuntimeError(f"{impl} {path} {gib} GiB failed:\n"
@@ -282,14 +311,20 @@ def main(_):
         f"  all (tensorflow; tf_objckpt)")
   for path in _PATHS.value:
     for gib in map(float, _GIB.value):
-      measured = {impl: [_added_mib(impl, path, gib)
-                         for _ in range(_REPEATS.value)] for impl in _IMPLS}
-      medians = {impl: statistics.median(values)
-                 for impl, values in measured.items()}
-      spread = "; ".join(" ".join(f"{value:.0f}" for value in measured[impl])
+      measured = {
+          impl: [_added_mib(impl, path, gib) for _ in range(_REPEATS.value)]
+          for impl in _IMPLS
+      }
+      medians = {
+          impl: statistics.median(values) for impl, values in measured.items()
+      }
+      spread = "; ".join(" ".join(f"{value:.0f}"
+                                  for value in measured[impl])
                          for impl in _IMPLS)
-      print(f"{path:<22} {gib:>4g}GiB {medians['tensorflow']:>11.0f} "
-            f"{medians['tf_objckpt']:>11.0f}  {spread}", flush=True)
+      print(
+          f"{path:<22} {gib:>4g}GiB {medians['tensorflow']:>11.0f} "
+          f"{medians['tf_objckpt']:>11.0f}  {spread}",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,10 @@ import tf_objckpt
 _WORKLOADS = flags.DEFINE_list("workloads", ["b", "c"], "Which workloads.")
 _REPEATS = flags.DEFINE_integer("repeats", 15, "Timed runs per measurement.")
 
-_SAVERS = {"tensorflow": tf.compat.v1.train.Saver,
-           "tf_objckpt": tf_objckpt.Saver}
+_SAVERS = {
+    "tensorflow": tf.compat.v1.train.Saver,
+    "tf_objckpt": tf_objckpt.Saver
+}
 _SHAPES = {"b": ([64, 64], 4096), "c": ([], 20000)}
 
 
@@ -48,8 +50,9 @@ class _Program:
       self.variables = []
       for i in range(count):
         with tf.device(f"/cpu:{i % 2}"):
-          self.variables.append(tf.compat.v1.get_variable(
-              f"v{i}", shape, initializer=initializer))
+          self.variables.append(
+              tf.compat.v1.get_variable(f"v{i}", shape,
+                                        initializer=initializer))
       self._initialize = tf.compat.v1.global_variables_initializer()
     config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
     self.session = tf.compat.v1.Session(graph=self.graph, config=config)
@@ -108,14 +111,15 @@ def _bench(workload, directory, repeats):
   for library in _SAVERS:
     for kind in ("unsharded", "sharded"):
       seconds, savers[library, kind] = _timed(
-          lambda lib=library, k=kind: source.saver(lib,
-                                                 sharded=k == "sharded"))
+          lambda lib=library, k=kind: source.saver(lib, sharded=k == "sharded"))
       if kind == "unsharded":
         build[library].append(seconds)
-  paths = {key: os.path.join(directory, "_".join((workload,) + key))
-           for key in savers}
-  saves = _medians({key: lambda k=key: source.save(savers[k], paths[k])
-                    for key in savers}, repeats)
+  paths = {
+      key: os.path.join(directory, "_".join((workload,) + key)) for key in savers
+  }
+  saves = _medians(
+      {key: lambda k=key: source.save(savers[k], paths[k]) for key in savers},
+      repeats)
   source.session.close()
 
   target = _Program(workload, 0.)
@@ -127,13 +131,14 @@ def _bench(workload, directory, repeats):
     target.restore(restorers[library], paths[library, "unsharded"])
     target.check(1.)
   restores = _medians(
-      {library: lambda lib=library: target.restore(
-          restorers[lib], paths[lib, "unsharded"]) for library in _SAVERS},
-      repeats)
+      {
+          library:
+              lambda lib=library: target.restore(restorers[lib], paths[
+                  lib, "unsharded"]) for library in _SAVERS
+      }, repeats)
   target.session.close()
 
-  results = {"build": {lib: statistics.median(t)
-                      for lib, t in build.items()}}
+  results = {"build": {lib: statistics.median(t) for lib, t in build.items()}}
   for kind in ("unsharded", "sharded"):
     results[f"save, {kind}"] = {lib: saves[lib, kind] for lib in _SAVERS}
   results["restore"] = restores

@@ -39,8 +39,7 @@ import tf_objckpt
 
 _MIB = flags.DEFINE_integer("mib", 256, "Size of the large checkpoint.")
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Timed runs of each.")
-_FRESH = flags.DEFINE_bool("fresh", False,
-                           "Time each call in a new process.")
+_FRESH = flags.DEFINE_bool("fresh", False, "Time each call in a new process.")
 _CHILD = flags.DEFINE_string("child", None,
                              "Internal: time one call (JSON request).")
 
@@ -65,7 +64,8 @@ def _resnet(on_create=False):
 
 def _write(directory, make_model):
   model, _ = make_model()
-  tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(model=model), directory,
+  tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(model=model),
+                               directory,
                                max_to_keep=1).save()
 
 
@@ -88,8 +88,7 @@ def _graph(directory, make_model, heal, run):
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     model, _ = make_model()
     checkpoint = tf_objckpt.Checkpoint(model=model)
-    manager = tf_objckpt.CheckpointManager(checkpoint, directory,
-                                           max_to_keep=1)
+    manager = tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=1)
     start = time.perf_counter()
     if heal:
       path = manager.restore_or_initialize()
@@ -128,26 +127,26 @@ def _cases():
   the model's variables can be created after the restore (Keras builds its
   variables with the model).
   """
-  return {f"{_MIB.value} MiB, 64 variables":
-              (lambda on_create=False: _variables_model(_MIB.value, 64,
-                                                        on_create), True),
-          "1 MiB, 200 variables":
-              (lambda on_create=False: _variables_model(1, 200, on_create),
-               True),
-          "ResNet50": (_resnet, False)}
+  return {
+      f"{_MIB.value} MiB, 64 variables":
+          (lambda on_create=False: _variables_model(_MIB.value, 64, on_create),
+           True),
+      "1 MiB, 200 variables":
+          (lambda on_create=False: _variables_model(1, 200, on_create), True),
+      "ResNet50": (_resnet, False)
+  }
 
 
 def _timers(directory, make_model, creates_later):
   """`{way: time(heal)}`: the ways a model is restored."""
-  timers = {"existing": lambda heal: _eager(directory, make_model, False,
-                                            heal)}
+  timers = {"existing": lambda heal: _eager(directory, make_model, False, heal)}
   if creates_later:
     timers["on creation"] = lambda heal: _eager(directory, make_model, True,
                                                 heal)
-  timers["graph building"] = lambda heal: _graph(directory, make_model, heal,
-                                                 run=False)
-  timers["graph build + run"] = lambda heal: _graph(directory, make_model,
-                                                    heal, run=True)
+  timers["graph building"] = lambda heal: _graph(
+      directory, make_model, heal, run=False)
+  timers["graph build + run"] = lambda heal: _graph(
+      directory, make_model, heal, run=True)
   return timers
 
 
@@ -162,9 +161,13 @@ def _compare_fresh(name, directory, case, way):
   times = {False: [], True: []}
   for _ in range(_REPEATS.value):
     for heal in (False, True):
-      times[heal].append(fresh_process.run_child(
-          __file__, extra_args=[f"--mib={_MIB.value}"], directory=directory,
-          case=case, way=way, heal=heal)["seconds"])
+      times[heal].append(
+          fresh_process.run_child(__file__,
+                                  extra_args=[f"--mib={_MIB.value}"],
+                                  directory=directory,
+                                  case=case,
+                                  way=way,
+                                  heal=heal)["seconds"])
   _print(name, times)
 
 
@@ -178,8 +181,7 @@ def main(argv):
     for label, (make_model, creates_later) in _cases().items():
       directory = os.path.join(root, label.split(",")[0].replace(" ", "_"))
       _write(directory, make_model)
-      for way, timer in _timers(directory, make_model,
-                                creates_later).items():
+      for way, timer in _timers(directory, make_model, creates_later).items():
         if _FRESH.value:
           _compare_fresh(f"{label}, {way}", directory, label, way)
         else:

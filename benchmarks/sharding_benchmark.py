@@ -63,13 +63,13 @@ _REPEATS = flags.DEFINE_integer("repeats", 5,
                                 "Fresh processes per write and read.")
 _SHARDS = flags.DEFINE_integer("shards", 4,
                                "Files MaxShardSizePolicy splits into.")
-_CASES = flags.DEFINE_list(
-    "cases", ["numpy", "numpy_parallel", "tensorflow", "tf_objckpt",
-              "tensorflow_parallel", "tf_objckpt_parallel",
-              "tensorflow_max_size", "tf_objckpt_max_size",
-              "tensorflow_graph_max_size", "tf_objckpt_graph_max_size",
-              "tensorflow_saver_sharded", "tf_objckpt_saver_sharded"],
-    "Which layouts to time (see the module docstring).")
+_CASES = flags.DEFINE_list("cases", [
+    "numpy", "numpy_parallel", "tensorflow", "tf_objckpt",
+    "tensorflow_parallel", "tf_objckpt_parallel", "tensorflow_max_size",
+    "tf_objckpt_max_size", "tensorflow_graph_max_size",
+    "tf_objckpt_graph_max_size", "tensorflow_saver_sharded",
+    "tf_objckpt_saver_sharded"
+], "Which layouts to time (see the module docstring).")
 _DIRECTORY = flags.DEFINE_string("directory", None,
                                  "Where to write (default: a temporary one).")
 _CONCURRENCY = flags.DEFINE_bool(
@@ -104,8 +104,7 @@ def _numpy_case(request, parallel):
   paths = [f"{request['prefix']}.{index}" for index in range(count)]
   groups = np.array_split(np.arange(_VARIABLES.value), count)
   if request["op"] == "write":
-    values = [[_variable_values(index) for index in group]
-              for group in groups]
+    values = [[_variable_values(index) for index in group] for group in groups]
     fresh_process.clear(request["prefix"])
 
     def write(path, parts):
@@ -113,11 +112,12 @@ def _numpy_case(request, parallel):
         for part in parts:
           part.tofile(f)
 
-    work = [lambda path=path, parts=parts: write(path, parts)
-            for path, parts in zip(paths, values)]
+    work = [
+        lambda path=path, parts=parts: write(path, parts)
+        for path, parts in zip(paths, values)
+    ]
   else:
-    work = [lambda path=path: np.fromfile(path, np.float32)
-            for path in paths]
+    work = [lambda path=path: np.fromfile(path, np.float32) for path in paths]
   threads = [threading.Thread(target=item) for item in work]
 
   def run_threads():
@@ -143,15 +143,18 @@ def _options(tf, tf_objckpt, policy):
 def _eager_case(request, library, policy):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_objckpt  # pylint: disable=g-import-not-at-top
-  checkpoint_class = (tf_objckpt.Checkpoint if library == "tf_objckpt"
-                      else tf.train.Checkpoint)
+  checkpoint_class = (tf_objckpt.Checkpoint
+                      if library == "tf_objckpt" else tf.train.Checkpoint)
   options = _options(tf, tf_objckpt, policy)
   if request["op"] == "write":
-    variables = [tf.Variable(_variable_values(index))
-                 for index in range(_VARIABLES.value)]
+    variables = [
+        tf.Variable(_variable_values(index))
+        for index in range(_VARIABLES.value)
+    ]
   else:
-    variables = [tf.Variable(tf.zeros([_elements()]))
-                 for _ in range(_VARIABLES.value)]
+    variables = [
+        tf.Variable(tf.zeros([_elements()])) for _ in range(_VARIABLES.value)
+    ]
   checkpoint = checkpoint_class(v=variables)
   if request["op"] == "write":
     fresh_process.clear(request["prefix"])
@@ -180,15 +183,16 @@ def _graph_case(request, library, policy):
     variables = []
     for index in range(_VARIABLES.value):
       with tf.device(f"/cpu:{index % 2}" if saver_sharded else "/cpu:0"):
-        variables.append(tf.compat.v1.get_variable(
-            f"v{index}", [_elements()], initializer=tf.zeros_initializer()))
+        variables.append(
+            tf.compat.v1.get_variable(f"v{index}", [_elements()],
+                                      initializer=tf.zeros_initializer()))
     session.run(tf.compat.v1.global_variables_initializer())
     if writing:
       for index, variable in enumerate(variables):
         variable.load(_variable_values(index), session)
     if saver_sharded:
-      saver_class = (tf_objckpt.Saver if library == "tf_objckpt"
-                     else tf.compat.v1.train.Saver)
+      saver_class = (tf_objckpt.Saver
+                     if library == "tf_objckpt" else tf.compat.v1.train.Saver)
       saver = saver_class(variables, sharded=True)
       if writing:
         fresh_process.clear(request["prefix"])
@@ -207,9 +211,8 @@ def _graph_case(request, library, policy):
         measured = fresh_process.timed_with_peak(lambda: checkpoint.write(
             request["prefix"], session=session, options=options))
       else:
-        measured = fresh_process.timed_with_peak(
-            lambda: checkpoint.restore(request["prefix"]).run_restore_ops(
-                session))
+        measured = fresh_process.timed_with_peak(lambda: checkpoint.restore(
+            request["prefix"]).run_restore_ops(session))
     if not writing:
       _check_restored(session.run(variables[-1]))
   return measured
@@ -233,7 +236,8 @@ class _ConcurrencyWatch:
     while not self._stop.is_set():
       writing = sum(".tempstate" in name
                     for _, _, names in os.walk(self._directory)
-                    for name in names if ".data-" in name)
+                    for name in names
+                    if ".data-" in name)
       self.most = max(self.most, writing)
       time.sleep(0.0005)
 
@@ -282,8 +286,12 @@ def _measure(directory):
       prefix = os.path.join(directory, case, "ckpt")
       os.makedirs(os.path.dirname(prefix), exist_ok=True)
       for op in ("write", "read"):
-        times[case][op].append(fresh_process.run_child(
-            __file__, _flags(), case=case, op=op, prefix=prefix))
+        times[case][op].append(
+            fresh_process.run_child(__file__,
+                                    _flags(),
+                                    case=case,
+                                    op=op,
+                                    prefix=prefix))
       shutil.rmtree(os.path.dirname(prefix))
   return times
 
@@ -296,16 +304,21 @@ def _concurrency(directory):
       continue
     prefix = os.path.join(directory, case, "ckpt")
     os.makedirs(os.path.dirname(prefix), exist_ok=True)
-    found[case] = fresh_process.run_child(
-        __file__, _flags(), case=case, op="write", prefix=prefix,
-        watch=True)["files"]
+    found[case] = fresh_process.run_child(__file__,
+                                          _flags(),
+                                          case=case,
+                                          op="write",
+                                          prefix=prefix,
+                                          watch=True)["files"]
     shutil.rmtree(os.path.dirname(prefix))
   return found
 
 
 def _flags():
-  return [f"--gib={_GIB.value}", f"--variables={_VARIABLES.value}",
-          f"--shards={_SHARDS.value}"]
+  return [
+      f"--gib={_GIB.value}", f"--variables={_VARIABLES.value}",
+      f"--shards={_SHARDS.value}"
+  ]
 
 
 def _seconds(results):
@@ -313,9 +326,10 @@ def _seconds(results):
 
 
 def _report(times, loads, concurrency):
-  baseline = ({op: statistics.median(_seconds(times["tensorflow"][op]))
-               for op in ("write", "read")}
-              if "tensorflow" in times else None)
+  baseline = ({
+      op: statistics.median(_seconds(times["tensorflow"][op]))
+      for op in ("write", "read")
+  } if "tensorflow" in times else None)
   print(f"{_GIB.value:g} GiB in {_VARIABLES.value} float32 variables, "
         f"{len(os.sched_getaffinity(0))} cores, MaxShardSizePolicy into "
         f"{_SHARDS.value} files; median [fastest-slowest] of "
@@ -333,9 +347,11 @@ def _report(times, loads, concurrency):
       peaks.append(f"{statistics.median(r['peak_mib'] for r in by_op[op]):.0f}")
       if baseline:
         ratios.append(f"{baseline[op] / median:5.2f}x")
-    print(f"{case:<28}{cells[0]:>24}{cells[1]:>24}"
-          f"{'  '.join(ratios):>22}{' / '.join(peaks):>14}"
-          f"{concurrency.get(case, ''):>15}", flush=True)
+    print(
+        f"{case:<28}{cells[0]:>24}{cells[1]:>24}"
+        f"{'  '.join(ratios):>22}{' / '.join(peaks):>14}"
+        f"{concurrency.get(case, ''):>15}",
+        flush=True)
 
 
 def main(_):

@@ -40,8 +40,9 @@ _PROCESS = flags.DEFINE_bool("process", True,
 def _write(prefix):
   count = max(1, int(_GIB.value * 64))
   large = [tf.Variable(tf.random.uniform([4 << 20])) for _ in range(count)]
-  small = [tf.Variable(np.full([64], index, np.float32))
-           for index in range(4096)]
+  small = [
+      tf.Variable(np.full([64], index, np.float32)) for index in range(4096)
+  ]
   return tf_objckpt.Checkpoint(large=large, small=small).write(prefix)
 
 
@@ -59,7 +60,8 @@ def _verify(path):
 
 def _verify_process(path):
   subprocess.run([sys.executable, "-m", "tf_objckpt", "verify", path],
-                 check=True, capture_output=True,
+                 check=True,
+                 capture_output=True,
                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 
 
@@ -72,12 +74,15 @@ def _median_seconds(function, path):
 def main(_):
   with tempfile.TemporaryDirectory(dir=_DIRECTORY.value) as directory:
     path = _write(os.path.join(directory, "ckpt"))
-    size = sum(os.path.getsize(os.path.join(directory, name))
-               for name in os.listdir(directory))
+    size = sum(
+        os.path.getsize(os.path.join(directory, name))
+        for name in os.listdir(directory))
     print(f"checkpoint: {size / (1 << 30):.2f} GiB, "
           f"{len(tf.train.list_variables(path))} keys")
-    runs = {"tensorflow read all": _tensorflow_read_all,
-            "tf_objckpt verify": _verify}
+    runs = {
+        "tensorflow read all": _tensorflow_read_all,
+        "tf_objckpt verify": _verify
+    }
     if _PROCESS.value:
       runs["tf-objckpt verify (process)"] = _verify_process
     _tensorflow_read_all(path)  # Warms the page cache.

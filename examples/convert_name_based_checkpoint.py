@@ -29,8 +29,11 @@ HEAD = np.linspace(-1, 1, 3, dtype=np.float32).reshape(3, 1)
 def build_objects():
   """The new program's objects: `--objects convert_name_based_checkpoint:build_objects`."""
   model = keras.Sequential([
-      keras.Input((4,)), keras.layers.Dense(3, name="dense"),
-      keras.layers.Dense(1, name="head", use_bias=False)], name="classifier")
+      keras.Input((4,)),
+      keras.layers.Dense(3, name="dense"),
+      keras.layers.Dense(1, name="head", use_bias=False)
+  ],
+                           name="classifier")
   return {"model": model}
 
 
@@ -50,12 +53,16 @@ def legacy_save(directory):
 def tf_objckpt_command(*args):
   """Runs `python -m tf_objckpt ARGS` (the `tf-objckpt` command)."""
   here = os.path.dirname(os.path.abspath(__file__))
-  path = os.pathsep.join([here, os.path.dirname(here),
-                          os.environ.get("PYTHONPATH", "")])
-  result = subprocess.run(
-      [sys.executable, "-m", "tf_objckpt", *args], capture_output=True,
-      text=True, check=False,
-      env=dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="3"))
+  path = os.pathsep.join(
+      [here, os.path.dirname(here),
+       os.environ.get("PYTHONPATH", "")])
+  result = subprocess.run([sys.executable, "-m", "tf_objckpt", *args],
+                          capture_output=True,
+                          text=True,
+                          check=False,
+                          env=dict(os.environ,
+                                   PYTHONPATH=path,
+                                   TF_CPP_MIN_LOG_LEVEL="3"))
   print(f"$ tf-objckpt {' '.join(args)}\n{result.stdout}")
   return result
 
@@ -71,8 +78,8 @@ def main():
     assert "classifier/dense/kernel" in refused.stdout
     assert not os.path.exists(out + ".index"), "a partial result was written"
 
-    converted = tf_objckpt_command("convert", legacy, out, "--objects",
-                                   objects, "--map", "encoder/=dense/")
+    converted = tf_objckpt_command("convert", legacy, out, "--objects", objects,
+                                   "--map", "encoder/=dense/")
     assert converted.returncode == 0, converted.stderr
     assert "classifier/head/kernel <- head/kernel (without model name)" in (
         converted.stdout)

@@ -21,7 +21,8 @@ from tensorflow.python.trackable import autotrackable
 import tf_objckpt
 
 
-def build(directory, checkpoint_cls=tf_objckpt.CheckpointV1,
+def build(directory,
+          checkpoint_cls=tf_objckpt.CheckpointV1,
           module_cls=tf_objckpt.AutoTrackable):
   """A graph with a linear model, Adam, a checkpoint and its restore status."""
   graph = tf.Graph()
@@ -53,8 +54,7 @@ def train(directory, steps):
       ops_after = len(graph.get_operations())
       assert ops_before in (None, ops_after), "saving grew the graph"
       ops_before = ops_after
-    step, final_loss = session.run(
-        [tf.compat.v1.train.get_global_step(), loss])
+    step, final_loss = session.run([tf.compat.v1.train.get_global_step(), loss])
     variables = session.run(tf.compat.v1.global_variables())
   return path, step, final_loss, variables
 
@@ -69,9 +69,8 @@ def main():
     assert loss < first_loss, (loss, first_loss)
 
     # TensorFlow's CheckpointV1 restores the same values from our file.
-    graph, checkpoint, _, _, _ = build(
-        directory, tf.compat.v1.train.Checkpoint,
-        autotrackable.AutoTrackable)
+    graph, checkpoint, _, _, _ = build(directory, tf.compat.v1.train.Checkpoint,
+                                       autotrackable.AutoTrackable)
     with graph.as_default(), tf.compat.v1.Session() as session:
       checkpoint.restore(path).assert_consumed().run_restore_ops(session)
       restored = session.run(tf.compat.v1.global_variables())

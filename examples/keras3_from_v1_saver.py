@@ -68,8 +68,10 @@ def legacy_train_and_save(directory):
       predictions = session.run(logits, {inputs: INPUTS})
       path = saver.save(session, os.path.join(directory, "legacy", "model"))
       session.run(train, feed)
-      after = {variable.op.name: session.run(variable)
-               for variable in tf.compat.v1.trainable_variables()}
+      after = {
+          variable.op.name: session.run(variable)
+          for variable in tf.compat.v1.trainable_variables()
+      }
   return path, predictions, after
 
 
@@ -78,7 +80,8 @@ def keras_model():
   return keras.Sequential([
       keras.layers.Dense(16, activation="relu", name="hidden"),
       keras.layers.Dense(3, name="output"),
-  ], name="classifier")
+  ],
+                          name="classifier")
 
 
 def load_into_keras(path):
@@ -87,8 +90,9 @@ def load_into_keras(path):
   optimizer = keras.optimizers.Adam(0.01)
   options = tf_objckpt.CheckpointOptions(
       assignment_map={"logits/": "classifier/output/"})
-  status = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).restore(
-      path, options=options)
+  status = tf_objckpt.Checkpoint(model=model,
+                                 optimizer=optimizer).restore(path,
+                                                              options=options)
   predictions = model(INPUTS).numpy()  # Builds the model: values land here.
   optimizer.build(model.trainable_variables)  # The slots land here.
   status.assert_consumed()
@@ -118,15 +122,16 @@ def main():
       failures.append(f"not everything matched:\n{report}")
     if len(report.restored) != 14:  # 4 variables, 8 slots, 2 beta powers.
       failures.append(f"expected 14 restored values:\n{report}")
-    if not np.allclose(predictions, legacy_predictions, rtol=1e-6,
-                       atol=1e-6):
+    if not np.allclose(predictions, legacy_predictions, rtol=1e-6, atol=1e-6):
       failures.append("Keras predictions differ from the legacy graph's")
     if int(optimizer.iterations) != 5:
       failures.append(f"iterations {int(optimizer.iterations)}, not 5")
     keras_step(model, optimizer)
     for variable in model.trainable_variables:
-      if not np.allclose(variable.numpy(), legacy_after[legacy_name(variable)],
-                         rtol=2e-5, atol=1e-6):
+      if not np.allclose(variable.numpy(),
+                         legacy_after[legacy_name(variable)],
+                         rtol=2e-5,
+                         atol=1e-6):
         failures.append(f"{variable.path} stepped unlike the legacy program")
 
     tf_model = keras_model()

@@ -58,9 +58,10 @@ def main():
   with tempfile.TemporaryDirectory() as directory:
     path, trained = train_and_save(directory)
     print(f"Saved {path}")
-    child = subprocess.run(
-        [sys.executable, __file__, "--restore", directory],
-        check=True, capture_output=True, text=True)
+    child = subprocess.run([sys.executable, __file__, "--restore", directory],
+                           check=True,
+                           capture_output=True,
+                           text=True)
     restored = json.loads(child.stdout.strip().splitlines()[-1])
     for want, got in zip(trained, restored):
       np.testing.assert_allclose(got, want)

@@ -23,13 +23,15 @@ def legacy_train_and_save(directory):
   """A TF1 program writes a name-based checkpoint; returns it and values."""
   with tf.Graph().as_default():
     with tf.compat.v1.variable_scope("dense"):
-      kernel = tf.compat.v1.get_variable(
-          "kernel", initializer=np.arange(6, dtype=np.float32).reshape(3, 2))
+      kernel = tf.compat.v1.get_variable("kernel",
+                                         initializer=np.arange(
+                                             6, dtype=np.float32).reshape(3, 2))
       bias = tf.compat.v1.get_variable("bias", initializer=[0.5, -0.5])
     saver = tf.compat.v1.train.Saver()
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
-      path = saver.save(session, os.path.join(directory, "legacy", "model"),
+      path = saver.save(session,
+                        os.path.join(directory, "legacy", "model"),
                         global_step=7)
       return path, session.run([kernel, bias])
 
@@ -44,7 +46,8 @@ def resave_with_our_saver(path, directory):
     with tf.compat.v1.Session() as session:
       saver.restore(session, path)
       values = session.run([kernel, bias])
-      new_path = saver.save(session, os.path.join(directory, "ours", "model"),
+      new_path = saver.save(session,
+                            os.path.join(directory, "ours", "model"),
                             global_step=8)
   return new_path, values
 

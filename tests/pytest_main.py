@@ -15,7 +15,8 @@ def _import_from_runfiles_only():
   """
   sys.meta_path[:] = [
       finder for finder in sys.meta_path
-      if not getattr(finder, "__module__", "").startswith("__editable__")]
+      if not getattr(finder, "__module__", "").startswith("__editable__")
+  ]
 
 
 if __name__ == "__main__":

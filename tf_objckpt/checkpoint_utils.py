@@ -19,4 +19,3 @@ from tf_objckpt.inspection.checkpoint_reader import load_checkpoint
 from tf_objckpt.inspection.checkpoint_reader import load_variable
 from tf_objckpt.v1.warm_start import init_from_checkpoint
 # pylint: enable=unused-import
-

@@ -46,8 +46,10 @@ def checkpoints(tmp_path_factory):
     tl.IMPLS[impl].Checkpoint(**objects).save(str(root / impl / "ckpt"))
   with tf.Graph().as_default():
     with tf.compat.v1.variable_scope("dense"):
-      tf.compat.v1.get_variable(
-          "kernel", initializer=np.arange(6, dtype=np.float32).reshape(3, 2))
+      tf.compat.v1.get_variable("kernel",
+                                initializer=np.arange(6,
+                                                      dtype=np.float32).reshape(
+                                                          3, 2))
       tf.compat.v1.get_variable("bias", initializer=[0.5, -0.5])
     saver = tf.compat.v1.train.Saver()
     with tf.compat.v1.Session() as session:
@@ -82,22 +84,25 @@ def _tf_reads_everything(prefix):
 
 
 def test_inspect_shows_the_same_tree_for_tensorflows_and_ours(checkpoints):
-  outputs = {impl: tl.run_cli("inspect", checkpoints / impl)
-             for impl in ("tf", "ours")}
+  outputs = {
+      impl: tl.run_cli("inspect", checkpoints / impl) for impl in ("tf", "ours")
+  }
   for impl, result in outputs.items():
     assert result.returncode == 0, result.stderr
     latest = tf.train.latest_checkpoint(str(checkpoints / impl))
     assert f"its latest checkpoint {latest!r}" in result.stderr
-  trees = {impl: result.stdout.split("\n", 1)[1]
-           for impl, result in outputs.items()}
+  trees = {
+      impl: result.stdout.split("\n", 1)[1] for impl, result in outputs.items()
+  }
   assert trees["tf"] == trees["ours"]
   tree = trees["ours"]
   assert "\n  model\n    layer_with_weights-0\n" in tree
   assert "      kernel: float32 (4, 8) 128 B\n" in tree
   assert "    layer-0 -> model/layer_with_weights-0\n" in tree
   assert "  big: float32 (1000,) 3.9 KiB\n" in tree
-  values = len(tf.train.list_variables(tf.train.latest_checkpoint(
-      str(checkpoints / "tf")))) - 1
+  values = len(
+      tf.train.list_variables(
+          tf.train.latest_checkpoint(str(checkpoints / "tf")))) - 1
   assert re.search(rf"Total: {values} values, [\d.]+ KiB, 1 shard\n$", tree)
 
 
@@ -108,16 +113,21 @@ def test_inspect_keys_are_tensorflows_variables(checkpoints, kind):
   result = tl.run_cli("inspect", prefix, "--keys")
   assert result.returncode == 0, result.stderr
   assert result.stderr == ""
-  expected = [key for key, _ in tf.train.list_variables(prefix)
-              if key != tl.OBJECT_GRAPH_KEY]
+  expected = [
+      key for key, _ in tf.train.list_variables(prefix)
+      if key != tl.OBJECT_GRAPH_KEY
+  ]
   assert result.stdout.splitlines() == expected
   listed = json.loads(tl.run_cli("inspect", prefix, "--json").stdout)
   reader = tf.train.load_checkpoint(prefix)
-  assert {value["key"]: (value["dtype"], value["shape"])
-          for value in listed["values"]} == {
-              key: (reader.get_variable_to_dtype_map()[key].name, shape)
-              for key, shape in tf.train.list_variables(prefix)
-              if key != tl.OBJECT_GRAPH_KEY}
+  assert {
+      value["key"]: (value["dtype"], value["shape"])
+      for value in listed["values"]
+  } == {
+      key: (reader.get_variable_to_dtype_map()[key].name, shape)
+      for key, shape in tf.train.list_variables(prefix)
+      if key != tl.OBJECT_GRAPH_KEY
+  }
 
 
 def test_inspect_name_based_checkpoint_as_a_tree_of_names(checkpoints):
@@ -169,8 +179,8 @@ def test_verify_accepts_intact_checkpoints(checkpoints, kind):
   assert "error:" not in result.stdout
 
 
-def test_verify_names_the_file_and_key_of_a_damaged_value(checkpoints,
-                                                          tmp_path):
+def test_verify_names_the_file_and_key_of_a_damaged_value(
+    checkpoints, tmp_path):
   prefix = _copy(checkpoints / "tf", tmp_path / "damaged")
   entry = bundle_index.read_bundle_index(prefix).entries[KERNEL]
   with open(_data_file(prefix), "r+b") as f:
@@ -181,17 +191,18 @@ def test_verify_names_the_file_and_key_of_a_damaged_value(checkpoints,
   assert not _tf_reads_everything(prefix)
   result = tl.run_cli("verify", prefix)
   assert result.returncode == 1, result.stdout + result.stderr
-  errors = [line for line in result.stdout.splitlines()
-            if line.startswith("error:")]
+  errors = [
+      line for line in result.stdout.splitlines() if line.startswith("error:")
+  ]
   assert errors == [
       f"error: {_data_file(prefix)}: {KERNEL}: cannot be read: "
-      f"DataLossError: {errors[0].split('DataLossError: ')[1]}"]
+      f"DataLossError: {errors[0].split('DataLossError: ')[1]}"
+  ]
   assert "Checksum does not match" in errors[0]
   assert "1 problem found" in result.stdout
 
 
-def test_verify_truncated_missing_and_unreadable_copies(checkpoints,
-                                                        tmp_path):
+def test_verify_truncated_missing_and_unreadable_copies(checkpoints, tmp_path):
   truncated = _copy(checkpoints / "ours", tmp_path / "truncated")
   size = os.path.getsize(_data_file(truncated))
   with open(_data_file(truncated), "r+b") as f:
@@ -230,16 +241,19 @@ def test_verify_reports_object_graph_faults_and_unreferenced_values(
   prefix = tf.train.latest_checkpoint(str(checkpoints / "ours"))
   graph = tl.object_graph(prefix)
   reader = tf.train.load_checkpoint(prefix)
-  values = {key: reader.get_tensor(key)
-            for key in reader.get_variable_to_shape_map()
-            if key != tl.OBJECT_GRAPH_KEY}
+  values = {
+      key: reader.get_tensor(key)
+      for key in reader.get_variable_to_shape_map()
+      if key != tl.OBJECT_GRAPH_KEY
+  }
   values["stray/value"] = np.ones(3, np.float32)
   kernel = next(node for node in graph.nodes for attribute in node.attributes
                 if attribute.checkpoint_key == KERNEL)
   del values[KERNEL]
   values[tl.OBJECT_GRAPH_KEY] = graph.SerializeToString()
   out = str(tmp_path / "crafted")
-  tf.raw_ops.SaveV2(prefix=out, tensor_names=list(values),
+  tf.raw_ops.SaveV2(prefix=out,
+                    tensor_names=list(values),
                     shape_and_slices=[""] * len(values),
                     tensors=list(values.values()))
   assert kernel.attributes
@@ -398,12 +412,17 @@ def test_progress_line_only_on_a_terminal(checkpoints):
   assert "verifying:" not in plain.stderr
   main, secondary = pty.openpty()
   try:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=os.pathsep.join([tl.REPO_ROOT,
-                                           os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ,
+               TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join(
+                   [tl.REPO_ROOT,
+                    os.environ.get("PYTHONPATH", "")]))
     result = subprocess.run(
         [sys.executable, "-m", "tf_objckpt", "verify", prefix],
-        stdout=subprocess.PIPE, stderr=secondary, env=env, timeout=300,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env=env,
+        timeout=300,
         check=False)
     os.close(secondary)
     terminal = b""

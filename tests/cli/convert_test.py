@@ -62,8 +62,13 @@ def _setup(tmp_path):
 
 def _convert(setup, function, out, *flags):
   directory, path = setup
-  return tl.run_cli("convert", path, directory / out, "--objects",
-                    f"builders:{function}", *flags, cwd=directory)
+  return tl.run_cli("convert",
+                    path,
+                    directory / out,
+                    "--objects",
+                    f"builders:{function}",
+                    *flags,
+                    cwd=directory)
 
 
 def test_converted_checkpoint_is_what_tensorflow_writes(setup):
@@ -87,8 +92,10 @@ def test_keras3_variables_match_without_the_model_scope(setup):
   assert "sequential/dense/kernel <- dense/kernel (without model name)" in (
       result.stdout)
   values = tl.values(str(directory / "keras3"))
-  kernels = [value for key, value in values.items() if key.endswith(
-      "kernel/.ATTRIBUTES/VARIABLE_VALUE")]
+  kernels = [
+      value for key, value in values.items()
+      if key.endswith("kernel/.ATTRIBUTES/VARIABLE_VALUE")
+  ]
   np.testing.assert_array_equal(kernels, [KERNEL])
 
 
@@ -107,8 +114,8 @@ def test_partial_results_need_allow_partial_and_map(setup):
   assert "encoder/kernel <- dense/kernel (assignment map)" in mapped.stdout
   assert "  dense/bias" in mapped.stdout  # Left over, reported.
   np.testing.assert_array_equal(
-      tl.values(str(directory / "mapped"))[
-          "kernel/.ATTRIBUTES/VARIABLE_VALUE"], KERNEL)
+      tl.values(str(directory / "mapped"))["kernel/.ATTRIBUTES/VARIABLE_VALUE"],
+      KERNEL)
 
 
 def test_mismatches_and_bad_arguments_write_nothing(setup):
@@ -126,8 +133,12 @@ def test_console_script_imports_from_the_working_directory_and_records(setup):
   """As installed, `tf-objckpt convert` finds the user's module in the
   current directory, and `inspect OUT_DIR` finds what it wrote."""
   directory, path = setup
-  result = tl.run_cli("convert", path, os.path.join("migrated", "ckpt"),
-                      "--objects", "builders:module", cwd=directory,
+  result = tl.run_cli("convert",
+                      path,
+                      os.path.join("migrated", "ckpt"),
+                      "--objects",
+                      "builders:module",
+                      cwd=directory,
                       console_script=True)
   assert result.returncode == 0, result.stdout + result.stderr
   assert result.stderr == ""
@@ -135,5 +146,6 @@ def test_console_script_imports_from_the_working_directory_and_records(setup):
   assert tf.train.latest_checkpoint(out_dir) == os.path.join(out_dir, "ckpt")
   inspected = tl.run_cli("inspect", out_dir)
   assert inspected.returncode == 0, inspected.stderr
-  assert ("  model\n    kernel: float32 (3, 2) 24 B\n    bias: float32 (2,) 8 B\n"
-          in inspected.stdout)
+  assert (
+      "  model\n    kernel: float32 (3, 2) 24 B\n    bias: float32 (2,) 8 B\n"
+      in inspected.stdout)

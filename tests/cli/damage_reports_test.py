@@ -34,8 +34,10 @@ def _key(index):
 
 
 def _model(value=0.0):
-  return [tf.Variable(np.full([16], value + index, np.float32))
-          for index in range(_VARIABLES)]
+  return [
+      tf.Variable(np.full([16], value + index, np.float32))
+      for index in range(_VARIABLES)
+  ]
 
 
 @pytest.fixture(name="saved")
@@ -44,7 +46,8 @@ def _saved(tmp_path):
   directory = str(tmp_path / "saved")
   model = _model()
   manager = tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(model=model),
-                                         directory, max_to_keep=2)
+                                         directory,
+                                         max_to_keep=2)
   manager.save()
   for variable in model:
     variable.assign_add(tf.ones([16]))
@@ -54,8 +57,9 @@ def _saved(tmp_path):
 
 def _truncate(prefix):
   """Cuts the data file inside its middle value; returns its new size."""
-  offsets = sorted(entry.offset for entry in bundle_index.read_bundle_index(
-      prefix).entries.values())
+  offsets = sorted(
+      entry.offset
+      for entry in bundle_index.read_bundle_index(prefix).entries.values())
   size = offsets[len(offsets) // 2] + 3
   os.truncate(prefix + _DATA, size)
   return size
@@ -84,8 +88,8 @@ def test_verify_names_a_truncation_once_then_the_keys_it_loses(saved):
   assert lines == [
       f"error: {prefix + _DATA}: data file is truncated: {size} bytes, the "
       f"index places values up to byte {full}; {len(lost)} values beyond "
-      "its end cannot be read",
-      *(f"  {key}" for key in lost)]
+      "its end cannot be read", *(f"  {key}" for key in lost)
+  ]
   assert summary.endswith(f"; {len(lost)} problems found")
 
 
@@ -93,15 +97,17 @@ def test_restore_or_initialize_warns_in_one_short_line(saved):
   prefix = os.path.join(saved, "ckpt-2")
   full = os.path.getsize(prefix + _DATA)
   size = _truncate(prefix)
-  manager = tf_objckpt.CheckpointManager(
-      tf_objckpt.Checkpoint(model=_model()), saved, max_to_keep=2)
+  manager = tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(model=_model()),
+                                         saved,
+                                         max_to_keep=2)
   with tl.captured_logs(logging.WARNING) as messages:
     assert manager.restore_or_initialize() == os.path.join(saved, "ckpt-1")
   lost = len(_keys_tensorflow_cannot_read(prefix))
   assert messages == [
       f"Skipped damaged checkpoint {prefix}: error: {prefix + _DATA}: data "
       f"file is truncated: {size} bytes, the index places values up to byte "
-      f"{full}; {lost} values beyond its end cannot be read"]
+      f"{full}; {lost} values beyond its end cannot be read"
+  ]
 
 
 def _flip_value(prefix, key):
@@ -124,13 +130,15 @@ def test_diff_names_damaged_keys_and_compares_the_rest(saved, tmp_path):
   lines = result.stdout.splitlines()
   assert lines[:4] == [
       f"A: {first}", f"B: {damaged}", "Damaged, not compared (1 value):",
-      f"  B: {damaged + _DATA}: {_key(3)}: cannot be read: DataLossError: "
-      + lines[3].split("DataLossError: ", 1)[-1]]
+      f"  B: {damaged + _DATA}: {_key(3)}: cannot be read: DataLossError: " +
+      lines[3].split("DataLossError: ", 1)[-1]
+  ]
   assert "Checksum does not match" in lines[3]
   changed = [line for line in lines if line.startswith("  ~ model/")]
-  assert changed == [f"  ~ {_key(index)}: max abs diff 1"
-                     for index in sorted(set(range(_VARIABLES)) - {3},
-                                         key=str)]
+  assert changed == [
+      f"  ~ {_key(index)}: max abs diff 1"
+      for index in sorted(set(range(_VARIABLES)) - {3}, key=str)
+  ]
   assert result.stderr == ""
 
 
@@ -146,8 +154,10 @@ def test_diff_lists_a_truncated_files_keys_under_it(saved):
   assert lines[4:4 + len(lost)] == [f"    {key}" for key in lost]
   compared = [key for key in map(_key, range(_VARIABLES)) if key not in lost]
   assert compared
-  assert sorted(line.split(":")[0][4:] for line in lines
-                if line.startswith("  ~ model/")) == sorted(compared)
+  assert sorted(
+      line.split(":")[0][4:]
+      for line in lines
+      if line.startswith("  ~ model/")) == sorted(compared)
 
 
 def _save_with_saver(impl, directory):
@@ -159,8 +169,7 @@ def _save_with_saver(impl, directory):
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
       for step in (1, 2, 3):
-        saver.save(session, os.path.join(directory, "model"),
-                   global_step=step)
+        saver.save(session, os.path.join(directory, "model"), global_step=step)
 
 
 @pytest.mark.parametrize("impl", ["tf", "ours"])
@@ -168,8 +177,9 @@ def test_verify_all_lists_each_checkpoint_once(tmp_path, impl):
   _save_with_saver(impl, str(tmp_path / "saves"))
   with open(tmp_path / "saves" / "checkpoint") as f:
     assert f'model_checkpoint_path: "{tmp_path}' in f.read()
-  expected = [f"{tmp_path / 'saves' / f'model-{step}'}: intact"
-              for step in (3, 2, 1)]
+  expected = [
+      f"{tmp_path / 'saves' / f'model-{step}'}: intact" for step in (3, 2, 1)
+  ]
   for directory in ("saves", str(tmp_path / "saves"), "./saves/"):
     result = tl.run_cli("verify", directory, "--all", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -185,9 +195,9 @@ def test_a_file_that_is_no_checkpoint_is_not_a_damaged_index(tmp_path):
       "tf-objckpt inspect: DataLossError: Cannot read a checkpoint at "
       "'notes.txt': there is no index file 'notes.txt.index' (a V2 "
       "checkpoint's), and 'notes.txt' itself is not a readable V1 checkpoint "
-      "(it is damaged, or not a checkpoint at all): "
-      + result.stderr.split("at all): ", 1)[-1])
-  errors = tl.errors_by_impl(lambda checkpoint: checkpoint().restore(
-      str(notes)))
+      "(it is damaged, or not a checkpoint at all): " +
+      result.stderr.split("at all): ", 1)[-1])
+  errors = tl.errors_by_impl(
+      lambda checkpoint: checkpoint().restore(str(notes)))
   tl.assert_same_error_type(errors, tf.errors.DataLossError)
   assert "there is no index file" in str(errors["ours"])

@@ -36,25 +36,28 @@ def _tree(impl, with_bias=True, with_extra=True, other=False):
 
 @pytest.fixture(name="written")
 def _written(tmp_path):
-  return tf_objckpt.Checkpoint(model=_tree("ours")).write(
-      str(tmp_path / "ckpt"))
+  return tf_objckpt.Checkpoint(model=_tree("ours")).write(str(tmp_path /
+                                                              "ckpt"))
 
 
 def _restore_both(path, **tree_args):
   """`{impl: status}` of reading `path` into the same partial program."""
-  return {impl: tl.IMPLS[impl].Checkpoint(model=_tree(impl, **tree_args))
-                .read(path) for impl in ("tf", "ours")}
+  return {
+      impl: tl.IMPLS[impl].Checkpoint(model=_tree(impl, **tree_args)).read(path)
+      for impl in ("tf", "ours")
+  }
 
 
 def test_report_says_what_was_restored_and_what_was_not(written):
   status = tf_objckpt.Checkpoint(model=_tree(
       "ours", with_bias=False, with_extra=False, other=True)).read(written)
   report = status.report()
-  assert [str(value) for value in report.restored] == [
-      "model/inner/kernel (3, 4) float32"]
+  assert [str(value) for value in report.restored
+         ] == ["model/inner/kernel (3, 4) float32"]
   assert [value.key for value in report.unmatched] == [
       "model/extra/.ATTRIBUTES/VARIABLE_VALUE",
-      "model/inner/bias/.ATTRIBUTES/VARIABLE_VALUE"]
+      "model/inner/bias/.ATTRIBUTES/VARIABLE_VALUE"
+  ]
   assert report.objects_without_values == ("model/other (2,) float32",)
   assert not report.complete
   assert str(report) == (
@@ -68,16 +71,21 @@ def test_report_says_what_was_restored_and_what_was_not(written):
 
   complete = tf_objckpt.Checkpoint(model=_tree("ours")).read(written).report()
   assert complete.complete and len(complete.restored) == 3
-  assert set(tf_objckpt.Checkpoint(model=_tree("ours")).restore(
-      None).report().objects_without_values) == {
-          "model/inner/kernel (3, 4) float32", "model/inner/bias (1,) float32",
-          "model/extra () int32", "save_counter () int64"}
+  assert set(
+      tf_objckpt.Checkpoint(model=_tree("ours")).restore(
+          None).report().objects_without_values) == {
+              "model/inner/kernel (3, 4) float32",
+              "model/inner/bias (1,) float32", "model/extra () int32",
+              "save_counter () int64"
+          }
 
 
 def test_unrestored_values_are_listed_by_object_path(written):
   statuses = _restore_both(written, with_bias=False, with_extra=False)
-  outcomes = {impl: tl.outcome(status.assert_consumed)
-              for impl, status in statuses.items()}
+  outcomes = {
+      impl: tl.outcome(status.assert_consumed)
+      for impl, status in statuses.items()
+  }
   assert outcomes["tf"].name == outcomes["ours"].name == "AssertionError"
   assert str(outcomes["ours"].error) == (
       f"Unresolved object in checkpoint (root).model.extra: 2 values "
@@ -96,8 +104,10 @@ def test_unrestored_values_are_listed_by_object_path(written):
 
 def test_unmatched_objects_are_listed_by_object_path(written):
   statuses = _restore_both(written, other=True)
-  outcomes = {impl: tl.outcome(status.assert_existing_objects_matched)
-              for impl, status in statuses.items()}
+  outcomes = {
+      impl: tl.outcome(status.assert_existing_objects_matched)
+      for impl, status in statuses.items()
+  }
   assert outcomes["tf"].name == outcomes["ours"].name == "AssertionError"
   message = str(outcomes["ours"].error)
   assert message.startswith("Found 1 Python objects that were not bound to "
@@ -119,13 +129,15 @@ def test_only_root_matched_lists_the_objects_without_values(written):
 
 
 def test_long_lists_are_cut_with_a_count(tmp_path):
-  variables = {f"v{index:02d}": tf.Variable(float(index))
-               for index in range(30)}
+  variables = {f"v{index:02d}": tf.Variable(float(index)) for index in range(30)}
   path = tf_objckpt.Checkpoint(**variables).write(str(tmp_path / "many"))
-  statuses = {impl: tl.IMPLS[impl].Checkpoint().read(path)
-              for impl in ("tf", "ours")}
-  outcomes = {impl: tl.outcome(status.assert_consumed)
-              for impl, status in statuses.items()}
+  statuses = {
+      impl: tl.IMPLS[impl].Checkpoint().read(path) for impl in ("tf", "ours")
+  }
+  outcomes = {
+      impl: tl.outcome(status.assert_consumed)
+      for impl, status in statuses.items()
+  }
   assert outcomes["tf"].name == outcomes["ours"].name == "AssertionError"
   lines = str(outcomes["ours"].error).split("\n")
   assert lines[0] == (
@@ -159,8 +171,8 @@ def test_name_based_messages_keep_tensorflows_phrase(tmp_path):
       f"1 object found no value in checkpoint {path!r} for these names:\n"
       "  model/bias (1,) float32: dense/bias")
   report = status.report()
-  assert [str(value) for value in report.restored] == [
-      "model/kernel (1, 2) float32 <- 'dense/kernel'"]
+  assert [str(value) for value in report.restored
+         ] == ["model/kernel (1, 2) float32 <- 'dense/kernel'"]
   assert report.objects_without_values == ("model/bias (1,) float32",)
 
 
@@ -180,8 +192,8 @@ def test_directory_given_as_a_prefix(tmp_path, with_checkpoint):
     with tl.GraphProgram(impl) as program:
       variable = tf.compat.v1.get_variable("v", initializer=0.0)
       saver = tl.IMPLS[impl].Saver([variable])
-      errors[impl, "Saver.restore"] = tl.outcome(
-          saver.restore, program.session, directory).error
+      errors[impl, "Saver.restore"] = tl.outcome(saver.restore, program.session,
+                                                 directory).error
   for call in ("restore", "read", "Saver.restore"):
     assert type(errors["tf", call]) is type(errors["ours", call]), call
     message = str(errors["ours", call])
@@ -217,15 +229,21 @@ def test_nothing_more_is_logged_by_default(tmp_path):
 def test_each_save_and_restore_logs_one_info_line(tmp_path):
   with tl.captured_logs(py_logging.INFO) as messages:
     path, saved = _save_and_restore("ours", str(tmp_path))
-  ours = [message for message in messages
-          if re.match(r"(Saved|Restored) checkpoint ", message)]
+  ours = [
+      message for message in messages
+      if re.match(r"(Saved|Restored) checkpoint ", message)
+  ]
   number = r"[\d.]+"
   assert len(ours) == 4, messages
-  data_bytes = {prefix: os.path.getsize(prefix + ".data-00000-of-00001")
-                for prefix in (path, saved)}
-  for message, (action, prefix, values, size) in zip(ours, [
-      ("Saved", path, 2, data_bytes[path]), ("Restored", path, 2, 256 * 8 + 8),
-      ("Saved", saved, 1, data_bytes[saved]), ("Restored", saved, 1, 64)]):
+  data_bytes = {
+      prefix: os.path.getsize(prefix + ".data-00000-of-00001")
+      for prefix in (path, saved)
+  }
+  for message, (action, prefix, values,
+                size) in zip(ours, [("Saved", path, 2, data_bytes[path]),
+                                    ("Restored", path, 2, 256 * 8 + 8),
+                                    ("Saved", saved, 1, data_bytes[saved]),
+                                    ("Restored", saved, 1, 64)]):
     match = re.fullmatch(
         rf"{action} checkpoint {re.escape(prefix)}: {values} values, "
         rf"(\d+) bytes in {number} s \({number} MB/s\)", message)
@@ -240,8 +258,10 @@ def test_saves_inside_a_function_log_nothing(tmp_path):
   with tl.captured_logs(py_logging.INFO) as messages:
     for name in ("first", "second"):
       write(str(tmp_path / name))
-  assert not [message for message in messages
-              if message.startswith(("Saved checkpoint", "Restored checkpoint"))]
+  assert not [
+      message for message in messages
+      if message.startswith(("Saved checkpoint", "Restored checkpoint"))
+  ]
   for name in ("first", "second"):
     assert os.path.exists(tmp_path / f"{name}.index")
 

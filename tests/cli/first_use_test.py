@@ -31,29 +31,37 @@ def _python(*args):
   """Runs `python ARGS...` as the tool's tests do, with no log level set."""
   env = tl.child_env()
   del env["TF_CPP_MIN_LOG_LEVEL"]
-  return subprocess.run([sys.executable, *args], capture_output=True,
-                        text=True, env=env, timeout=300, check=False)
+  return subprocess.run([sys.executable, *args],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        timeout=300,
+                        check=False)
 
 
 @pytest.fixture(name="written")
 def _written(tmp_path):
   """Two checkpoints written by `write()` in one directory, no state file."""
-  checkpoint = tf_objckpt.Checkpoint(
-      kernel=tf.Variable(np.ones((3, 2), np.float32)), bias=tf.Variable([0.5]))
+  checkpoint = tf_objckpt.Checkpoint(kernel=tf.Variable(
+      np.ones((3, 2), np.float32)),
+                                     bias=tf.Variable([0.5]))
   return [checkpoint.write(str(tmp_path / name)) for name in ("one", "two")]
 
 
-@pytest.mark.parametrize("args,code", [
-    (["--help"], 0), (["verify", "--help"], 0), (["--version"], 0),
-    (["inspect"], 2), (["diff", "a", "b", "--atol", "x"], 2)])
+@pytest.mark.parametrize("args,code", [(["--help"], 0),
+                                       (["verify", "--help"], 0),
+                                       (["--version"], 0), (["inspect"], 2),
+                                       (["diff", "a", "b", "--atol", "x"], 2)])
 def test_help_version_and_usage_errors_do_not_import_tensorflow(args, code):
   start = time.monotonic()
   result = _python("-X", "importtime", "-m", "tf_objckpt", *args)
   seconds = time.monotonic() - start
   assert result.returncode == code, result.stderr[-2000:]
-  imported = [line.rsplit("|", 1)[-1].strip()
-              for line in result.stderr.splitlines()
-              if line.startswith("import time:")]
+  imported = [
+      line.rsplit("|", 1)[-1].strip()
+      for line in result.stderr.splitlines()
+      if line.startswith("import time:")
+  ]
   assert "tf_objckpt" in imported
   assert not [name for name in imported if name.startswith("tensorflow")]
   assert seconds < 2, seconds  # Importing TensorFlow alone takes ~3 s here.
@@ -72,25 +80,31 @@ def test_the_version_is_one_for_the_package_the_command_and_setup_py():
     assert result.stdout == f"tf-objckpt {version}\n"
     assert result.stderr == ""
   setup = subprocess.run([sys.executable, "setup.py", "--version"],
-                         cwd=tl.REPO_ROOT, capture_output=True, text=True,
-                         timeout=300, check=False)
+                         cwd=tl.REPO_ROOT,
+                         capture_output=True,
+                         text=True,
+                         timeout=300,
+                         check=False)
   assert setup.stdout.splitlines()[-1] == version, setup.stderr
 
 
 def test_the_package_imports_tensorflow_only_when_a_name_needs_it():
-  result = _python("-c", "import sys, tf_objckpt\n"
-                   "print('tensorflow' in sys.modules)\n"
-                   "tf_objckpt.Checkpoint\n"
-                   "print('tensorflow' in sys.modules)\n"
-                   "print(tf_objckpt.Checkpoint is tf_objckpt.util.Checkpoint)")
+  result = _python(
+      "-c", "import sys, tf_objckpt\n"
+      "print('tensorflow' in sys.modules)\n"
+      "tf_objckpt.Checkpoint\n"
+      "print('tensorflow' in sys.modules)\n"
+      "print(tf_objckpt.Checkpoint is tf_objckpt.util.Checkpoint)")
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.split() == ["False", "True", "True"]
 
 
 def test_commands_print_only_their_own_output(written, tmp_path):
   prefix = written[0]
-  for args in (["inspect", prefix], ["inspect", prefix, "--keys"],
-               ["verify", prefix], ["diff", prefix, written[1]]):
+  for args in (["inspect",
+                prefix], ["inspect", prefix,
+                          "--keys"], ["verify",
+                                      prefix], ["diff", prefix, written[1]]):
     result = tl.run_cli(*args)
     assert result.returncode == 0, result.stderr
     assert result.stderr == "", args
@@ -140,8 +154,8 @@ def test_a_prefix_without_its_index_is_a_damaged_checkpoint(written):
   assert "No checkpoint found" in absent.stderr
 
 
-def test_a_directory_without_a_state_file_lists_its_checkpoints(written,
-                                                                tmp_path):
+def test_a_directory_without_a_state_file_lists_its_checkpoints(
+    written, tmp_path):
   assert tf.train.latest_checkpoint(str(tmp_path)) is None
   result = tl.run_cli("inspect", tmp_path)
   assert result.returncode == 2

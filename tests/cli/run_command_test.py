@@ -53,9 +53,13 @@ def _write_script(tmp_path, text):
 
 
 def _run(command, cwd):
-  return subprocess.run(command, capture_output=True, text=True, cwd=cwd,
+  return subprocess.run(command,
+                        capture_output=True,
+                        text=True,
+                        cwd=cwd,
                         env=tl.child_env(TF_CPP_MIN_LOG_LEVEL="3"),
-                        timeout=300, check=False)
+                        timeout=300,
+                        check=False)
 
 
 def _python(script, *args, cwd):
@@ -68,9 +72,11 @@ def _patched(script, *args, cwd):
 
 def _without_tensorflow_start_up(stderr):
   """stderr without the C++ lines TensorFlow logs as it starts."""
-  return [line for line in stderr.splitlines()
-          if not line.startswith(("WARNING: All log messages", "I0000",
-                                  "E0000", "W0000"))]
+  return [
+      line for line in stderr.splitlines()
+      if not line.startswith(("WARNING: All log messages", "I0000", "E0000",
+                              "W0000"))
+  ]
 
 
 def test_the_script_sees_what_python_shows_it_but_our_classes(tmp_path):
@@ -81,14 +87,15 @@ def test_the_script_sees_what_python_shows_it_but_our_classes(tmp_path):
   assert expected.returncode == actual.returncode == 0, actual.stderr[-3000:]
   expected_view, actual_view = (json.loads(expected.stdout),
                                 json.loads(actual.stdout))
-  assert expected_view.pop("checkpoint") == "tensorflow.python.checkpoint.checkpoint"
+  assert expected_view.pop(
+      "checkpoint") == "tensorflow.python.checkpoint.checkpoint"
   assert actual_view.pop("checkpoint") == "tf_objckpt.checkpoint"
   assert actual_view == expected_view
   assert actual_view["argv"][0] == script  # As typed, relative.
   assert actual_view["name"] == "__main__"
   assert actual_view["path0"] == str(tmp_path / "project")
-  assert _without_tensorflow_start_up(actual.stderr) == (
-      _without_tensorflow_start_up(expected.stderr))
+  assert _without_tensorflow_start_up(
+      actual.stderr) == (_without_tensorflow_start_up(expected.stderr))
 
 
 @pytest.mark.parametrize("how", sorted(_EXITS))
@@ -99,14 +106,16 @@ def test_exit_status_and_errors_are_the_scripts(tmp_path, how):
   actual = _patched(script, cwd=tmp_path)
   assert expected.returncode == actual.returncode == code
   assert actual.stdout == expected.stdout
-  assert _without_tensorflow_start_up(actual.stderr) == (
-      _without_tensorflow_start_up(expected.stderr))
+  assert _without_tensorflow_start_up(
+      actual.stderr) == (_without_tensorflow_start_up(expected.stderr))
 
 
 def test_a_missing_script_is_reported_before_anything_runs(tmp_path):
   expected = _python("missing.py", cwd=tmp_path)
-  result = _run([sys.executable, "-X", "importtime", "-m", "tf_objckpt", "run",
-                 "missing.py"], tmp_path)
+  result = _run([
+      sys.executable, "-X", "importtime", "-m", "tf_objckpt", "run",
+      "missing.py"
+  ], tmp_path)
   assert expected.returncode == result.returncode == 2
   message = expected.stderr.split(": ", 1)[1]
   assert message.startswith("can't open file ")
@@ -117,16 +126,20 @@ def test_a_missing_script_is_reported_before_anything_runs(tmp_path):
 
 def _imported_tensorflow(stderr_lines):
   """The TensorFlow modules `-X importtime` lines show imported."""
-  return [line for line in stderr_lines if line.startswith("import time:")
-          and line.rsplit("|", 1)[-1].strip().startswith("tensorflow")]
+  return [
+      line for line in stderr_lines if line.startswith("import time:") and
+      line.rsplit("|", 1)[-1].strip().startswith("tensorflow")
+  ]
 
 
 def test_a_script_without_tensorflow_runs_without_it(tmp_path):
-  script = _write_script(tmp_path, "import sys\nprint(sorted(sys.modules) == "
-                         "sorted(m for m in sys.modules if 'tensorflow' not "
-                         "in m))\n")
-  result = _run([sys.executable, "-X", "importtime", "-m", "tf_objckpt", "run",
-                 script], tmp_path)
+  script = _write_script(
+      tmp_path, "import sys\nprint(sorted(sys.modules) == "
+      "sorted(m for m in sys.modules if 'tensorflow' not "
+      "in m))\n")
+  result = _run(
+      [sys.executable, "-X", "importtime", "-m", "tf_objckpt", "run", script],
+      tmp_path)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout == "True\n"
   assert not _imported_tensorflow(result.stderr.splitlines())
@@ -144,8 +157,7 @@ CHECKPOINT = train.Checkpoint.__module__
 """
 
 
-def test_patched_when_a_module_the_script_imports_imports_tensorflow(
-    tmp_path):
+def test_patched_when_a_module_the_script_imports_imports_tensorflow(tmp_path):
   script = _write_script(tmp_path, _IMPORTED_BY_A_MODULE)
   (tmp_path / "project" / "helper.py").write_text(_HELPER)
   result = _patched(script, cwd=tmp_path)
@@ -176,13 +188,15 @@ def test_logging_as_under_python(tmp_path, how):
   has none the first time TensorFlow logs.
   """
   script = _write_script(tmp_path, _CONFIGURES_LOGGING)
-  expected, actual = (run(script, how, cwd=tmp_path)
-                      for run in (_python, _patched))
+  expected, actual = (
+      run(script, how, cwd=tmp_path) for run in (_python, _patched))
   assert expected.returncode == actual.returncode == 0, actual.stderr
-  assert _without_tensorflow_start_up(actual.stderr) == (
-      _without_tensorflow_start_up(expected.stderr))
-  lines = [line for line in actual.stderr.splitlines()
-           if "a line from TensorFlow's" in line]
+  assert _without_tensorflow_start_up(
+      actual.stderr) == (_without_tensorflow_start_up(expected.stderr))
+  lines = [
+      line for line in actual.stderr.splitlines()
+      if "a line from TensorFlow's" in line
+  ]
   assert len(lines) == 1, actual.stderr
   assert actual.stdout == "tf_objckpt.checkpoint\n"
 
@@ -205,8 +219,9 @@ def test_pytest_captures_each_line_once(tmp_path):
   expected, actual = (run(*args, cwd=tmp_path) for run in (_python, _patched))
   assert expected.returncode == actual.returncode == 1
   assert "AssertionError: assert 'tf_objckpt.checkpoint' == " in actual.stdout
-  logged = [[line for line in output.stdout.splitlines()
-             if "logged in a test" in line] for output in (expected, actual)]
+  logged = [[
+      line for line in output.stdout.splitlines() if "logged in a test" in line
+  ] for output in (expected, actual)]
   assert logged[1] == logged[0]
   assert len(logged[1]) == 1, actual.stdout
 

@@ -77,24 +77,22 @@ def test_parameter_server_strategy_sharded_variables(two_ps):
 
 def test_plain_model_restores_sharded_variables(plain_model):
   """The plain model restored the two-ps checkpoints (in the child)."""
-  assert tl.file_layout(str(plain_model / "ours" / "ckpt-1"))[
-      "num_shards"] == 1
+  assert tl.file_layout(str(plain_model / "ours" / "ckpt-1"))["num_shards"] == 1
 
 
 @pytest.fixture(scope="module")
 def three_ps(tmp_path_factory, two_ps, plain_model):
   """Three ps tasks, min-size partitioning: restores two-ps and plain saves."""
   directory = tmp_path_factory.mktemp("three_ps")
-  result = _run("ps_strategy", directory, 3, "min_size",
-                two_ps / "result.json", plain_model / "result.json")
+  result = _run("ps_strategy", directory, 3, "min_size", two_ps / "result.json",
+                plain_model / "result.json")
   assert result["shards"] == {"emb": 3, "dense": 1, "scalar": 1}
   return directory
 
 
 def test_more_ps_tasks_restore_fewer(three_ps):
   """The three-ps run restored the two-ps and plain checkpoints (child)."""
-  assert tl.file_layout(str(three_ps / "ours" / "ckpt-1"))[
-      "num_shards"] == 4
+  assert tl.file_layout(str(three_ps / "ours" / "ckpt-1"))["num_shards"] == 4
 
 
 def test_fewer_ps_tasks_restore_more(tmp_path, three_ps):
@@ -102,11 +100,10 @@ def test_fewer_ps_tasks_restore_more(tmp_path, three_ps):
   _run("ps_strategy", tmp_path, 2, "fixed", three_ps / "result.json")
 
 
-def test_max_size_partitions_restore_both_ways(tmp_path, two_ps,
-                                               plain_model):
+def test_max_size_partitions_restore_both_ways(tmp_path, two_ps, plain_model):
   """Max-size partitioning over three ps: restores two-ps and plain saves."""
-  result = _run("ps_strategy", tmp_path, 3, "max_size",
-                two_ps / "result.json", plain_model / "result.json")
+  result = _run("ps_strategy", tmp_path, 3, "max_size", two_ps / "result.json",
+                plain_model / "result.json")
   assert result["shards"]["emb"] == 4
 
 
@@ -118,18 +115,32 @@ def test_several_local_devices(tmp_path):
 
 def test_parameter_servers_in_processes_of_their_own(tmp_path, two_ps):
   """Worker and ps tasks are processes started with TF_CONFIG."""
-  cluster = {job: [f"localhost:{port}" for port in tl.free_ports(count)]
-             for job, count in (("chief", 1), ("worker", 1), ("ps", 2))}
+  cluster = {
+      job: [f"localhost:{port}" for port in tl.free_ports(count)]
+      for job, count in (("chief", 1), ("worker", 1), ("ps", 2))
+  }
 
   def env(job, index):
-    return tl.child_env(TF_CONFIG=json.dumps(
-        {"cluster": cluster, "task": {"type": job, "index": index}}))
+    return tl.child_env(TF_CONFIG=json.dumps({
+        "cluster": cluster,
+        "task": {
+            "type": job,
+            "index": index
+        }
+    }))
 
-  servers = [tl.start_python([tl.CLUSTER_PROGRAMS, "server", "-"],
-                             env=env(job, index), capture=False)
-             for job in ("worker", "ps") for index in range(len(cluster[job]))]
+  servers = [
+      tl.start_python([tl.CLUSTER_PROGRAMS, "server", "-"],
+                      env=env(job, index),
+                      capture=False)
+      for job in ("worker", "ps")
+      for index in range(len(cluster[job]))
+  ]
   try:
-    result = tl.run_cluster_program("ps_strategy", str(tmp_path), 2, "fixed",
+    result = tl.run_cluster_program("ps_strategy",
+                                    str(tmp_path),
+                                    2,
+                                    "fixed",
                                     two_ps / "result.json",
                                     env=env("chief", 0))
   finally:

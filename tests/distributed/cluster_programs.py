@@ -29,29 +29,33 @@ EXPECTED = {
     "scalar": np.float32(7.),
 }
 _PARTITIONERS = {
-    "fixed": lambda num_ps: (
-        tf.distribute.experimental.partitioners.FixedShardsPartitioner(
-            num_ps)),
-    "min_size": lambda num_ps: (
-        tf.distribute.experimental.partitioners.MinSizePartitioner(
+    "fixed":
+        lambda num_ps: (tf.distribute.experimental.partitioners.
+                        FixedShardsPartitioner(num_ps)),
+    "min_size":
+        lambda num_ps:
+        (tf.distribute.experimental.partitioners.MinSizePartitioner(
             min_shard_bytes=32, max_shards=num_ps)),
-    "max_size": lambda num_ps: (
-        tf.distribute.experimental.partitioners.MaxSizePartitioner(
-            max_shard_bytes=48)),
+    "max_size":
+        lambda num_ps: (tf.distribute.experimental.partitioners.
+                        MaxSizePartitioner(max_shard_bytes=48)),
 }
 
 
 def _model_variables(initial=None):
   """The model's variables, with `EXPECTED` values or zeros."""
   initial = initial or (lambda value: value)
-  return {name: tf.Variable(initial(value), name=name)
-          for name, value in EXPECTED.items()}
+  return {
+      name: tf.Variable(initial(value), name=name)
+      for name, value in EXPECTED.items()
+  }
 
 
 def _check_values(variables, source):
   for name, value in EXPECTED.items():
     actual = tf.convert_to_tensor(variables[name]).numpy()
-    np.testing.assert_array_equal(actual, value,
+    np.testing.assert_array_equal(actual,
+                                  value,
                                   err_msg=f"{name} restored from {source}")
 
 
@@ -66,17 +70,22 @@ def _options(policy):
 
 
 def _policies():
-  return {"default": None,
-          "by_task": tf.train.experimental.ShardByTaskPolicy(),
-          "max_size": tf.train.experimental.MaxShardSizePolicy(24)}
+  return {
+      "default": None,
+      "by_task": tf.train.experimental.ShardByTaskPolicy(),
+      "max_size": tf.train.experimental.MaxShardSizePolicy(24)
+  }
 
 
 def _start_servers(cluster, jobs):
   spec = tf.train.ClusterSpec(cluster)
   for job in jobs:
     for index in range(len(cluster[job])):
-      tf.distribute.Server(spec, job_name=job, task_index=index,
-                           protocol="grpc", start=True)
+      tf.distribute.Server(spec,
+                           job_name=job,
+                           task_index=index,
+                           protocol="grpc",
+                           start=True)
   return spec
 
 
@@ -95,8 +104,11 @@ def _strategy(num_ps, partitioner):
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     assert len(resolver.cluster_spec().as_dict()["ps"]) == num_ps
   else:
-    cluster = {"chief": _localhost(1), "worker": _localhost(1),
-               "ps": _localhost(num_ps)}
+    cluster = {
+        "chief": _localhost(1),
+        "worker": _localhost(1),
+        "ps": _localhost(num_ps)
+    }
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         _start_servers(cluster, ["worker", "ps"]), rpc_layer="grpc")
   return tf.distribute.experimental.ParameterServerStrategy(
@@ -108,12 +120,14 @@ def _save_all_ways(lib, variables, directory):
   checkpoint = lib.Checkpoint(**variables)
   paths = {"save": checkpoint.save(os.path.join(directory, "ckpt"))}
   for name, policy in _policies().items():
-    paths[f"write_{name}"] = checkpoint.write(
-        os.path.join(directory, f"write_{name}"), options=_options(policy))
-  manager = lib.CheckpointManager(checkpoint, os.path.join(directory, "mgr"),
+    paths[f"write_{name}"] = checkpoint.write(os.path.join(
+        directory, f"write_{name}"),
+                                              options=_options(policy))
+  manager = lib.CheckpointManager(checkpoint,
+                                  os.path.join(directory, "mgr"),
                                   max_to_keep=2)
-  paths["manager"] = manager.save(options=_options(
-      tf.train.experimental.MaxShardSizePolicy(24)))
+  paths["manager"] = manager.save(
+      options=_options(tf.train.experimental.MaxShardSizePolicy(24)))
   return paths
 
 
@@ -136,8 +150,10 @@ def ps_strategy(directory, num_ps, partitioner, *sources):
   strategy = _strategy(int(num_ps), partitioner)
   with strategy.scope():
     variables = _model_variables()
-  paths = {impl: _save_all_ways(lib, variables, os.path.join(directory, impl))
-           for impl, lib in tl.IMPLS.items()}
+  paths = {
+      impl: _save_all_ways(lib, variables, os.path.join(directory, impl))
+      for impl, lib in tl.IMPLS.items()
+  }
 
   def make_variables():
     with strategy.scope():
@@ -148,8 +164,10 @@ def ps_strategy(directory, num_ps, partitioner, *sources):
     with open(source) as f:
       _restore_all(json.load(f)["paths"], make_variables, f"from {source}")
   _restore_on_create(strategy, paths)
-  shards = {name: len(getattr(variable, "variables", [variable]))
-            for name, variable in variables.items()}
+  shards = {
+      name: len(getattr(variable, "variables", [variable]))
+      for name, variable in variables.items()
+  }
   return {"paths": paths, "shards": shards}
 
 
@@ -174,13 +192,16 @@ def _restore_on_create(strategy, paths_by_impl):
 
 def plain(directory, *sources):
   """Plain variables: restores `sources`' checkpoints, saves its own."""
-  paths = {impl: _save_all_ways(lib, _model_variables(),
-                                os.path.join(directory, impl))
-           for impl, lib in tl.IMPLS.items()}
+  paths = {
+      impl:
+          _save_all_ways(lib, _model_variables(), os.path.join(directory, impl))
+      for impl, lib in tl.IMPLS.items()
+  }
   for source in sources:
     with open(source) as f:
-      _restore_all(json.load(f)["paths"], lambda: _model_variables(_zeros),
-                   f"from {source}")
+      _restore_all(
+          json.load(f)["paths"], lambda: _model_variables(_zeros),
+          f"from {source}")
   return {"paths": paths}
 
 
@@ -194,8 +215,10 @@ def local_devices(directory):
     with tf.device(f"/cpu:{index}"):
       variables[name] = tf.Variable(value, name=name)
   assert variables["scalar"].device.endswith("CPU:2")
-  paths = {impl: _save_all_ways(lib, variables, os.path.join(directory, impl))
-           for impl, lib in tl.IMPLS.items()}
+  paths = {
+      impl: _save_all_ways(lib, variables, os.path.join(directory, impl))
+      for impl, lib in tl.IMPLS.items()
+  }
   _restore_all(paths, lambda: _model_variables(_zeros), "(local devices)")
   return {"paths": paths}
 
@@ -210,9 +233,10 @@ def ps_graph(directory):
   cluster = {"worker": _localhost(1), "ps": _localhost(2)}
   spec = _start_servers(cluster, ["worker", "ps"])
   target = "grpc://" + cluster["worker"][0]
-  paths = {impl: _graph_saves(impl, spec, target,
-                              os.path.join(directory, impl))
-           for impl in tl.IMPLS}
+  paths = {
+      impl: _graph_saves(impl, spec, target, os.path.join(directory, impl))
+      for impl in tl.IMPLS
+  }
   for writer, writer_paths in paths.items():
     for kind, path in writer_paths.items():
       for reader in tl.IMPLS:
@@ -239,16 +263,18 @@ def _graph_saves(impl, spec, target, directory):
   with tf.Graph().as_default(), tf.compat.v1.Session(target) as session:
     variables = _graph_variables(spec)
     devices = {variable.device for variable in variables.values()}
-    assert len({device.split("/device")[0] for device in devices}) == 2, (
-        devices)
+    assert len({device.split("/device")[0] for device in devices
+               }) == 2, (devices)
     session.run(tf.compat.v1.global_variables_initializer())
-    paths["save"] = lib.CheckpointV1(**variables).save(
-        os.path.join(directory, "ckpt"), session=session)
+    paths["save"] = lib.CheckpointV1(**variables).save(os.path.join(
+        directory, "ckpt"),
+                                                       session=session)
     # A new checkpoint for each policy: TensorFlow's graph-mode saver keeps
     # its first save op whatever the options of later saves.
     for name, policy in _policies().items():
       paths[f"write_{name}"] = lib.CheckpointV1(**variables).write(
-          os.path.join(directory, f"write_{name}"), session=session,
+          os.path.join(directory, f"write_{name}"),
+          session=session,
           options=_options(policy))
   return paths
 
@@ -262,7 +288,8 @@ def _graph_restore(impl, spec, target, path, source):
     values = session.run(variables)
   assert values["a"] == 1. and values["b"] == 2., (source, values)
   for name, value in EXPECTED.items():
-    np.testing.assert_array_equal(values[name], value,
+    np.testing.assert_array_equal(values[name],
+                                  value,
                                   err_msg=f"{name} from {source} by {impl}")
 
 
@@ -287,7 +314,8 @@ def preemption(directory, impl, kind, total_steps, resume_at=0):
   target = (lib.CheckpointManager(checkpoint, directory, max_to_keep=1)
             if kind == "manager" else checkpoint)
   handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-      tf.distribute.cluster_resolver.TFConfigClusterResolver(), target,
+      tf.distribute.cluster_resolver.TFConfigClusterResolver(),
+      target,
       checkpoint_dir=directory if kind == "checkpoint" else None)
   assert step.numpy() == int(resume_at), (step.numpy(), resume_at)
   assert weight.numpy() == step.numpy(), (weight.numpy(), step.numpy())
@@ -303,22 +331,31 @@ def preemption(directory, impl, kind, total_steps, resume_at=0):
     handler.run(train_step)
     print(f"step {step.numpy()}", flush=True)
     time.sleep(0.02)
-  return {"finished_at": int(step.numpy()),
-          "latest": tf.train.latest_checkpoint(directory)}
+  return {
+      "finished_at": int(step.numpy()),
+      "latest": tf.train.latest_checkpoint(directory)
+  }
 
 
 def server(directory):
   """A worker or ps task of the cluster in TF_CONFIG; serves until killed."""
   del directory  # Unused.
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-  tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
-                       task_index=resolver.task_id, protocol="grpc",
+  tf.distribute.Server(resolver.cluster_spec(),
+                       job_name=resolver.task_type,
+                       task_index=resolver.task_id,
+                       protocol="grpc",
                        start=True).join()
 
 
-_SCENARIOS = {"ps_strategy": ps_strategy, "plain": plain,
-              "local_devices": local_devices, "ps_graph": ps_graph,
-              "preemption": preemption, "server": server}
+_SCENARIOS = {
+    "ps_strategy": ps_strategy,
+    "plain": plain,
+    "local_devices": local_devices,
+    "ps_graph": ps_graph,
+    "preemption": preemption,
+    "server": server
+}
 
 
 def main(argv):

@@ -26,9 +26,12 @@ _KIB = 1 << 10
 
 def _variables(kib_sizes, zeros=False):
   """Float32 variables of the sizes given, in KiB, with distinct values."""
-  return [tf.Variable(np.zeros(size * 256, np.float32) if zeros else
-                      np.arange(size * 256, dtype=np.float32) + index)
-          for index, size in enumerate(kib_sizes)]
+  return [
+      tf.Variable(
+          np.zeros(size * 256, np.float32
+                  ) if zeros else np.arange(size * 256, dtype=np.float32) +
+          index) for index, size in enumerate(kib_sizes)
+  ]
 
 
 def _options(**policy_arguments):
@@ -40,8 +43,10 @@ def _options(**policy_arguments):
 def _data_file_sizes(prefix):
   """The size in bytes of each data file of checkpoint `prefix`."""
   shards = tl.file_layout(prefix)["num_shards"]
-  return [os.path.getsize(f"{prefix}.data-{shard:05d}-of-{shards:05d}")
-          for shard in range(shards)]
+  return [
+      os.path.getsize(f"{prefix}.data-{shard:05d}-of-{shards:05d}")
+      for shard in range(shards)
+  ]
 
 
 def _assert_both_restore(path, kib_sizes):
@@ -74,8 +79,9 @@ def test_files_by_size_match_tensorflows_application(tmp_path, case):
   options = _options(max_shards=4, min_shard_bytes=16 * _KIB)
   paths = {}
   for impl, lib in tl.IMPLS.items():
-    paths[impl] = lib.Checkpoint(v=_variables(kib_sizes)).write(
-        str(tmp_path / impl / "ckpt"), options=options)
+    paths[impl] = lib.Checkpoint(v=_variables(kib_sizes)).write(str(
+        tmp_path / impl / "ckpt"),
+                                                                options=options)
   tl.assert_same_files(tmp_path)
   path = paths["ours"]
   unsharded = tl.IMPLS["ours"].Checkpoint(v=_variables(kib_sizes)).write(
@@ -113,8 +119,9 @@ def test_write_threads_are_the_cores_this_process_may_use():
 
 def test_small_checkpoints_stay_one_file(tmp_path):
   """By default shards hold at least 32 MiB: a small save is one file."""
-  path = tf_objckpt.Checkpoint(v=_variables([64] * 8)).write(
-      str(tmp_path / "ckpt"), options=_options())
+  path = tf_objckpt.Checkpoint(v=_variables([64] * 8)).write(str(tmp_path /
+                                                                 "ckpt"),
+                                                             options=_options())
   assert len(_data_file_sizes(path)) == 1
 
 
@@ -124,7 +131,8 @@ def test_save_manager_and_async_saves(tmp_path):
   options = _options(max_shards=2, min_shard_bytes=_KIB)
   checkpoint = tf_objckpt.Checkpoint(v=_variables(kib_sizes))
   saved = checkpoint.save(str(tmp_path / "save" / "ckpt"), options=options)
-  manager = tf_objckpt.CheckpointManager(checkpoint, str(tmp_path / "manager"),
+  manager = tf_objckpt.CheckpointManager(checkpoint,
+                                         str(tmp_path / "manager"),
                                          max_to_keep=1)
   managed = manager.save(options=options)
   async_options = tf.train.CheckpointOptions(
@@ -143,23 +151,30 @@ def test_graph_mode_matches_tensorflow(tmp_path):
   options = _options(max_shards=3, min_shard_bytes=_KIB)
   for impl in tl.IMPLS:
     with tl.GraphProgram(impl) as program:
-      variables = [program.variable(f"v{index}", np.full([1024], index, np.float32))
-                   for index in range(6)]
+      variables = [
+          program.variable(f"v{index}", np.full([1024], index, np.float32))
+          for index in range(6)
+      ]
       program.initialize()
       checkpoint = program.lib.CheckpointV1(v=variables)
-      checkpoint.write(str(tmp_path / impl / "ckpt"), session=program.session,
+      checkpoint.write(str(tmp_path / impl / "ckpt"),
+                       session=program.session,
                        options=options)
       if impl == "ours":
         ops_before = len(program.graph.get_operations())
         checkpoint.write(str(tmp_path / "again" / "ckpt"),
-                         session=program.session, options=options)
+                         session=program.session,
+                         options=options)
         assert len(program.graph.get_operations()) == ops_before
   tl.assert_same_files(tmp_path)
   assert len(_data_file_sizes(str(tmp_path / "ours" / "ckpt"))) == 3
 
 
-@pytest.mark.parametrize("arguments", [{"max_shards": 0},
-                                       {"min_shard_bytes": 0}])
+@pytest.mark.parametrize("arguments", [{
+    "max_shards": 0
+}, {
+    "min_shard_bytes": 0
+}])
 def test_bad_arguments_raise_value_error(arguments):
   error = tl.outcome(tf_objckpt.ParallelShardsPolicy, **arguments).error
   assert isinstance(error, ValueError)

@@ -20,8 +20,8 @@ _RESTART_CODE = 42  # What the handler exits with after its save.
 
 def _train_until_preempted(directory, impl, kind, preempt_after):
   """Runs the job, SIGTERMs it after step `preempt_after`; returns its code."""
-  process = tl.start_python([tl.CLUSTER_PROGRAMS, "preemption", directory,
-                             impl, kind, 1000])
+  process = tl.start_python(
+      [tl.CLUSTER_PROGRAMS, "preemption", directory, impl, kind, 1000])
   try:
     assert process.stdout.readline().startswith('{"resumed_at": 0}')
     code, stderr = tl.terminate_after_line(process, f"step {preempt_after}")

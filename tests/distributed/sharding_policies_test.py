@@ -36,8 +36,10 @@ def _values_to_save():
 
 
 def _variables(zeros=False):
-  return {name: tf.Variable(np.zeros_like(value) if zeros else value)
-          for name, value in _values_to_save().items()}
+  return {
+      name: tf.Variable(np.zeros_like(value) if zeros else value)
+      for name, value in _values_to_save().items()
+  }
 
 
 class OneKeyPerShard(tf.train.experimental.ShardingCallback):
@@ -48,8 +50,11 @@ class OneKeyPerShard(tf.train.experimental.ShardingCallback):
     return "One key per shard, last key first."
 
   def __call__(self, shardable_tensors):
-    return [{tensor.checkpoint_key: {tensor.slice_spec: tensor.tensor}}
-            for tensor in reversed(shardable_tensors)]
+    return [{
+        tensor.checkpoint_key: {
+            tensor.slice_spec: tensor.tensor
+        }
+    } for tensor in reversed(shardable_tensors)]
 
 
 class SplitsTheMatrix(tf.train.experimental.ShardingCallback):
@@ -62,15 +67,16 @@ class SplitsTheMatrix(tf.train.experimental.ShardingCallback):
     for tensor in shardable_tensors:
       if tensor.checkpoint_key.startswith("matrix/"):
         for start in (0, 10):
-          spec = tf.Variable.SaveSliceInfo(
-              full_name=tensor.checkpoint_key, full_shape=[20, 30],
-              var_offset=[start, 0], var_shape=[10, 30]).spec
+          spec = tf.Variable.SaveSliceInfo(full_name=tensor.checkpoint_key,
+                                           full_shape=[20, 30],
+                                           var_offset=[start, 0],
+                                           var_shape=[10, 30]).spec
           with tf.device(tensor.device):
             half = tensor.tensor[start:start + 10]
           halves.append({tensor.checkpoint_key: {spec: half}})
       else:
-        rest.setdefault(tensor.checkpoint_key, {})[tensor.slice_spec] = (
-            tensor.tensor)
+        rest.setdefault(tensor.checkpoint_key,
+                        {})[tensor.slice_spec] = (tensor.tensor)
     return halves + [rest]
 
 
@@ -95,7 +101,8 @@ def _check_restores(path):
     variables = _variables(zeros=True)
     lib.Checkpoint(**variables).read(path).assert_existing_objects_matched()
     for name, value in _values_to_save().items():
-      np.testing.assert_array_equal(variables[name].numpy(), value,
+      np.testing.assert_array_equal(variables[name].numpy(),
+                                    value,
                                     err_msg=f"{name} read by {impl}")
 
 
@@ -127,7 +134,8 @@ def test_save_and_manager_save_match_tensorflow(tmp_path, policy):
     checkpoint = lib.Checkpoint(**_variables())
     saved = checkpoint.save(str(tmp_path / impl / "ckpt"),
                             options=_options(_POLICIES[policy]()))
-    manager = lib.CheckpointManager(checkpoint, str(tmp_path / impl / "mgr"),
+    manager = lib.CheckpointManager(checkpoint,
+                                    str(tmp_path / impl / "mgr"),
                                     max_to_keep=1)
     managed = manager.save(options=_options(_POLICIES[policy]()))
     assert manager.latest_checkpoint == managed
@@ -148,18 +156,22 @@ def test_graph_mode_matches_tensorflow(tmp_path, policy):
   by running the default session, and fails without one (later versions
   read them otherwise); ours calls the same policy and fails alike.
   """
-  tensorflow_fails = (policy == "max_size_1k"
-                      and tf.__version__.startswith("2.16."))
+  tensorflow_fails = (policy == "max_size_1k" and
+                      tf.__version__.startswith("2.16."))
   paths = {}
   for impl in tl.IMPLS:
     with tl.GraphProgram(impl) as program:
-      variables = {name: program.variable(name, value)
-                   for name, value in _values_to_save().items()}
+      variables = {
+          name: program.variable(name, value)
+          for name, value in _values_to_save().items()
+      }
       program.initialize()
       checkpoint = program.lib.CheckpointV1(**variables)
       options = _options(_POLICIES[policy]())
       prefix = str(tmp_path / impl / "ckpt")
-      saved = tl.outcome(checkpoint.save, prefix, session=program.session,
+      saved = tl.outcome(checkpoint.save,
+                         prefix,
+                         session=program.session,
                          options=options)
       assert saved.name == ("AttributeError" if tensorflow_fails else "ok")
       if tensorflow_fails:
@@ -167,7 +179,8 @@ def test_graph_mode_matches_tensorflow(tmp_path, policy):
       paths[impl] = saved.result
       if impl == "ours":
         ops_before = len(program.graph.get_operations())
-        checkpoint.save(prefix, session=program.session,
+        checkpoint.save(prefix,
+                        session=program.session,
                         options=_options(_POLICIES[policy]()))
         assert len(program.graph.get_operations()) == ops_before
   if tensorflow_fails:
@@ -188,14 +201,18 @@ def test_callbacks_that_change_tensors_fail_our_saves(tmp_path, change):
     description = f"A callback that {change}."
 
     def __call__(self, shardable_tensors):
-      shard = {tensor.checkpoint_key: {tensor.slice_spec: tensor.tensor}
-               for tensor in shardable_tensors}
+      shard = {
+          tensor.checkpoint_key: {
+              tensor.slice_spec: tensor.tensor
+          } for tensor in shardable_tensors
+      }
       first = shardable_tensors[0]
       if change == "adds_a_key":
         shard["extra"] = {"": tf.constant(1.)}
       elif change == "retypes":
         shard[first.checkpoint_key] = {
-            first.slice_spec: tf.cast(first.tensor, tf.float16)}
+            first.slice_spec: tf.cast(first.tensor, tf.float16)
+        }
       shards = [shard]
       if change == "duplicates":
         shards.append({first.checkpoint_key: {first.slice_spec: first.tensor}})
@@ -205,7 +222,8 @@ def test_callbacks_that_change_tensors_fail_our_saves(tmp_path, change):
   for impl, lib in tl.IMPLS.items():
     checkpoint = lib.Checkpoint(v=tf.Variable(1.), w=tf.Variable(2.))
     prefix = str(tmp_path / impl / "ckpt")
-    outcomes[impl] = tl.outcome(checkpoint.write, prefix,
+    outcomes[impl] = tl.outcome(checkpoint.write,
+                                prefix,
                                 options=_options(Changes()))
   if change == "duplicates":  # TensorFlow's merge of the shards fails.
     assert isinstance(outcomes["tf"].error, tf.errors.InvalidArgumentError)
@@ -250,19 +268,25 @@ def _saves_in_a_default_session(tmp_path, impl, policy):
     failed).
   """
   with tl.GraphProgram(impl) as program, program.session.as_default():
-    variables = {name: program.variable(name, value)
-                 for name, value in _strings().items()}
+    variables = {
+        name: program.variable(name, value)
+        for name, value in _strings().items()
+    }
     program.initialize()
     checkpoint = program.lib.CheckpointV1(**variables)
-    first = tl.outcome(checkpoint.save, str(tmp_path / impl / "ckpt"),
-                       session=program.session, options=_options(policy()))
+    first = tl.outcome(checkpoint.save,
+                       str(tmp_path / impl / "ckpt"),
+                       session=program.session,
+                       options=_options(policy()))
     if first.error:
       return first, None
-    program.run([variables[name].assign(value)
-                 for name, value in _new_strings().items()])
-    return first, tl.outcome(
-        checkpoint.save, str(tmp_path / "later" / impl / "ckpt"),
-        session=program.session, options=_options(policy()))
+    program.run([
+        variables[name].assign(value) for name, value in _new_strings().items()
+    ])
+    return first, tl.outcome(checkpoint.save,
+                             str(tmp_path / "later" / impl / "ckpt"),
+                             session=program.session,
+                             options=_options(policy()))
 
 
 def _assert_holds_the_new_values(path):
@@ -271,7 +295,8 @@ def _assert_holds_the_new_values(path):
   for name in ("word", "short", "matrix"):
     np.testing.assert_array_equal(
         reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE"),
-        _new_strings()[name], err_msg=name)
+        _new_strings()[name],
+        err_msg=name)
 
 
 def _assert_holds_the_new_text(path):
@@ -281,8 +306,8 @@ def _assert_holds_the_new_text(path):
   text's elements are looked for in the data files' bytes.
   """
   data = b"".join(
-      open(data_file, "rb").read() for data_file in tf.io.gfile.glob(
-          path + ".data-*"))
+      open(data_file, "rb").read()
+      for data_file in tf.io.gfile.glob(path + ".data-*"))
   for old, new in zip(_strings()["text"], _new_strings()["text"]):
     assert new in data and old not in data, (old[:1], new[:1])
 
@@ -304,13 +329,13 @@ class NumpySubSlices(tf.train.experimental.ShardingCallback):
       if key.startswith("matrix/"):
         value = session.run(tensor.tensor)
         for start in (0, 3):
-          spec = tf.Variable.SaveSliceInfo(
-              full_name=key, full_shape=[6, 10], var_offset=[start, 0],
-              var_shape=[3, 10]).spec
+          spec = tf.Variable.SaveSliceInfo(full_name=key,
+                                           full_shape=[6, 10],
+                                           var_offset=[start, 0],
+                                           var_shape=[3, 10]).spec
           halves.append({key: {spec: value[start:start + 3]}})
       elif tensor.dtype == tf.string and key != tl.OBJECT_GRAPH_KEY:
-        rest.setdefault(key, {})[tensor.slice_spec] = session.run(
-            tensor.tensor)
+        rest.setdefault(key, {})[tensor.slice_spec] = session.run(tensor.tensor)
       else:
         rest.setdefault(key, {})[tensor.slice_spec] = tensor.tensor
     return halves + [rest]
@@ -322,9 +347,13 @@ class DropsTheWord(tf.train.experimental.ShardingCallback):
   description = "A callback that drops the word."
 
   def __call__(self, shardable_tensors):
-    return [{tensor.checkpoint_key: {tensor.slice_spec: tensor.tensor}
-             for tensor in shardable_tensors
-             if not tensor.checkpoint_key.startswith("word/")}]
+    return [{
+        tensor.checkpoint_key: {
+            tensor.slice_spec: tensor.tensor
+        }
+        for tensor in shardable_tensors
+        if not tensor.checkpoint_key.startswith("word/")
+    }]
 
 
 def test_graph_mode_strings_in_a_default_session_match_tensorflow(tmp_path):
@@ -339,7 +368,7 @@ def test_graph_mode_strings_in_a_default_session_match_tensorflow(tmp_path):
   later = {}
   for impl in tl.IMPLS:
     first, later[impl] = _saves_in_a_default_session(tmp_path, impl,
-                                                    _shards_of_100_bytes)
+                                                     _shards_of_100_bytes)
     assert first.error is None and later[impl].error is None, impl
   assert tl.file_layout(str(tmp_path / "ours" / "ckpt-1"))["num_shards"] >= 5
   tl.assert_same_files(tmp_path)
@@ -348,11 +377,9 @@ def test_graph_mode_strings_in_a_default_session_match_tensorflow(tmp_path):
       "word/.ATTRIBUTES/VARIABLE_VALUE") == _strings()["word"]
 
 
-def test_graph_mode_strings_sliced_by_the_policy_follow_the_variable(
-    tmp_path):
+def test_graph_mode_strings_sliced_by_the_policy_follow_the_variable(tmp_path):
   """A later save of ours writes the text's new value too, in slices."""
-  _, later = _saves_in_a_default_session(
-      tmp_path, "ours", _shards_of_100_bytes)
+  _, later = _saves_in_a_default_session(tmp_path, "ours", _shards_of_100_bytes)
   text = repr(b"text/.ATTRIBUTES/VARIABLE_VALUE")
   assert tl.file_layout(later.result)[text][3] == 3  # Three slices.
   _assert_holds_the_new_text(later.result)
@@ -367,22 +394,25 @@ def test_graph_mode_numpy_sub_slices_are_read_at_each_save(tmp_path):
   """
   later = {}
   for impl in tl.IMPLS:
-    first, later[impl] = _saves_in_a_default_session(
-        tmp_path, impl, NumpySubSlices)
+    first, later[impl] = _saves_in_a_default_session(tmp_path, impl,
+                                                     NumpySubSlices)
     assert first.error is None and later[impl].error is None, impl
   assert tl.file_layout(str(tmp_path / "ours" / "ckpt-1"))["num_shards"] == 3
   tl.assert_same_files(tmp_path)
   _assert_holds_the_new_values(later["ours"].result)
   _assert_holds_the_new_text(later["ours"].result)
   np.testing.assert_array_equal(
-      tf.train.load_checkpoint(later["tf"].result).get_tensor(
-          "matrix/.ATTRIBUTES/VARIABLE_VALUE"), _strings()["matrix"])
+      tf.train.load_checkpoint(
+          later["tf"].result).get_tensor("matrix/.ATTRIBUTES/VARIABLE_VALUE"),
+      _strings()["matrix"])
 
 
 def test_graph_mode_callback_that_drops_a_key_fails_our_save(tmp_path):
   """TensorFlow writes the checkpoint without the key; we write nothing."""
-  first = {impl: _saves_in_a_default_session(tmp_path, impl, DropsTheWord)[0]
-           for impl in tl.IMPLS}
+  first = {
+      impl: _saves_in_a_default_session(tmp_path, impl, DropsTheWord)[0]
+      for impl in tl.IMPLS
+  }
   assert first["tf"].error is None
   assert "word/.ATTRIBUTES/VARIABLE_VALUE" not in tl.keys(first["tf"].result)
   error = first["ours"].error
@@ -400,9 +430,11 @@ class RunsEveryValue(tf.train.experimental.ShardingCallback):
 
   def __call__(self, shardable_tensors):
     session = tf.compat.v1.get_default_session()
-    return [{tensor.checkpoint_key: {
-        tensor.slice_spec: session.run(tensor.tensor)}
-             for tensor in shardable_tensors}]
+    return [{
+        tensor.checkpoint_key: {
+            tensor.slice_spec: session.run(tensor.tensor)
+        } for tensor in shardable_tensors
+    }]
 
 
 def test_graph_mode_callback_may_run_the_new_save_counter(tmp_path):
@@ -413,14 +445,17 @@ def test_graph_mode_callback_may_run_the_new_save_counter(tmp_path):
   is the placeholder's empty default when the callback runs it, so its
   checkpoint holds an empty object graph; ours holds the object graph.
   """
-  first = {impl: _saves_in_a_default_session(tmp_path, impl, RunsEveryValue)[0]
-           for impl in tl.IMPLS}
+  first = {
+      impl: _saves_in_a_default_session(tmp_path, impl, RunsEveryValue)[0]
+      for impl in tl.IMPLS
+  }
   for impl, outcome in first.items():
     assert outcome.error is None, (impl, outcome.error)
-  tl.assert_agree({impl: tl.values(outcome.result)
-                   for impl, outcome in first.items()})
-  assert tl.values(first["ours"].result)[
-      "save_counter/.ATTRIBUTES/VARIABLE_VALUE"] == 1
+  tl.assert_agree({
+      impl: tl.values(outcome.result) for impl, outcome in first.items()
+  })
+  assert tl.values(
+      first["ours"].result)["save_counter/.ATTRIBUTES/VARIABLE_VALUE"] == 1
   assert tf.train.load_checkpoint(first["tf"].result).get_tensor(
       tl.OBJECT_GRAPH_KEY) == b""
   assert tl.object_graph(first["ours"].result).nodes

@@ -36,9 +36,10 @@ def _options(callback):
 
 def _spec(key, full_shape, offset, shape):
   """The slice spec of `shape` at `offset` in a value of `full_shape`."""
-  return tf.Variable.SaveSliceInfo(
-      full_name=key, full_shape=list(full_shape), var_offset=list(offset),
-      var_shape=list(shape)).spec
+  return tf.Variable.SaveSliceInfo(full_name=key,
+                                   full_shape=list(full_shape),
+                                   var_offset=list(offset),
+                                   var_shape=list(shape)).spec
 
 
 class TwoParts(base.Trackable):
@@ -48,8 +49,12 @@ class TwoParts(base.Trackable):
     self.parts = [tf.Variable(value[:3]), tf.Variable(value[3:])]
 
   def _serialize_to_tensors(self):
-    return {"x": {_spec("x", [6, 2], [start, 0], [3, 2]): part.read_value()
-                  for start, part in zip((0, 3), self.parts)}}
+    return {
+        "x": {
+            _spec("x", [6, 2], [start, 0], [3, 2]): part.read_value()
+            for start, part in zip((0, 3), self.parts)
+        }
+    }
 
   def _restore_from_tensors(self, restored_tensors):
     raise NotImplementedError("Read with TensorFlow's checkpoint reader.")
@@ -71,15 +76,17 @@ def _rows(shardable, value):
   key = shardable.checkpoint_key
   if not shardable.slice_spec:
     dims = " ".join(str(length) for length in value.shape)
-    return {f"{dims} {row},1" + ":-" * (value.ndim - 1): value[row:row + 1]
-            for row in range(value.shape[0])}
+    return {
+        f"{dims} {row},1" + ":-" * (value.ndim - 1): value[row:row + 1]
+        for row in range(value.shape[0])
+    }
   # "6 2 3,3:0,2": of a value of shape [6, 2], 3 rows from row 3.
   *full_shape, extents = shardable.slice_spec.split()
   offset = [int(extent.split(",")[0]) for extent in extents.split(":")]
-  return {_spec(key, [int(length) for length in full_shape],
-                [offset[0] + row] + offset[1:], (1,) + value.shape[1:]):
-              value[row:row + 1]
-          for row in range(value.shape[0])}
+  return {
+      _spec(key, [int(length) for length in full_shape], [offset[0] + row] + offset[1:], (1,) + value.shape[1:]):
+          value[row:row + 1] for row in range(value.shape[0])
+  }
 
 
 class RowsAsNumpy(tf.train.experimental.ShardingCallback):
@@ -101,19 +108,25 @@ class RowsAsNumpy(tf.train.experimental.ShardingCallback):
         continue
       value = _numpy(shardable.tensor)
       if value.ndim:
-        rows.extend({key: {spec: row}}
-                    for spec, row in _rows(shardable, value).items())
+        rows.extend({key: {
+            spec: row
+        }} for spec, row in _rows(shardable, value).items())
       else:
         rest[key] = {shardable.slice_spec: value}
     return rows + [rest]
 
 
 def _eager_objects(scale=1):
-  return {"matrix": tf.Variable(np.arange(12, dtype=np.float32).reshape(4, 3)
-                                * scale),
-          "vector": tf.Variable(np.arange(5, dtype=np.int64) * scale),
-          "scalar": tf.Variable(np.float64(3.5) * scale),
-          "parts": TwoParts(_PARTS * scale)}
+  return {
+      "matrix":
+          tf.Variable(np.arange(12, dtype=np.float32).reshape(4, 3) * scale),
+      "vector":
+          tf.Variable(np.arange(5, dtype=np.int64) * scale),
+      "scalar":
+          tf.Variable(np.float64(3.5) * scale),
+      "parts":
+          TwoParts(_PARTS * scale)
+  }
 
 
 def _assert_holds_the_values(path):
@@ -152,24 +165,31 @@ def test_graph_mode_later_saves_write_current_values(tmp_path):
     with tl.GraphProgram(impl) as program, program.session.as_default():
       parts = TwoParts(_PARTS)
       objects = {
-          "matrix": program.variable("matrix", np.ones([4, 3], np.float32)),
-          "scalar": program.variable("scalar", 2.),
-          "parts": parts,
-          "unknown_rank": tf.Variable([1., 2.], shape=tf.TensorShape(None)),
-          "unknown_length": tf.Variable([1., 2., 3.],
-                                        shape=tf.TensorShape([None])),
+          "matrix":
+              program.variable("matrix", np.ones([4, 3], np.float32)),
+          "scalar":
+              program.variable("scalar", 2.),
+          "parts":
+              parts,
+          "unknown_rank":
+              tf.Variable([1., 2.], shape=tf.TensorShape(None)),
+          "unknown_length":
+              tf.Variable([1., 2., 3.], shape=tf.TensorShape([None])),
       }
       program.initialize()
       checkpoint = program.lib.CheckpointV1(**objects)
-      checkpoint.write(str(tmp_path / impl / "ckpt"), session=program.session,
+      checkpoint.write(str(tmp_path / impl / "ckpt"),
+                       session=program.session,
                        options=_options(RowsAsNumpy()))
-      program.run([variable.assign(variable * 10) for variable in
-                   [objects["matrix"], objects["scalar"],
-                    objects["unknown_rank"],
-                    objects["unknown_length"]] + parts.parts])
-      later[impl] = checkpoint.write(
-          str(tmp_path / "later" / impl / "ckpt"), session=program.session,
-          options=_options(RowsAsNumpy()))
+      program.run([
+          variable.assign(variable * 10) for variable in [
+              objects["matrix"], objects["scalar"], objects["unknown_rank"],
+              objects["unknown_length"]
+          ] + parts.parts
+      ])
+      later[impl] = checkpoint.write(str(tmp_path / "later" / impl / "ckpt"),
+                                     session=program.session,
+                                     options=_options(RowsAsNumpy()))
   tl.assert_same_files(tmp_path)
   scale = {"tf": 1, "ours": 10}
   for impl, path in later.items():
@@ -179,11 +199,12 @@ def test_graph_mode_later_saves_write_current_values(tmp_path):
         ("scalar/.ATTRIBUTES/VARIABLE_VALUE", 2., True),
         ("parts/.ATTRIBUTES/x", _PARTS, True),
         ("unknown_rank/.ATTRIBUTES/VARIABLE_VALUE", [1., 2.], False),
-        ("unknown_length/.ATTRIBUTES/VARIABLE_VALUE", [1., 2., 3.], False)]:
-      np.testing.assert_array_equal(
-          reader.get_tensor(key),
-          np.multiply(first, scale[impl] if scales else 1),
-          err_msg=f"{key} saved by {impl}")
+        ("unknown_length/.ATTRIBUTES/VARIABLE_VALUE", [1., 2., 3.], False)
+    ]:
+      np.testing.assert_array_equal(reader.get_tensor(key),
+                                    np.multiply(first,
+                                                scale[impl] if scales else 1),
+                                    err_msg=f"{key} saved by {impl}")
 
 
 class ValuesElsewhere(tf.train.experimental.ShardingCallback):
@@ -219,16 +240,20 @@ class ValuesElsewhere(tf.train.experimental.ShardingCallback):
   def _parts(self, key):
     if not self.across:
       return [{key: {"": _PARTS}}]
-    return [{key: {_spec(key, [6, 2], [start, 0], [size, 2]):
-                       _PARTS[start:start + size]}}
-            for start, size in ((0, 2), (2, 3), (5, 1))]
+    return [{
+        key: {
+            _spec(key, [6, 2], [start, 0], [size, 2]):
+                _PARTS[start:start + size]
+        }
+    } for start, size in ((0, 2), (2, 3), (5, 1))]
 
 
 @pytest.mark.parametrize("across", [True, False])
 def test_values_within_no_tensor_given_are_saved_as_returned(tmp_path, across):
   for impl, lib in tl.IMPLS.items():
-    lib.Checkpoint(**_eager_objects()).write(
-        str(tmp_path / impl / "ckpt"), options=_options(ValuesElsewhere(across)))
+    lib.Checkpoint(**_eager_objects()).write(str(tmp_path / impl / "ckpt"),
+                                             options=_options(
+                                                 ValuesElsewhere(across)))
   tl.assert_same_files(tmp_path)
   reader = tf.train.load_checkpoint(str(tmp_path / "ours" / "ckpt"))
   np.testing.assert_array_equal(reader.get_tensor("parts/.ATTRIBUTES/x"),
@@ -250,8 +275,9 @@ class _Changes(tf.train.experimental.ShardingCallback):
     shard = {}
     for shardable in shardable_tensors:
       value = shardable.tensor
-      shard.setdefault(shardable.checkpoint_key, {})[shardable.slice_spec] = (
-          _numpy(value) if self._as_numpy else value)
+      shard.setdefault(shardable.checkpoint_key,
+                       {})[shardable.slice_spec] = (_numpy(value) if
+                                                    self._as_numpy else value)
     self.change(shard)
     return [shard]
 
@@ -272,15 +298,14 @@ class RenamesAsNumpy(_Changes):
 
 
 _CHANGES = {
-    "none_among_tensors": (
-        lambda: ReplacesByNone("None among tensors"), "replaced by None"),
-    "none_among_numpy_values": (
-        lambda: ReplacesByNone("None among numpy values", as_numpy=True),
-        "replaced by None"),
-    "numpy_value_under_a_new_key": (
-        lambda: RenamesAsNumpy("A numpy value under a new key",
-                               as_numpy=True),
-        "not originally in the object graph"),
+    "none_among_tensors":
+        (lambda: ReplacesByNone("None among tensors"), "replaced by None"),
+    "none_among_numpy_values":
+        (lambda: ReplacesByNone("None among numpy values", as_numpy=True),
+         "replaced by None"),
+    "numpy_value_under_a_new_key":
+        (lambda: RenamesAsNumpy("A numpy value under a new key", as_numpy=True),
+         "not originally in the object graph"),
 }
 
 
@@ -308,8 +333,14 @@ class RecordedNotSaved(base.Trackable):
   """State in the object graph whose value is not saved (its tensor: None)."""
 
   def _serialize_to_tensors(self):
-    return {"x": saveable_object.SaveSpec(lambda: None, "", "x",
-                                          dtype=tf.float32, device=_TASK_0)}
+    return {
+        "x":
+            saveable_object.SaveSpec(lambda: None,
+                                     "",
+                                     "x",
+                                     dtype=tf.float32,
+                                     device=_TASK_0)
+    }
 
   def _restore_from_tensors(self, restored_tensors):
     del restored_tensors  # Never called: nothing is saved.
@@ -320,8 +351,9 @@ def test_values_not_saved_are_left_out_as_in_tensorflow(tmp_path, policy):
   callback = (tf.train.experimental.ShardByTaskPolicy() if policy == "by_task"
               else tf.train.experimental.MaxShardSizePolicy(16))
   for impl, lib in tl.IMPLS.items():
-    lib.Checkpoint(r=RecordedNotSaved(), **_eager_objects()).write(
-        str(tmp_path / impl / "ckpt"), options=_options(callback))
+    lib.Checkpoint(r=RecordedNotSaved(),
+                   **_eager_objects()).write(str(tmp_path / impl / "ckpt"),
+                                             options=_options(callback))
   tl.assert_same_files(tmp_path)
   assert "r/.ATTRIBUTES/x" not in tl.signature(str(tmp_path / "ours" / "ckpt"))
 
@@ -333,8 +365,9 @@ class MovesToTask1(tf.train.experimental.ShardingCallback):
     shard = {}
     for shardable in shardable_tensors:
       with tf.device(_TASK_1):
-        shard.setdefault(shardable.checkpoint_key, {})[
-            shardable.slice_spec] = tf.identity(shardable.tensor)
+        shard.setdefault(shardable.checkpoint_key,
+                         {})[shardable.slice_spec] = tf.identity(
+                             shardable.tensor)
     return [shard]
 
 
@@ -344,8 +377,8 @@ class AllInOne(tf.train.experimental.ShardingCallback):
   def __call__(self, shardable_tensors):
     shard = {}
     for shardable in shardable_tensors:
-      shard.setdefault(shardable.checkpoint_key, {})[
-          shardable.slice_spec] = shardable.tensor
+      shard.setdefault(shardable.checkpoint_key,
+                       {})[shardable.slice_spec] = shardable.tensor
     return [shard]
 
 
@@ -362,16 +395,15 @@ class Misplaced(base.Trackable):
     return tf.no_op()
 
 
-@pytest.mark.parametrize("case", ["moved_to_another_task",
-                                  "tasks_mixed_in_one_shard"])
+@pytest.mark.parametrize("case",
+                         ["moved_to_another_task", "tasks_mixed_in_one_shard"])
 def test_values_on_other_tasks_fail_our_saves_before_running(tmp_path, case):
   """Graph building, where a tensor may name any task.
 
   TensorFlow builds the save and fails when it runs, as no task 1 exists;
   ours fails building it, with nothing written.
   """
-  callback = (MovesToTask1() if case == "moved_to_another_task"
-              else AllInOne())
+  callback = (MovesToTask1() if case == "moved_to_another_task" else AllInOne())
   outcomes = {}
   for impl in tl.IMPLS:
     with tl.GraphProgram(impl) as program:
@@ -381,14 +413,15 @@ def test_values_on_other_tasks_fail_our_saves_before_running(tmp_path, case):
         objects["m"] = Misplaced()
       program.initialize()
       checkpoint = program.lib.CheckpointV1(**objects)
-      outcomes[impl] = tl.outcome(
-          checkpoint.save, str(tmp_path / impl / "ckpt"),
-          session=program.session, options=_options(callback))
+      outcomes[impl] = tl.outcome(checkpoint.save,
+                                  str(tmp_path / impl / "ckpt"),
+                                  session=program.session,
+                                  options=_options(callback))
   assert isinstance(outcomes["tf"].error, tf.errors.InvalidArgumentError)
   error = outcomes["ours"].error
   assert isinstance(error, RuntimeError), error
-  assert ("altered task" if case == "moved_to_another_task"
-          else "different tasks were found in the same shard") in str(error)
+  assert ("altered task" if case == "moved_to_another_task" else
+          "different tasks were found in the same shard") in str(error)
   assert not os.path.exists(tmp_path / "ours") or not os.listdir(
       tmp_path / "ours")
 
@@ -412,10 +445,14 @@ class MalformedSlice(tf.train.experimental.ShardingCallback):
 def test_malformed_slice_specs_fail_as_in_tensorflow(tmp_path):
   outcomes = {}
   for impl, lib in tl.IMPLS.items():
-    outcomes[impl] = tl.outcome(
-        lib.Checkpoint(**_eager_objects()).write,
-        str(tmp_path / impl / "ckpt"), options=_options(MalformedSlice()))
-  assert {impl: outcome.name for impl, outcome in outcomes.items()} == {
-      "tf": "InternalError", "ours": "InternalError"}
+    outcomes[impl] = tl.outcome(lib.Checkpoint(**_eager_objects()).write,
+                                str(tmp_path / impl / "ckpt"),
+                                options=_options(MalformedSlice()))
+  assert {
+      impl: outcome.name for impl, outcome in outcomes.items()
+  } == {
+      "tf": "InternalError",
+      "ours": "InternalError"
+  }
   assert "Mismatching ranks" in str(outcomes["ours"].error)
   assert not os.listdir(tmp_path / "ours")

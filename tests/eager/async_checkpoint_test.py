@@ -71,8 +71,8 @@ def test_save_returns_before_writing_and_later_values_stay_out(tmp_path):
     assert int(checkpoint.save_counter.numpy()) == 1
     variable.assign_add(tf.ones(6))
     variable.assign(tf.fill([6], 7.0))
-    variable.scatter_update(tf.IndexedSlices(tf.constant([9.0]),
-                                             tf.constant([0])))
+    variable.scatter_update(
+        tf.IndexedSlices(tf.constant([9.0]), tf.constant([0])))
   checkpoint.sync()
   np.testing.assert_array_equal(_saved(path), np.arange(6))
   assert tf.train.latest_checkpoint(directory) == path
@@ -109,8 +109,7 @@ def _manager_run(directory, options, saves=5):
   """Saves `saves` times through a manager; returns what a reader sees."""
   variable = tf.Variable(0.0)
   checkpoint = tf_objckpt.Checkpoint(v=variable)
-  manager = tf_objckpt.CheckpointManager(checkpoint, directory,
-                                         max_to_keep=2)
+  manager = tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=2)
   returned = []
   for step in range(saves):
     variable.assign(float(step))
@@ -124,8 +123,7 @@ def _manager_run(directory, options, saves=5):
       "kept": kept,
       "manager": [os.path.basename(path) for path in manager.checkpoints],
       "latest": os.path.basename(state.model_checkpoint_path),
-      "values": [float(_saved(os.path.join(directory, name)))
-                 for name in kept],
+      "values": [float(_saved(os.path.join(directory, name))) for name in kept],
       "save_counter": int(checkpoint.save_counter.numpy()),
       "files": sorted(os.listdir(directory)),
   }
@@ -160,8 +158,9 @@ def test_one_snapshot_in_flight_next_save_waits(tmp_path):
     assert thread.is_alive() and not second
   thread.join()
   checkpoint.sync()
-  assert [float(_saved(os.fspath(directory / name))) for name in
-          ("s-1", "s-2")] == [1.0, 2.0]
+  assert [
+      float(_saved(os.fspath(directory / name))) for name in ("s-1", "s-2")
+  ] == [1.0, 2.0]
   assert tf.train.latest_checkpoint(directory) == second["path"]
 
 
@@ -177,8 +176,8 @@ def _synchronous_error(tmp_path, impl):
   return tl.outcome(checkpoint.write, prefix).error
 
 
-@pytest.mark.parametrize("raised_by", ["sync", "save", "write", "restore",
-                                       "read", "manager_save"])
+@pytest.mark.parametrize(
+    "raised_by", ["sync", "save", "write", "restore", "read", "manager_save"])
 def test_background_error_is_raised_at_the_next_call(tmp_path, raised_by):
   expected = _synchronous_error(tmp_path, "tf")
   assert type(_synchronous_error(tmp_path, "ours")) is type(expected)
@@ -189,13 +188,20 @@ def test_background_error_is_raised_at_the_next_call(tmp_path, raised_by):
   assert checkpoint.save(os.fspath(tmp_path / "d" / "ckpt"),
                          options=_ASYNC) == prefix
   calls = {
-      "sync": checkpoint.sync,
-      "save": lambda: checkpoint.save(os.fspath(tmp_path / "other")),
-      "write": lambda: checkpoint.write(os.fspath(tmp_path / "other")),
-      "restore": lambda: checkpoint.restore(good),
-      "read": lambda: checkpoint.read(good),
-      "manager_save": tf_objckpt.CheckpointManager(
-          checkpoint, tmp_path / "managed", max_to_keep=1).save,
+      "sync":
+          checkpoint.sync,
+      "save":
+          lambda: checkpoint.save(os.fspath(tmp_path / "other")),
+      "write":
+          lambda: checkpoint.write(os.fspath(tmp_path / "other")),
+      "restore":
+          lambda: checkpoint.restore(good),
+      "read":
+          lambda: checkpoint.read(good),
+      "manager_save":
+          tf_objckpt.CheckpointManager(checkpoint,
+                                       tmp_path / "managed",
+                                       max_to_keep=1).save,
   }
   error = tl.outcome(calls[raised_by]).error
   assert type(error) is type(expected), error
@@ -226,8 +232,8 @@ def test_manager_async_error_leaves_the_state_file_alone(tmp_path):
   assert tf.train.get_checkpoint_state(tmp_path).all_model_checkpoint_paths \
       == [first]
   assert sorted(os.listdir(tmp_path)) == [
-      "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
-      "ckpt-2.index"]
+      "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "ckpt-2.index"
+  ]
 
 
 @pytest.mark.parametrize("how", ["save", "manager"])
@@ -239,8 +245,7 @@ def test_durable_async_saves_flush_in_the_background_before_listing(
   def fsync(fd):
     path = os.readlink(f"/proc/self/fd/{fd}")
     state = tmp_path / "checkpoint"
-    flushed.append((path, threading.current_thread() is
-                    threading.main_thread(),
+    flushed.append((path, threading.current_thread() is threading.main_thread(),
                     state.read_text() if state.exists() else ""))
     real_fsync(fd)
 
@@ -251,14 +256,17 @@ def test_durable_async_saves_flush_in_the_background_before_listing(
   if how == "save":
     path = checkpoint.save(os.fspath(tmp_path / "ckpt"), options=options)
   else:
-    path = tf_objckpt.CheckpointManager(checkpoint, tmp_path, 1).save(
-        options=options)
+    path = tf_objckpt.CheckpointManager(checkpoint, tmp_path,
+                                        1).save(options=options)
   checkpoint.sync()
   assert tf.train.latest_checkpoint(tmp_path) == path
   for name in ("ckpt-1.data-00000-of-00001", "ckpt-1.index"):
-    flushes = [(main, state) for flushed_path, main, state in flushed
+    flushes = [(main, state)
+               for flushed_path, main, state in flushed
                if flushed_path == os.fspath(tmp_path / name)]
-    assert flushes and all(not main and '"ckpt-1"' not in state
-                           for main, state in flushes), name
-  assert '"ckpt-1"' in [state for flushed_path, _, state in flushed
-                        if flushed_path == os.fspath(tmp_path)][-1]
+    assert flushes and all(
+        not main and '"ckpt-1"' not in state for main, state in flushes), name
+  assert '"ckpt-1"' in [
+      state for flushed_path, _, state in flushed
+      if flushed_path == os.fspath(tmp_path)
+  ][-1]

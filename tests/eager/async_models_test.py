@@ -28,9 +28,8 @@ _ASYNC = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
 
 
 def _variables(model, optimizer):
-  return list(model.weights) + list(
-      optimizer.variables() if callable(optimizer.variables)
-      else optimizer.variables)
+  return list(model.weights) + list(optimizer.variables(
+  ) if callable(optimizer.variables) else optimizer.variables)
 
 
 def _model_weights(model, optimizer):
@@ -60,7 +59,8 @@ def test_keras_model_and_optimizer(tmp_path, flavor):
 
 
 def _full_names(path):
-  return sorted(attribute.full_name for node in tl.object_graph(path).nodes
+  return sorted(attribute.full_name
+                for node in tl.object_graph(path).nodes
                 for attribute in node.attributes)
 
 
@@ -70,8 +70,8 @@ def test_tensorflows_async_save_of_keras_writes_the_same(tmp_path, flavor):
   trained = _model_weights(model, optimizer)
   paths = {}
   for name, lib, options in (("tf", tf.train, _ASYNC),
-                             ("tf_sync", tf.train, None),
-                             ("ours", tf_objckpt, _ASYNC)):
+                             ("tf_sync", tf.train, None), ("ours", tf_objckpt,
+                                                           _ASYNC)):
     for variable, value in zip(_variables(model, optimizer), trained):
       variable.assign(value)
     checkpoint = lib.Checkpoint(model=model, optimizer=optimizer)
@@ -126,19 +126,23 @@ def _change(module):
 
 def test_module_python_state_and_custom_tensors(tmp_path):
   module, checkpoint = _module_state(tf_objckpt)
-  paths = {"ours": checkpoint.save(os.fspath(tmp_path / "ours" / "s"),
-                                   options=_ASYNC)}
+  paths = {
+      "ours":
+          checkpoint.save(os.fspath(tmp_path / "ours" / "s"), options=_ASYNC)
+  }
   _change(module)
   checkpoint.sync()
   module, checkpoint = _module_state(tf.train)
   paths["tf"] = checkpoint.save(os.fspath(tmp_path / "tf" / "s"))
   tl.assert_same_checkpoint(paths["tf"], paths["ours"])
   saved = tl.values(paths["ours"])
-  np.testing.assert_array_equal(saved["module/dense/.ATTRIBUTES/VARIABLE_VALUE"],
-                                np.ones([64, 64]))
+  np.testing.assert_array_equal(
+      saved["module/dense/.ATTRIBUTES/VARIABLE_VALUE"], np.ones([64, 64]))
   assert saved["module/counter/.ATTRIBUTES/py_state"] == b"3"
-  np.testing.assert_array_equal(saved["module/custom/.ATTRIBUTES/hidden"], [1.0, 2.0])
-  np.testing.assert_array_equal(saved["module/custom/.ATTRIBUTES/array"], [5, 6])
+  np.testing.assert_array_equal(saved["module/custom/.ATTRIBUTES/hidden"],
+                                [1.0, 2.0])
+  np.testing.assert_array_equal(saved["module/custom/.ATTRIBUTES/array"],
+                                [5, 6])
   for writer, reader in tl.PAIRS:
     module, checkpoint = _module_state(tl.IMPLS[reader])
     _change(module)

@@ -23,8 +23,9 @@ from tf_objckpt.engine import tuning
 
 def _eager_module(scale):
   module = tf.Module()
-  module.variables_list = [tf.Variable(tl.mixed_value(i, scale))
-                           for i in range(tl.MANY)]
+  module.variables_list = [
+      tf.Variable(tl.mixed_value(i, scale)) for i in range(tl.MANY)
+  ]
   return module
 
 
@@ -33,8 +34,9 @@ def test_eager_many_variables_round_trip(tmp_path, writer):
   saved = _eager_module(scale=1)
   path = tl.write(writer, tmp_path / "ckpt", m=saved)
   other_path = tl.write(tl.other(writer), tmp_path / "other", m=saved)
-  tl.assert_same_checkpoint(*((path, other_path) if writer == "tf"
-                              else (other_path, path)))
+  tl.assert_same_checkpoint(*((path,
+                               other_path) if writer == "tf" else (other_path,
+                                                                   path)))
   fresh = _eager_module(scale=3)
   tl.IMPLS[tl.other(writer)].Checkpoint(m=fresh).read(path).assert_consumed()
   tl.assert_variables_equal(tl.variable_values(saved.variables_list),
@@ -52,8 +54,7 @@ def test_eager_threaded_read_matches_tensorflow(tmp_path, monkeypatch):
                             tl.variable_values(fresh.variables_list))
 
 
-def test_eager_threaded_read_of_a_corrupt_file_names_it(tmp_path,
-                                                        monkeypatch):
+def test_eager_threaded_read_of_a_corrupt_file_names_it(tmp_path, monkeypatch):
   """An error in any thread fails the read, naming the checkpoint.
 
   TensorFlow fails too, with an IndexError from deep inside; we raise
@@ -64,9 +65,10 @@ def test_eager_threaded_read_of_a_corrupt_file_names_it(tmp_path,
   data_file = path + ".data-00000-of-00001"
   with open(data_file, "r+b") as f:
     f.truncate(os.path.getsize(data_file) // 2)
-  outcomes = {impl: tl.outcome(lib.Checkpoint(m=_eager_module(5)).read,
-                               path).name
-              for impl, lib in tl.IMPLS.items()}
+  outcomes = {
+      impl: tl.outcome(lib.Checkpoint(m=_eager_module(5)).read, path).name
+      for impl, lib in tl.IMPLS.items()
+  }
   assert outcomes == {"tf": "IndexError", "ours": "DataLossError"}
   fresh = _eager_module(scale=5)
   before = tl.variable_values(fresh.variables_list)

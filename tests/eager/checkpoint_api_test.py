@@ -27,8 +27,9 @@ def test_write_accepts_a_path_like_prefix(tmp_path, impl):
   path = checkpoint.write(tmp_path / "ckpt")
   assert path == os.fspath(tmp_path / "ckpt")
   assert isinstance(path, str)
-  assert tl.keys(path) == ["_CHECKPOINTABLE_OBJECT_GRAPH",
-                         "v/.ATTRIBUTES/VARIABLE_VALUE"]
+  assert tl.keys(path) == [
+      "_CHECKPOINTABLE_OBJECT_GRAPH", "v/.ATTRIBUTES/VARIABLE_VALUE"
+  ]
 
 
 @pytest.mark.parametrize("impl", tl.IMPLS)
@@ -55,9 +56,9 @@ def test_methods_accept_checkpoint_options(tmp_path, impl):
   """
   cls = tl.IMPLS[impl].Checkpoint
   called = []
-  options = tf.train.CheckpointOptions(
-      experimental_write_callbacks=[
-          lambda path: called.append(os.path.basename(path))])
+  options = tf.train.CheckpointOptions(experimental_write_callbacks=[
+      lambda path: called.append(os.path.basename(path))
+  ])
   checkpoint = cls(v=tf.Variable(1.0))
   written = checkpoint.write(os.fspath(tmp_path / "w"), options=options)
   saved = checkpoint.save(os.fspath(tmp_path / "s"), options=options)
@@ -72,14 +73,17 @@ def test_methods_accept_checkpoint_options(tmp_path, impl):
   assert float(fresh.v.numpy()) == 1.0
 
   nowhere = tf.train.CheckpointOptions(experimental_io_device=_UNKNOWN_DEVICE)
-  failed = tl.outcome(checkpoint.write, os.fspath(tmp_path / "x"),
+  failed = tl.outcome(checkpoint.write,
+                      os.fspath(tmp_path / "x"),
                       options=nowhere)
   assert failed.name == "InvalidArgumentError", failed.error
-  failed = tl.outcome(checkpoint.save, os.fspath(tmp_path / "y"),
+  failed = tl.outcome(checkpoint.save,
+                      os.fspath(tmp_path / "y"),
                       options=nowhere)
   assert failed.name == "InvalidArgumentError", failed.error
-  assert not [name for name in os.listdir(tmp_path)
-              if name.startswith(("x", "y"))]
+  assert not [
+      name for name in os.listdir(tmp_path) if name.startswith(("x", "y"))
+  ]
   for method, path in (("read", written), ("restore", saved)):
     fresh = cls(v=tf.Variable(0.0))
     failed = tl.outcome(getattr(fresh, method), path, options=nowhere)
@@ -90,11 +94,15 @@ def test_methods_accept_checkpoint_options(tmp_path, impl):
 def _manager_run(manager_cls, checkpoint, directory):
   manager = manager_cls(checkpoint, os.fspath(directory), max_to_keep=2)
   saved = [os.path.basename(manager.save()) for _ in range(3)]
-  return {"saved": saved,
-          "checkpoints": [os.path.basename(p) for p in manager.checkpoints],
-          "files": sorted(os.listdir(directory)),
-          "latest": os.path.basename(
-              tf.train.latest_checkpoint(os.fspath(directory)))}
+  return {
+      "saved":
+          saved,
+      "checkpoints": [os.path.basename(p) for p in manager.checkpoints],
+      "files":
+          sorted(os.listdir(directory)),
+      "latest":
+          os.path.basename(tf.train.latest_checkpoint(os.fspath(directory)))
+  }
 
 
 def test_tensorflows_manager_manages_our_checkpoint(tmp_path):
@@ -107,7 +115,8 @@ def test_tensorflows_manager_manages_our_checkpoint(tmp_path):
   assert actual == expected
   assert expected["files"] == [
       "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
-      "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
+      "ckpt-3.data-00000-of-00001", "ckpt-3.index"
+  ]
   fresh = tf_objckpt.Checkpoint(v=tf.Variable(0.0))
   tf.train.CheckpointManager(fresh, os.fspath(tmp_path / "ours"),
                              max_to_keep=2).restore_or_initialize()
@@ -117,9 +126,9 @@ def test_tensorflows_manager_manages_our_checkpoint(tmp_path):
 def _save_twice_with_options(manager_cls, lib, directory):
   """Two saves by a manager keeping one, with a write callback of our own."""
   written = []
-  options = tf.train.CheckpointOptions(
-      experimental_write_callbacks=[
-          lambda path: written.append(os.path.basename(path))])
+  options = tf.train.CheckpointOptions(experimental_write_callbacks=[
+      lambda path: written.append(os.path.basename(path))
+  ])
   variable = tf.Variable(0.0)
   manager = manager_cls(lib.Checkpoint(v=variable), directory, max_to_keep=1)
   saved = []
@@ -128,13 +137,15 @@ def _save_twice_with_options(manager_cls, lib, directory):
     saved.append(os.path.basename(manager.save(options=options)))
   fresh = lib.Checkpoint(v=tf.Variable(0.0))
   fresh.restore(manager.latest_checkpoint).assert_consumed()
-  return {"saved": saved, "written": written,
-          "checkpoints": [os.path.basename(path)
-                          for path in manager.checkpoints],
-          "latest": os.path.basename(tf.train.latest_checkpoint(directory)),
-          "files": sorted(os.listdir(directory)),
-          "restored": float(fresh.v.numpy()),
-          "callbacks left": len(options.experimental_write_callbacks)}
+  return {
+      "saved": saved,
+      "written": written,
+      "checkpoints": [os.path.basename(path) for path in manager.checkpoints],
+      "latest": os.path.basename(tf.train.latest_checkpoint(directory)),
+      "files": sorted(os.listdir(directory)),
+      "restored": float(fresh.v.numpy()),
+      "callbacks left": len(options.experimental_write_callbacks)
+  }
 
 
 @pytest.mark.parametrize("manager_impl", ["tf", "ours"])
@@ -147,10 +158,14 @@ def test_manager_save_with_options(tmp_path, manager_impl):
     observed = _save_twice_with_options(manager_cls, lib,
                                         os.fspath(tmp_path / impl))
     assert observed == {
-        "saved": ["ckpt-1", "ckpt-2"], "written": ["ckpt-1", "ckpt-2"],
-        "checkpoints": ["ckpt-2"], "latest": "ckpt-2",
+        "saved": ["ckpt-1", "ckpt-2"],
+        "written": ["ckpt-1", "ckpt-2"],
+        "checkpoints": ["ckpt-2"],
+        "latest": "ckpt-2",
         "files": ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"],
-        "restored": 2.0, "callbacks left": 1}, impl
+        "restored": 2.0,
+        "callbacks left": 1
+    }, impl
 
 
 @pytest.mark.parametrize("impl", tl.IMPLS)
@@ -159,17 +174,19 @@ def test_root_may_be_a_weak_reference(tmp_path, impl):
   module.v = tf.Variable(1.0)
   path = tl.IMPLS[impl].Checkpoint(weakref.ref(module)).write(
       os.fspath(tmp_path / "ckpt"))
-  assert tl.keys(path) == ["_CHECKPOINTABLE_OBJECT_GRAPH",
-                         "v/.ATTRIBUTES/VARIABLE_VALUE"]
+  assert tl.keys(path) == [
+      "_CHECKPOINTABLE_OBJECT_GRAPH", "v/.ATTRIBUTES/VARIABLE_VALUE"
+  ]
   fresh = tf.Module()
   fresh.v = tf.Variable(0.0)
   tl.IMPLS[impl].Checkpoint(weakref.ref(fresh)).read(path).assert_consumed()
   assert float(fresh.v.numpy()) == 1.0
 
 
-@pytest.mark.parametrize(
-    "root", [[tf.Variable(1.0)], {"a": tf.Variable(1.0)}, 5, "text"],
-    ids=["list", "dict", "int", "str"])
+@pytest.mark.parametrize("root", [[tf.Variable(1.0)], {
+    "a": tf.Variable(1.0)
+}, 5, "text"],
+                         ids=["list", "dict", "int", "str"])
 def test_non_trackable_root_is_a_value_error(root):
   errors = tl.errors_by_impl(lambda cls: cls(root=root))
   tl.assert_same_error_type(errors, ValueError)
@@ -180,21 +197,25 @@ def test_checkpoint_with_root_held_by_another_object(tmp_path):
   module = tf.Module()
   module.v = tf.Variable(1.0)
   extra = tf.Variable(2.0)
-  paths = {impl: lib.Checkpoint(
-      inner=lib.Checkpoint(root=module, extra=extra)).write(
-          os.fspath(tmp_path / impl / "ckpt"))
-           for impl, lib in tl.IMPLS.items()}
-  assert "inner/_root/v/.ATTRIBUTES/VARIABLE_VALUE" in tl.signature(
-      paths["tf"])
+  paths = {
+      impl:
+          lib.Checkpoint(inner=lib.Checkpoint(root=module, extra=extra)
+                        ).write(os.fspath(tmp_path / impl / "ckpt"))
+      for impl, lib in tl.IMPLS.items()
+  }
+  assert "inner/_root/v/.ATTRIBUTES/VARIABLE_VALUE" in tl.signature(paths["tf"])
   tl.assert_same_checkpoint(paths["tf"], paths["ours"])
 
 
 def test_children_of_a_checkpoint_with_root():
   module = tf.Module()
   children = {
-      impl: sorted(lib.Checkpoint(module, w=tf.Variable(1.0))
-                   ._trackable_children())  # pylint: disable=protected-access
-      for impl, lib in tl.IMPLS.items()}
+      impl:
+          sorted(
+              lib.Checkpoint(module, w=tf.Variable(1.0))._trackable_children()
+          )  # pylint: disable=protected-access
+      for impl, lib in tl.IMPLS.items()
+  }
   assert children["ours"] == children["tf"] == ["_root", "root", "w"]
 
 

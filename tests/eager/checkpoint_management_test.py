@@ -58,11 +58,13 @@ def _snapshot(directory):
 
 
 def _observe(mod, manager, directory, result):
-  return {"result": result,
-          "checkpoints": manager.checkpoints,
-          "latest": manager.latest_checkpoint,
-          "module_latest": mod.latest_checkpoint(directory),
-          **_snapshot(directory)}
+  return {
+      "result": result,
+      "checkpoints": manager.checkpoints,
+      "latest": manager.latest_checkpoint,
+      "module_latest": mod.latest_checkpoint(directory),
+      **_snapshot(directory)
+  }
 
 
 def _run_both_modules(tmp_path, clock, scenario, relative=False):
@@ -110,19 +112,20 @@ def _save_n(mod, manager, directory, clock, n, step=10., **kwargs):
 
 
 def test_max_to_keep_deletes_oldest(tmp_path, clock):
+
   def scenario(mod, d):
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=3)
     return _save_n(mod, m, d, clock, 6)
 
   obs = _run_both_modules(tmp_path, clock, scenario)
   last = obs[-1]
-  assert last["checkpoints"] == ["<dir>/ckpt-4", "<dir>/ckpt-5",
-                                 "<dir>/ckpt-6"]
+  assert last["checkpoints"] == ["<dir>/ckpt-4", "<dir>/ckpt-5", "<dir>/ckpt-6"]
   assert "ckpt-1.index" not in last["files"]
   assert 'model_checkpoint_path: "ckpt-6"' in last["state"]
 
 
 def test_max_to_keep_none_keeps_everything(tmp_path, clock):
+
   def scenario(mod, d):
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=None)
     return _save_n(mod, m, d, clock, 5)
@@ -132,12 +135,17 @@ def test_max_to_keep_none_keeps_everything(tmp_path, clock):
 
 
 def test_keep_checkpoint_every_n_hours(tmp_path, clock):
+
   def scenario(mod, d):
-    m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=2,
+    m = mod.CheckpointManager(_new_checkpoint(),
+                              d,
+                              max_to_keep=2,
                               keep_checkpoint_every_n_hours=1)
     out = _save_n(mod, m, d, clock, 10, step=HOUR / 3)
     # A new manager resumes the bookkeeping from the state file.
-    m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=2,
+    m = mod.CheckpointManager(_new_checkpoint(),
+                              d,
+                              max_to_keep=2,
                               keep_checkpoint_every_n_hours=1)
     out.append(_observe(mod, m, d, None))
     return out + _save_n(mod, m, d, clock, 5, step=HOUR / 2)
@@ -149,6 +157,7 @@ def test_keep_checkpoint_every_n_hours(tmp_path, clock):
 
 
 def test_recovery_with_new_settings(tmp_path, clock):
+
   def scenario(mod, d):
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=5)
     out = _save_n(mod, m, d, clock, 4)
@@ -163,12 +172,17 @@ def test_recovery_with_new_settings(tmp_path, clock):
 
 
 def test_recovery_when_clock_went_backwards(tmp_path, clock):
+
   def scenario(mod, d):
-    m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=2,
+    m = mod.CheckpointManager(_new_checkpoint(),
+                              d,
+                              max_to_keep=2,
                               keep_checkpoint_every_n_hours=0.001)
     out = _save_n(mod, m, d, clock, 4)
     clock.now = START - 1000.
-    m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=2,
+    m = mod.CheckpointManager(_new_checkpoint(),
+                              d,
+                              max_to_keep=2,
                               keep_checkpoint_every_n_hours=0.001)
     out.append(_observe(mod, m, d, None))
     return out + _save_n(mod, m, d, clock, 3)
@@ -180,6 +194,7 @@ def test_recovery_when_clock_went_backwards(tmp_path, clock):
 
 
 def test_recovery_from_state_without_timestamps(tmp_path, clock):
+
   def scenario(mod, d):
     ckpt = _new_checkpoint()
     paths = [ckpt.write(os.path.join(d, "old-%d" % i)) for i in range(3)]
@@ -195,6 +210,7 @@ def test_recovery_from_state_without_timestamps(tmp_path, clock):
 
 
 def test_checkpoint_numbers(tmp_path, clock):
+
   def scenario(mod, d):
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=3)
     step = tf.Variable(7, dtype=tf.int64)
@@ -208,16 +224,21 @@ def test_checkpoint_numbers(tmp_path, clock):
 
   obs = _run_both_modules(tmp_path, clock, scenario)
   # Rewriting ckpt-100 moved it to the end of the queue.
-  assert obs[4]["checkpoints"] == ["<dir>/ckpt-5", "<dir>/ckpt-100",
-                                   "<dir>/ckpt-3"]
+  assert obs[4]["checkpoints"] == [
+      "<dir>/ckpt-5", "<dir>/ckpt-100", "<dir>/ckpt-3"
+  ]
   assert obs[-2:] == [5, 7]
 
 
 def test_checkpoint_interval(tmp_path, clock):
+
   def scenario(mod, d):
     step = tf.Variable(0, dtype=tf.int64)
-    m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=None,
-                              step_counter=step, checkpoint_interval=3)
+    m = mod.CheckpointManager(_new_checkpoint(),
+                              d,
+                              max_to_keep=None,
+                              step_counter=step,
+                              checkpoint_interval=3)
     out = [m.checkpoint_interval]
     for s, check in [(0, True), (0, True), (1, True), (2, False), (2, False),
                      (4, True), (5, True), (7, True), (8, True)]:
@@ -229,14 +250,19 @@ def test_checkpoint_interval(tmp_path, clock):
   obs = _run_both_modules(tmp_path, clock, scenario)
   assert [o["result"] for o in obs[1:]] == [
       "<dir>/ckpt-1", None, None, "<dir>/ckpt-2", None, None, "<dir>/ckpt-3",
-      None, "<dir>/ckpt-4"]
+      None, "<dir>/ckpt-4"
+  ]
 
 
 def test_last_checkpoint_step(tmp_path, clock):
+
   def scenario(mod, d):
     step = tf.Variable(4, dtype=tf.int64)
-    m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=2,
-                              step_counter=step, checkpoint_interval=5,
+    m = mod.CheckpointManager(_new_checkpoint(),
+                              d,
+                              max_to_keep=2,
+                              step_counter=step,
+                              checkpoint_interval=5,
                               last_checkpoint_step=2)
     out = [m.save()]
     step.assign(7)
@@ -249,16 +275,19 @@ def test_last_checkpoint_step(tmp_path, clock):
   else:  # Older TensorFlows lack the argument; ours has it on every version.
     assert tl.outcome(scenario, tf_cm, str(tmp_path / "tf")).name == "TypeError"
     directory = str(tmp_path / "ours")
-    assert _normalize(scenario(ours, directory), directory) == [
-        None, "<dir>/ckpt-1"]
+    assert _normalize(scenario(ours, directory),
+                      directory) == [None, "<dir>/ckpt-1"]
 
 
 def test_restore_or_initialize(tmp_path, clock):
+
   def scenario(mod, d):
     calls = []
     ckpt = _new_checkpoint(1.)
     step = tf.Variable(3, dtype=tf.int64)
-    kwargs = dict(max_to_keep=2, step_counter=step, checkpoint_interval=2,
+    kwargs = dict(max_to_keep=2,
+                  step_counter=step,
+                  checkpoint_interval=2,
                   init_fn=lambda: calls.append(1))
     m = mod.CheckpointManager(ckpt, d, **kwargs)
     out = [m.restore_or_initialize(), list(calls)]
@@ -276,19 +305,22 @@ def test_restore_or_initialize(tmp_path, clock):
     return out
 
   assert _run_both_modules(tmp_path, clock, scenario) == [
-      None, [1], "<dir>/ckpt-1", "<dir>/ckpt-2", "<dir>/ckpt-2", 42., [1],
-      None, None]
+      None, [1], "<dir>/ckpt-1", "<dir>/ckpt-2", "<dir>/ckpt-2", 42., [1], None,
+      None
+  ]
 
 
 def test_relative_directory(tmp_path, clock):
+
   def scenario(mod, d):
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=2)
     out = [m.directory] + _save_n(mod, m, d, clock, 3)
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=2)
     out.append(_observe(mod, m, d, None))
     state = mod.get_checkpoint_state(d)
-    out.append([state.model_checkpoint_path,
-                list(state.all_model_checkpoint_paths)])
+    out.append(
+        [state.model_checkpoint_path,
+         list(state.all_model_checkpoint_paths)])
     return out
 
   obs = _run_both_modules(tmp_path, clock, scenario, relative=True)
@@ -297,9 +329,12 @@ def test_relative_directory(tmp_path, clock):
 
 
 def test_pathlike_directory_and_checkpoint_name(tmp_path, clock):
+
   def scenario(mod, d):
-    m = mod.CheckpointManager(_new_checkpoint(), pathlib.Path(d),
-                              max_to_keep=1, checkpoint_name="model")
+    m = mod.CheckpointManager(_new_checkpoint(),
+                              pathlib.Path(d),
+                              max_to_keep=1,
+                              checkpoint_name="model")
     out = [m.directory, m._prefix] + _save_n(mod, m, d, clock, 2)
     state = mod.get_checkpoint_state(pathlib.Path(d))
     return out + [state.model_checkpoint_path]
@@ -309,15 +344,15 @@ def test_pathlike_directory_and_checkpoint_name(tmp_path, clock):
 
 
 def test_save_options_and_async_sync(tmp_path, clock):
+
   def scenario(mod, d):
     seen = []
     ckpt = _new_checkpoint()
     m = mod.CheckpointManager(ckpt, d, max_to_keep=2)
-    opts = tf.train.CheckpointOptions(experimental_write_callbacks=[
-        lambda path: seen.append(path)])
-    out = _save_n(mod, m, d, clock, 1, options=opts)
     opts = tf.train.CheckpointOptions(
-        experimental_enable_async_checkpoint=True)
+        experimental_write_callbacks=[lambda path: seen.append(path)])
+    out = _save_n(mod, m, d, clock, 1, options=opts)
+    opts = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
     for _ in range(3):
       clock.now += 1.
       out.append(m.save(options=opts))
@@ -359,6 +394,7 @@ class _DuckWithOptions(_DuckCheckpoint):
 
 @pytest.mark.parametrize("duck", [_DuckCheckpoint, _DuckWithOptions])
 def test_any_checkpoint_object(tmp_path, clock, duck):
+
   def scenario(mod, d):
     if mod is ours:
       m = ours.CheckpointManager(duck(), d, max_to_keep=2)
@@ -385,6 +421,7 @@ def test_state_recorded_before_deleting(tmp_path, clock, monkeypatch):
   while deleting never leaves it listed without its files); TensorFlow's
   lists it until its second write of the state file.
   """
+
   def scenario(mod, d):
     m = mod.CheckpointManager(_new_checkpoint(), d, max_to_keep=1)
     out = _save_n(mod, m, d, clock, 1)
@@ -411,6 +448,7 @@ def test_state_recorded_before_deleting(tmp_path, clock, monkeypatch):
 
 
 def test_tf_objckpt_checkpoint_object(tmp_path, clock):
+
   def scenario(mod, d):
     if mod is ours:
       ckpt = tl.IMPLS["ours"].Checkpoint(v=tf.Variable(1.))
@@ -426,18 +464,22 @@ def test_tf_objckpt_checkpoint_object(tmp_path, clock):
 
 def test_interleaving_with_tensorflow_manager(tmp_path, clock):
   """TF's and our managers take turns in one directory as TF alone would."""
+
   def scenario(mod, d):
     ckpt = _new_checkpoint()
     out = []
     for managers in (tf_cm, mod, tf_cm, mod):
-      m = managers.CheckpointManager(ckpt, d, max_to_keep=3,
+      m = managers.CheckpointManager(ckpt,
+                                     d,
+                                     max_to_keep=3,
                                      keep_checkpoint_every_n_hours=1)
       out += _save_n(managers, m, d, clock, 2, step=HOUR / 3)
     return out
 
   obs = _run_both_modules(tmp_path, clock, scenario)
-  assert obs[-1]["checkpoints"] == ["<dir>/ckpt-6", "<dir>/ckpt-7",
-                                    "<dir>/ckpt-8"]
+  assert obs[-1]["checkpoints"] == [
+      "<dir>/ckpt-6", "<dir>/ckpt-7", "<dir>/ckpt-8"
+  ]
   assert "ckpt-3.index" in obs[-1]["files"]  # Kept: an hour had passed.
 
 
@@ -454,25 +496,34 @@ def _differential(tmp_path, body):
 def test_constructor_errors():
   for kwargs in (dict(max_to_keep=0), dict(max_to_keep=-3),
                  dict(max_to_keep=1, checkpoint_interval=2)):
-    got = [tl.outcome(lib.CheckpointManager, _new_checkpoint(), "/nonexistent",
-                      **kwargs).name for lib in tl.IMPLS.values()]
+    got = [
+        tl.outcome(lib.CheckpointManager, _new_checkpoint(), "/nonexistent",
+                   **kwargs).name for lib in tl.IMPLS.values()
+    ]
     assert got == ["ValueError", "ValueError"]
 
 
 def test_generate_checkpoint_state_proto(tmp_path):
+
   def body(mod, d):
     out = []
     for save_dir in (d, "rel/dir"):
       for paths in (None, [], ["rel/dir/a", "/abs/b"], ["x", "rel/dir/y"]):
         proto = mod.generate_checkpoint_state_proto(
-            save_dir, "rel/dir/y", all_model_checkpoint_paths=paths,
+            save_dir,
+            "rel/dir/y",
+            all_model_checkpoint_paths=paths,
             last_preserved_timestamp=3.5)
         out.append(str(proto))
-    out.append(str(mod.generate_checkpoint_state_proto(
-        d, "b", ["a", "b"], all_model_checkpoint_timestamps=[1., 2.])))
-    out.append(tl.outcome(
-        mod.generate_checkpoint_state_proto, d, "c", ["a", "b"],
-        all_model_checkpoint_timestamps=[1.]).name)
+    out.append(
+        str(
+            mod.generate_checkpoint_state_proto(
+                d, "b", ["a", "b"], all_model_checkpoint_timestamps=[1., 2.])))
+    out.append(
+        tl.outcome(mod.generate_checkpoint_state_proto,
+                   d,
+                   "c", ["a", "b"],
+                   all_model_checkpoint_timestamps=[1.]).name)
     return out
 
   assert _differential(tmp_path, body)[-1] == "ValueError"
@@ -481,6 +532,7 @@ def test_generate_checkpoint_state_proto(tmp_path):
 def test_paths_list_argument_is_updated_in_place(tmp_path):
   """TensorFlow appends the latest path to (and relativizes) the caller's
   list, except when it writes relative paths."""
+
   def body(mod, d):
     out = []
     given = ["rel/dir/a"]
@@ -490,7 +542,9 @@ def test_paths_list_argument_is_updated_in_place(tmp_path):
     mod.update_checkpoint_state(d, os.path.join(d, "b"), given)
     out.append(list(given))
     given = [os.path.join(d, "a")]
-    mod.update_checkpoint_state_internal(d, os.path.join(d, "c"), given,
+    mod.update_checkpoint_state_internal(d,
+                                         os.path.join(d, "c"),
+                                         given,
                                          save_relative_paths=True)
     out.append(list(given))
     return out
@@ -501,6 +555,7 @@ def test_paths_list_argument_is_updated_in_place(tmp_path):
 
 
 def test_update_and_get_checkpoint_state(tmp_path):
+
   def body(mod, d):
     out = []
     m1, m2 = os.path.join(d, "m-1"), os.path.join(d, "m-2")
@@ -508,8 +563,10 @@ def test_update_and_get_checkpoint_state(tmp_path):
     out.append(_snapshot(d))
     out.append(str(mod.get_checkpoint_state(d)))
     mod.update_checkpoint_state_internal(
-        d, os.path.join(d, "m-3"), [os.path.join(d, "m-1"), "/abs/m-2"],
-        latest_filename="other", save_relative_paths=True,
+        d,
+        os.path.join(d, "m-3"), [os.path.join(d, "m-1"), "/abs/m-2"],
+        latest_filename="other",
+        save_relative_paths=True,
         all_model_checkpoint_timestamps=[1., 2., 3.],
         last_preserved_timestamp=0.5)
     out.append(_snapshot(d))
@@ -537,6 +594,7 @@ def test_update_and_get_checkpoint_state(tmp_path):
      ("ok", 'model_checkpoint_path: "<dir>/y"\n')),
 ])
 def test_get_checkpoint_state_bad_files(tmp_path, content, expected):
+
   def body(mod, d):
     with open(os.path.join(d, "checkpoint"), "w") as f:
       f.write(content)
@@ -549,6 +607,7 @@ def test_get_checkpoint_state_bad_files(tmp_path, content, expected):
 
 
 def test_checkpoint_files_v1_v2(tmp_path):
+
   def body(mod, d):
     ckpt = _new_checkpoint()
     v2 = ckpt.write(os.path.join(d, "v2"))
@@ -586,11 +645,12 @@ def test_get_checkpoint_mtimes_values(tmp_path):
 
 @pytest.mark.parametrize("name", [
     "model.ckpt", "model.ckpt-123456-?????-of-00005",
-    "model.ckpt-123456-00001-of-00002", "a-1-of-2-of-3", "x-of-2"])
+    "model.ckpt-123456-00001-of-00002", "a-1-of-2-of-3", "x-of-2"
+])
 @pytest.mark.parametrize("suffix", ["meta", "txt"])
 def test_meta_graph_filename(name, suffix):
-  assert (ours.meta_graph_filename(name, suffix) ==
-          tf_cm.meta_graph_filename(name, suffix))
+  assert (ours.meta_graph_filename(name, suffix) == tf_cm.meta_graph_filename(
+      name, suffix))
 
 
 def test_state_file_write_is_atomic_on_failure(tmp_path, monkeypatch):
@@ -643,13 +703,17 @@ def test_state_file_never_seen_partial(tmp_path):
 
 
 def test_graph_mode_with_session(tmp_path, clock):
+
   def scenario(mod, d):
     with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
       v = tf.Variable(1.)
       step = tf.Variable(0, dtype=tf.int64)
       sess.run([v.initializer, step.initializer])
       ckpt = tf.compat.v1.train.Checkpoint(v=v)
-      m = mod.CheckpointManager(ckpt, d, max_to_keep=2, step_counter=step,
+      m = mod.CheckpointManager(ckpt,
+                                d,
+                                max_to_keep=2,
+                                step_counter=step,
                                 checkpoint_interval=1)
       out = []
       for i in range(3):
@@ -664,5 +728,6 @@ def test_graph_mode_with_session(tmp_path, clock):
 
   obs = _run_both_modules(tmp_path, clock, scenario)
   assert [o["result"] for o in obs[:5]] == [
-      "<dir>/ckpt-1", "<dir>/ckpt-2", "<dir>/ckpt-3", None, "<dir>/ckpt-5"]
+      "<dir>/ckpt-1", "<dir>/ckpt-2", "<dir>/ckpt-3", None, "<dir>/ckpt-5"
+  ]
   assert obs[-2:] == ["<dir>/ckpt-5", 4]

@@ -20,8 +20,12 @@ def _objects(v_value=1.0, w_value=2.0):
 @pytest.mark.parametrize("writer", tl.IMPLS)
 def test_root_checkpoints_match_and_cross_restore(tmp_path, writer):
   model, other = _objects()
-  paths = {impl: lib.Checkpoint(root=model, other=other).save(
-      str(tmp_path / impl / "ckpt")) for impl, lib in tl.IMPLS.items()}
+  paths = {
+      impl:
+          lib.Checkpoint(root=model,
+                         other=other).save(str(tmp_path / impl / "ckpt"))
+      for impl, lib in tl.IMPLS.items()
+  }
   tl.assert_same_checkpoint(paths["tf"], paths["ours"])
 
   new_model, new_other = _objects(0.0, 0.0)

@@ -51,23 +51,26 @@ def _wrapped_ops(impl, prefix, mode):
   """The ops a fresh process wrapped while `impl` wrote or read `prefix`."""
   result = tl.run_python(_FRESH_PROCESS_SCRIPT, impl, prefix, mode)
   assert result.returncode == 0, result.stderr[-3000:]
-  line, = [line for line in result.stdout.splitlines()
-           if line.startswith("WRAPPED ")]
+  line, = [
+      line for line in result.stdout.splitlines() if line.startswith("WRAPPED ")
+  ]
   return set(eval(line[len("WRAPPED "):]))  # pylint: disable=eval-used
 
 
 def test_first_write_and_read_skip_the_wrapping_and_restore_it(tmp_path):
-  wrapped = {(impl, mode): _wrapped_ops(impl, tmp_path / impl, mode)
-             for impl in tl.IMPLS for mode in ("write", "read")}
+  wrapped = {
+      (impl, mode): _wrapped_ops(impl, tmp_path / impl, mode)
+      for impl in tl.IMPLS for mode in ("write", "read")
+  }
   tl.assert_same_checkpoint(tmp_path / "tf", tmp_path / "ours")
   # Names go on with the op's attributes: "__wrapped__SaveV2_dtypes_1000".
   big_ops = ("__wrapped__SaveV2_", "__wrapped__RestoreV2_",
              "__wrapped____ReadVariablesOp_")
-  assert [name for name in wrapped["tf", "write"]
-          if name.startswith(big_ops)] == ["__wrapped__SaveV2_dtypes_1001"]
+  assert [name for name in wrapped["tf", "write"] if name.startswith(big_ops)
+         ] == ["__wrapped__SaveV2_dtypes_1001"]
   for mode in ("write", "read"):
-    assert [name for name in wrapped["ours", mode]
-            if name.startswith(big_ops)] == []
+    assert [name for name in wrapped["ours", mode] if name.startswith(big_ops)
+           ] == []
     # The op run after ours is wrapped again: the setting is TensorFlow's.
     assert "__wrapped__Sub" in wrapped["ours", mode]
 
@@ -76,8 +79,10 @@ def _wrapped_after(op_fn):
   """The ops `op_fn` wrapped in functions (eager op types new to it)."""
   before = set(context.context().list_function_names())
   op_fn()
-  return {name.split("_device_")[0] for name in
-          set(context.context().list_function_names()) - before}
+  return {
+      name.split("_device_")[0]
+      for name in set(context.context().list_function_names()) - before
+  }
 
 
 def _ints():

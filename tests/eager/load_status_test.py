@@ -51,25 +51,32 @@ def _restoring(path, make_objects, method="read"):
   def restore(cls):
     objects = make_objects()
     return getattr(cls(**objects), method)(path), objects
+
   return restore
 
 
 def _exact_match(tmp_path):
   path = _tf_save(tmp_path, a=_module(v=tf.Variable(1.0)), b=tf.Variable(2))
-  return _restoring(path, lambda: {"a": _module(v=tf.Variable(0.0)),
-                                   "b": tf.Variable(0)})
+  return _restoring(
+      path, lambda: {
+          "a": _module(v=tf.Variable(0.0)),
+          "b": tf.Variable(0)
+      })
 
 
 def _extra_variable_in_program(tmp_path):
   path = _tf_save(tmp_path, a=_module(v=tf.Variable(1.0)))
-  return _restoring(path, lambda: {
-      "a": _module(v=tf.Variable(0.0), w=tf.Variable(5.0))})
+  return _restoring(
+      path, lambda: {"a": _module(v=tf.Variable(0.0), w=tf.Variable(5.0))})
 
 
 def _extra_root_object_in_program(tmp_path):
   path = _tf_save(tmp_path, a=tf.Variable(1.0))
-  return _restoring(path, lambda: {"a": tf.Variable(0.0),
-                                   "b": _module(v=tf.Variable(0.0))})
+  return _restoring(
+      path, lambda: {
+          "a": tf.Variable(0.0),
+          "b": _module(v=tf.Variable(0.0))
+      })
 
 
 def _extra_empty_objects_in_program(tmp_path):
@@ -80,6 +87,7 @@ def _extra_empty_objects_in_program(tmp_path):
     auto.empty = []
     auto.nothing = {}
     return {"a": tf.Variable(0.0), "empty": auto, "module": tf.Module()}
+
   return _restoring(path, objects)
 
 
@@ -96,14 +104,19 @@ def _extra_nested_value_in_checkpoint(tmp_path):
 def _attribute_without_saveable(tmp_path):
   """The checkpoint holds a value where the program has a plain object."""
   path = _tf_save(tmp_path, a=tf.Variable(1.0), b=tf.Variable(2.0))
-  return _restoring(path, lambda: {"a": tf.Variable(0.0),
-                                   "b": tf_objckpt.AutoTrackable()})
+  return _restoring(
+      path, lambda: {
+          "a": tf.Variable(0.0),
+          "b": tf_objckpt.AutoTrackable()
+      })
 
 
 def _variable_where_checkpoint_has_object(tmp_path):
   path = _tf_save(tmp_path, a=tf.Variable(1.0), b=_module(v=tf.Variable(2.0)))
-  return _restoring(path, lambda: {"a": tf.Variable(0.0),
-                                   "b": tf.Variable(0.0)})
+  return _restoring(path, lambda: {
+      "a": tf.Variable(0.0),
+      "b": tf.Variable(0.0)
+  })
 
 
 def _nothing_matches(tmp_path):
@@ -117,8 +130,9 @@ def _nothing_in_program(tmp_path):
 
 
 def _two_dense_layers():
-  return tf_keras.Sequential([tf_keras.layers.Dense(3),
-                              tf_keras.layers.Dense(2)])
+  return tf_keras.Sequential(
+      [tf_keras.layers.Dense(3),
+       tf_keras.layers.Dense(2)])
 
 
 def _partially_built_model(tmp_path):
@@ -130,21 +144,23 @@ def _partially_built_model(tmp_path):
     model = _two_dense_layers()
     model.layers[0].build((None, 4))  # The second layer has no weights yet.
     return {"model": model}
+
   return _restoring(path, objects)
 
 
 def _unbuilt_keras3_model(tmp_path):
   path = _tf_save(tmp_path, model=tl.make_model("keras3", "subclassed"))
-  return _restoring(path, lambda: {
-      "model": tl.make_model("keras3", "subclassed", built=False)})
+  return _restoring(
+      path,
+      lambda: {"model": tl.make_model("keras3", "subclassed", built=False)})
 
 
 def _legacy_optimizer_without_slots(tmp_path):
   """Slot variables wait for an optimizer the program does not have."""
   model, optimizer = tl.trained("tf_keras_legacy", "functional")
   path = _tf_save(tmp_path, model=model, optimizer=optimizer)
-  return _restoring(path, lambda: {
-      "model": tl.make_model("tf_keras_legacy", "functional")})
+  return _restoring(
+      path, lambda: {"model": tl.make_model("tf_keras_legacy", "functional")})
 
 
 def _restore_none(tmp_path):
@@ -173,28 +189,46 @@ def _shared_in_checkpoint_two_in_program(tmp_path):
   """One variable by two paths in the checkpoint, two in the program."""
   shared = tf.Variable(1.0)
   path = _tf_save(tmp_path, a=_module(v=shared), b=_module(v=shared))
-  return _restoring(path, lambda: {"a": _module(v=tf.Variable(0.0)),
-                                   "b": _module(v=tf.Variable(0.0))})
+  return _restoring(
+      path, lambda: {
+          "a": _module(v=tf.Variable(0.0)),
+          "b": _module(v=tf.Variable(0.0))
+      })
 
 
 SCENARIOS = {
-    "exact_match": _exact_match,
-    "extra_variable_in_program": _extra_variable_in_program,
-    "extra_root_object_in_program": _extra_root_object_in_program,
-    "extra_empty_objects_in_program": _extra_empty_objects_in_program,
-    "extra_value_in_checkpoint": _extra_value_in_checkpoint,
-    "extra_nested_value_in_checkpoint": _extra_nested_value_in_checkpoint,
-    "attribute_without_saveable": _attribute_without_saveable,
+    "exact_match":
+        _exact_match,
+    "extra_variable_in_program":
+        _extra_variable_in_program,
+    "extra_root_object_in_program":
+        _extra_root_object_in_program,
+    "extra_empty_objects_in_program":
+        _extra_empty_objects_in_program,
+    "extra_value_in_checkpoint":
+        _extra_value_in_checkpoint,
+    "extra_nested_value_in_checkpoint":
+        _extra_nested_value_in_checkpoint,
+    "attribute_without_saveable":
+        _attribute_without_saveable,
     "variable_where_checkpoint_has_object":
         _variable_where_checkpoint_has_object,
-    "nothing_matches": _nothing_matches,
-    "nothing_in_program": _nothing_in_program,
-    "partially_built_model": _partially_built_model,
-    "unbuilt_keras3_model": _unbuilt_keras3_model,
-    "legacy_optimizer_without_slots": _legacy_optimizer_without_slots,
-    "restore_none": _restore_none,
-    "restore_none_with_restore": _restore_none_with_restore,
-    "saved_with_save_read_with_restore": _saved_with_save_read_with_restore,
+    "nothing_matches":
+        _nothing_matches,
+    "nothing_in_program":
+        _nothing_in_program,
+    "partially_built_model":
+        _partially_built_model,
+    "unbuilt_keras3_model":
+        _unbuilt_keras3_model,
+    "legacy_optimizer_without_slots":
+        _legacy_optimizer_without_slots,
+    "restore_none":
+        _restore_none,
+    "restore_none_with_restore":
+        _restore_none_with_restore,
+    "saved_with_save_read_with_restore":
+        _saved_with_save_read_with_restore,
     "written_with_write_read_with_restore":
         _written_with_write_read_with_restore,
     "shared_in_checkpoint_two_in_program":
@@ -271,12 +305,11 @@ def _unrestored_value_warnings(tmp_path, cls, scenario, expect_partial):
   return messages
 
 
-_WARNING_SCENARIOS = ["extra_value_in_checkpoint",
-                      "extra_nested_value_in_checkpoint",
-                      "attribute_without_saveable",
-                      "partially_built_model",
-                      "legacy_optimizer_without_slots",
-                      "exact_match", "extra_variable_in_program"]
+_WARNING_SCENARIOS = [
+    "extra_value_in_checkpoint", "extra_nested_value_in_checkpoint",
+    "attribute_without_saveable", "partially_built_model",
+    "legacy_optimizer_without_slots", "exact_match", "extra_variable_in_program"
+]
 
 
 def _value_lines(messages):
@@ -289,8 +322,10 @@ def _value_lines(messages):
 def test_dropped_status_warns_about_unrestored_values(tmp_path, scenario):
   lines = {}
   for impl, lib in tl.IMPLS.items():
-    messages = _unrestored_value_warnings(
-        tmp_path / impl, lib.Checkpoint, scenario, expect_partial=False)
+    messages = _unrestored_value_warnings(tmp_path / impl,
+                                          lib.Checkpoint,
+                                          scenario,
+                                          expect_partial=False)
     lines[impl] = _value_lines(messages)
     if lines[impl]:
       header, = [m for m in messages if "expect_partial()" in m]
@@ -304,27 +339,31 @@ def test_dropped_status_warns_about_unrestored_values(tmp_path, scenario):
 @pytest.mark.parametrize("scenario", _WARNING_SCENARIOS)
 def test_expect_partial_silences_the_warning(tmp_path, scenario):
   for impl, lib in tl.IMPLS.items():
-    messages = _unrestored_value_warnings(
-        tmp_path / impl, lib.Checkpoint, scenario, expect_partial=True)
+    messages = _unrestored_value_warnings(tmp_path / impl,
+                                          lib.Checkpoint,
+                                          scenario,
+                                          expect_partial=True)
     assert not _value_lines(messages), (impl, messages)
     assert not any("expect_partial()" in m for m in messages), (impl, messages)
 
 
 def test_warning_names_the_unrestored_paths(tmp_path):
-  messages = _unrestored_value_warnings(
-      tmp_path, tf_objckpt.Checkpoint, "extra_nested_value_in_checkpoint",
-      expect_partial=False)
+  messages = _unrestored_value_warnings(tmp_path,
+                                        tf_objckpt.Checkpoint,
+                                        "extra_nested_value_in_checkpoint",
+                                        expect_partial=False)
   assert _value_lines(messages) == [
       "Value in checkpoint could not be found in the restored object: "
-      "(root).a.w"]
+      "(root).a.w"
+  ]
 
 
 def test_name_based_checkpoint_statuses_agree(tmp_path):
   """A checkpoint without an object graph is restored by variable names."""
   v = tf.Variable(1.0, name="v")
   w = tf.Variable([2, 3], name="w")
-  path = tf.compat.v1.train.Saver([v, w]).save(
-      None, str(tmp_path / "names" / "ckpt"))
+  path = tf.compat.v1.train.Saver([v, w]).save(None,
+                                               str(tmp_path / "names" / "ckpt"))
   results = {}
   for impl, lib in tl.IMPLS.items():
     fresh_v = tf.Variable(0.0, name="v")

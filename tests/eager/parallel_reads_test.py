@@ -30,20 +30,22 @@ _ELEMENTS = 16 << 10  # 64 KiB of float32 per variable.
 
 
 def _variables(zeros=False):
-  return [tf.Variable(np.zeros(_ELEMENTS, np.float32) if zeros else
-                      np.full(_ELEMENTS, index, np.float32))
-          for index in range(_COUNT)]
+  return [
+      tf.Variable(
+          np.zeros(_ELEMENTS, np.float32) if zeros else np.
+          full(_ELEMENTS, index, np.float32)) for index in range(_COUNT)
+  ]
 
 
 def _write(impl, prefix, policy):
   if policy == "parallel_shards":
-    callback = tf_objckpt.ParallelShardsPolicy(max_shards=2,
-                                               min_shard_bytes=1)
+    callback = tf_objckpt.ParallelShardsPolicy(max_shards=2, min_shard_bytes=1)
   else:  # Files of consecutive variables, the object graph in a third.
-    callback = tf.train.experimental.MaxShardSizePolicy(
-        _COUNT // 2 * _ELEMENTS * 4)
+    callback = tf.train.experimental.MaxShardSizePolicy(_COUNT // 2 *
+                                                        _ELEMENTS * 4)
   return tl.IMPLS[impl].Checkpoint(v=_variables()).write(
-      prefix, options=tf.train.CheckpointOptions(
+      prefix,
+      options=tf.train.CheckpointOptions(
           experimental_sharding_callback=callback))
 
 
@@ -72,8 +74,12 @@ def restores_in_pairs(monkeypatch):
 
 def _file_of_each_key(path):
   layout = tl.file_layout(path)
-  return {eval(name).decode(): place[0]  # pylint: disable=eval-used
-          for name, place in layout.items() if name != "num_shards"}
+  return {
+      eval(name).decode():
+          place[0]  # pylint: disable=eval-used
+      for name, place in layout.items()
+      if name != "num_shards"
+  }
 
 
 @pytest.mark.parametrize("policy", ["parallel_shards", "max_shard_size"])
@@ -93,8 +99,7 @@ def test_each_thread_reads_whole_data_files(tmp_path, monkeypatch,
   assert restores_in_pairs
   for names in restores_in_pairs:
     assert len({file_of[name] for name in names}) == 1, names
-  files_read = {file_of[name] for names in restores_in_pairs
-                for name in names}
+  files_read = {file_of[name] for names in restores_in_pairs for name in names}
   assert len(files_read) == 2
   if pieces == "in_pieces":  # Each piece: one variable per thread.
     assert all(len(names) == 1 for names in restores_in_pairs)

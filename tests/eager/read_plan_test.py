@@ -40,8 +40,8 @@ def _checks(monkeypatch):
 def _executed(monkeypatch):
   """The plans the engine executes (eagerly or graph building), in order."""
   plans = []
-  for module, name in ((read_plan, "execute_eagerly"),
-                       (multi_device_saver, "execute_plan")):
+  for module, name in ((read_plan, "execute_eagerly"), (multi_device_saver,
+                                                        "execute_plan")):
     original = getattr(module, name)
 
     def spy(plan, *args, original=original, **kwargs):
@@ -63,8 +63,10 @@ def _write(path, **variables):
 def test_immediate_restore_checks_and_executes_one_plan(tmp_path, checks,
                                                         executed):
   counter = tf.Variable(7, dtype=tf.int64)
-  path = _write(tmp_path / "ckpt", a=tf.Variable([1., 2.]),
-                b=tf.Variable(3.), step=counter)
+  path = _write(tmp_path / "ckpt",
+                a=tf.Variable([1., 2.]),
+                b=tf.Variable(3.),
+                step=counter)
   a, b = tf.Variable([0., 0.]), tf.Variable(0.)
   step = tf.Variable(0, dtype=tf.int64)
   checks.clear()
@@ -72,10 +74,12 @@ def test_immediate_restore_checks_and_executes_one_plan(tmp_path, checks,
   assert len(checks) == 1
   assert _keys(checks[0]) == [
       "a/.ATTRIBUTES/VARIABLE_VALUE", "b/.ATTRIBUTES/VARIABLE_VALUE",
-      "step/.ATTRIBUTES/VARIABLE_VALUE"]
+      "step/.ATTRIBUTES/VARIABLE_VALUE"
+  ]
   assert executed == checks  # The plan checked is the plan executed.
-  assert all(isinstance(destination, read_plan.ToVariable)
-             for destination in checks[0].destinations)
+  assert all(
+      isinstance(destination, read_plan.ToVariable)
+      for destination in checks[0].destinations)
   np.testing.assert_array_equal(a.numpy(), [1., 2.])
   assert b.numpy() == 3. and step.numpy() == 7
 
@@ -97,7 +101,8 @@ def test_restore_on_create_batch_checks_one_plan(tmp_path, checks, executed):
   assert len(checks) == 1 and executed == checks
   assert _keys(checks[0]) == [
       "module/child/a/.ATTRIBUTES/VARIABLE_VALUE",
-      "module/child/b/.ATTRIBUTES/VARIABLE_VALUE"]
+      "module/child/b/.ATTRIBUTES/VARIABLE_VALUE"
+  ]
   status.assert_consumed()
   np.testing.assert_array_equal(child.a.numpy(), [1., 2.])
 
@@ -118,7 +123,8 @@ def _restore_mismatch(path):
 
 
 def test_mismatch_found_before_anything_is_assigned(tmp_path, checks):
-  path = _write(tmp_path / "ckpt", a=tf.Variable([1., 2.]),
+  path = _write(tmp_path / "ckpt",
+                a=tf.Variable([1., 2.]),
                 b=tf.Variable([1., 2.]))
   checks.clear()
   a_value, message = _restore_mismatch(path)
@@ -129,7 +135,8 @@ def test_mismatch_found_before_anything_is_assigned(tmp_path, checks):
 
 def test_without_the_check_values_are_assigned(tmp_path, monkeypatch):
   """Shows that the test above fails if the plan is not checked."""
-  path = _write(tmp_path / "ckpt", a=tf.Variable([1., 2.]),
+  path = _write(tmp_path / "ckpt",
+                a=tf.Variable([1., 2.]),
                 b=tf.Variable([1., 2.]))
   monkeypatch.setattr(read_plan, "check", lambda *args, **kwargs: None)
   a_value, message = _restore_mismatch(path)
@@ -137,10 +144,9 @@ def test_without_the_check_values_are_assigned(tmp_path, monkeypatch):
   assert message is None  # The mismatch went unnoticed.
 
 
-def test_graph_restores_check_one_plan_each_and_reuse_ops(tmp_path, checks,
-                                                          executed):
-  path = _write(tmp_path / "ckpt", a=tf.Variable([1., 2.]),
-                b=tf.Variable(3.))
+def test_graph_restores_check_one_plan_each_and_reuse_ops(
+    tmp_path, checks, executed):
+  path = _write(tmp_path / "ckpt", a=tf.Variable([1., 2.]), b=tf.Variable(3.))
   with tf.Graph().as_default() as graph, tf.compat.v1.Session() as sess:
     a = tf.compat.v1.get_variable("a", initializer=[0., 0.])
     b = tf.compat.v1.get_variable("b", initializer=0.)
@@ -152,8 +158,9 @@ def test_graph_restores_check_one_plan_each_and_reuse_ops(tmp_path, checks,
     checkpoint.read(path).run_restore_ops(sess)
     assert len(checks) == 2 and executed == checks
     # The second plan reads through the first restore's ops.
-    assert all(isinstance(destination, read_plan.ToRestoreOp)
-               for destination in checks[1].destinations)
+    assert all(
+        isinstance(destination, read_plan.ToRestoreOp)
+        for destination in checks[1].destinations)
     assert _keys(checks[1]) == _keys(checks[0])
     assert len(graph.get_operations()) == ops_after_first
     np.testing.assert_array_equal(sess.run(a), [1., 2.])
@@ -184,13 +191,16 @@ def test_name_based_restore_checks_one_plan(tmp_path, checks, executed):
   path = _v1_checkpoint(tmp_path / "v1")
   x, y = tf.Variable([0., 0.], name="x"), tf.Variable(0., name="y")
   checks.clear()
-  tf_objckpt.Checkpoint(x=x, y=y).restore(path).assert_existing_objects_matched()
+  tf_objckpt.Checkpoint(x=x,
+                        y=y).restore(path).assert_existing_objects_matched()
   assert len(checks) == 1
   assert _keys(checks[0]) == ["x", "y"]
   # Each object's part of the checked plan is executed, nothing else.
-  assert sorted(id(destination) for plan in executed
-                for destination in plan.destinations) == sorted(
-                    id(destination) for destination in checks[0].destinations)
+  assert sorted(
+      id(destination)
+      for plan in executed
+      for destination in plan.destinations) == sorted(
+          id(destination) for destination in checks[0].destinations)
   np.testing.assert_array_equal(x.numpy(), [1., 2.])
   assert y.numpy() == 3.
 

@@ -28,8 +28,9 @@ class _Table(tf_base.Trackable):
     return {name: tf.constant(value) for name, value in self.entries.items()}
 
   def _restore_from_tensors(self, restored_tensors):
-    self.entries = {name: float(value.numpy())
-                    for name, value in restored_tensors.items()}
+    self.entries = {
+        name: float(value.numpy()) for name, value in restored_tensors.items()
+    }
 
 
 def _objects():
@@ -48,10 +49,14 @@ def _change(objects, step):
 
 
 def test_eager_writes_follow_the_state(tmp_path):
-  checkpoints = {impl: lib.Checkpoint(**_objects())
-                 for impl, lib in tl.IMPLS.items()}
-  objects = {impl: {name: getattr(checkpoint, name) for name in _objects()}
-             for impl, checkpoint in checkpoints.items()}
+  checkpoints = {
+      impl: lib.Checkpoint(**_objects()) for impl, lib in tl.IMPLS.items()
+  }
+  objects = {
+      impl: {
+          name: getattr(checkpoint, name) for name in _objects()
+      } for impl, checkpoint in checkpoints.items()
+  }
   for step in range(4):
     paths = {}
     for impl, checkpoint in checkpoints.items():

@@ -43,19 +43,21 @@ def _small_pieces(monkeypatch):
 def _state(scale):
   """40 variables of 4 KiB, Python state and a table's own tensors."""
   module = tf.Module()
-  module.weights = [tf.Variable(np.full(_SHAPE, scale * i, np.float32))
-                    for i in range(40)]
+  module.weights = [
+      tf.Variable(np.full(_SHAPE, scale * i, np.float32)) for i in range(40)
+  ]
   module.step = tf.Variable(int(scale), dtype=tf.int64)
   module.counter = tl.Counter(int(scale))
-  module.table = tf.lookup.experimental.MutableHashTable(
-      tf.string, tf.int64, default_value=-1)
+  module.table = tf.lookup.experimental.MutableHashTable(tf.string,
+                                                         tf.int64,
+                                                         default_value=-1)
   module.table.insert(["a", "b"], [int(scale), 2 * int(scale)])
   return module
 
 
 def _state_values(module):
-  return ([w.numpy() for w in module.weights], module.step.numpy(),
-          module.counter.count,
+  return ([w.numpy() for w in module.weights],
+          module.step.numpy(), module.counter.count,
           module.table.lookup(tf.constant(["a", "b"])).numpy().tolist())
 
 

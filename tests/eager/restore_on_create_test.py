@@ -25,7 +25,6 @@ import tf_keras
 import testlib as tl
 import tf_objckpt
 
-
 ALL_PASS = ["ok"] * 3
 
 
@@ -51,8 +50,7 @@ def _create_optimizer_variables(tmp_path, flavor, model, optimizer, status,
 
 @pytest.mark.parametrize("kind", ["sequential", "subclassed"])
 @pytest.mark.parametrize("flavor", tl.FLAVORS)
-def test_keras_model_and_optimizer_restored_when_built(tmp_path, flavor,
-                                                       kind):
+def test_keras_model_and_optimizer_restored_when_built(tmp_path, flavor, kind):
   model, optimizer = tl.trained(flavor, kind)
   path = tl.write("tf", tmp_path / "ckpt", model=model, optimizer=optimizer)
   expected = tl.values(path)
@@ -67,10 +65,10 @@ def test_keras_model_and_optimizer_restored_when_built(tmp_path, flavor,
     fresh(x)  # Creates the model's weights, restored as they are created.
     trace.append(tl.assertion_outcomes(status))
     tl.assert_variables_equal(model.weights, fresh.weights)
-    np.testing.assert_allclose(fresh(x).numpy(), model(x).numpy(),
-                               rtol=1e-6)
-    trace.append(_create_optimizer_variables(
-        tmp_path, flavor, fresh, fresh_optimizer, status, expected))
+    np.testing.assert_allclose(fresh(x).numpy(), model(x).numpy(), rtol=1e-6)
+    trace.append(
+        _create_optimizer_variables(tmp_path, flavor, fresh, fresh_optimizer,
+                                    status, expected))
     assert int(fresh_optimizer.iterations.numpy()) == 1
     traces[impl] = trace
   assert traces["ours"] == traces["tf"]
@@ -92,13 +90,16 @@ def test_keras3_model_built_symbolically_is_restored_unlike_tensorflow(
   x, _ = tl.training_data()
   results = {}
   for impl in tl.IMPLS:
-    fresh = tl.make_model("keras3", "subclassed", built=False,
+    fresh = tl.make_model("keras3",
+                          "subclassed",
+                          built=False,
                           explicit_build=False)
     _, status = _read(impl, path, model=fresh)
     fresh(x)
     results[impl] = (tl.assertion_outcomes(status), len(fresh.weights), [
         np.array_equal(a.numpy(), b.numpy())
-        for a, b in zip(model.weights, fresh.weights)])
+        for a, b in zip(model.weights, fresh.weights)
+    ])
   assert results["tf"][0] == ["AssertionError", "AssertionError", "ok"]
   assert results["tf"][1] == len(model.weights) + 1
   assert not all(results["tf"][2])
@@ -137,8 +138,9 @@ def test_legacy_slots_restored_when_the_optimizer_creates_them(
         tl.assert_variables_equal(
             [optimizer.get_slot(original, slot_name)],
             [fresh_optimizer.get_slot(variable, slot_name)])
-    trace.append(_create_optimizer_variables(
-        tmp_path, flavor, fresh, fresh_optimizer, status, expected))
+    trace.append(
+        _create_optimizer_variables(tmp_path, flavor, fresh, fresh_optimizer,
+                                    status, expected))
     traces[impl] = trace
   assert traces["ours"] == traces["tf"]
   assert traces["ours"][-1] == ALL_PASS
@@ -157,7 +159,8 @@ def test_tf_keras_initializers_are_not_called(tmp_path):
       calls_so_far.append(shape)
       return tf.zeros(shape, dtype)
 
-    layer = tf_keras.layers.Dense(3, kernel_initializer=initializer,
+    layer = tf_keras.layers.Dense(3,
+                                  kernel_initializer=initializer,
                                   bias_initializer=initializer)
     _, status = _read(impl, path, layer=layer)
     layer.build((None, 2))
@@ -180,8 +183,7 @@ def _grow(root_class, root, offset):
   root.child.items[1].w = tf.Variable([[4.0 + offset]], dtype=tf.float64)
   yield
   root.other = tf_objckpt.AutoTrackable()
-  root.other.table = {"s": tf.Variable(str(offset)),
-                      "m": tf.Module()}
+  root.other.table = {"s": tf.Variable(str(offset)), "m": tf.Module()}
   yield
   root.other.table["m"].z = tf.Variable(5.0 + offset)
   root.module = tf.Module()
@@ -191,9 +193,10 @@ def _grow(root_class, root, offset):
 
 
 def _leaves(root):
-  return [root.child.v, root.child.items[0], root.child.items[1].w,
-          root.other.table["s"], root.other.table["m"].z,
-          root.module.auto.leaf]
+  return [
+      root.child.v, root.child.items[0], root.child.items[1].w,
+      root.other.table["s"], root.other.table["m"].z, root.module.auto.leaf
+  ]
 
 
 @pytest.mark.parametrize("writer", tl.IMPLS)
@@ -244,10 +247,10 @@ def _spec_value(shape, dtype, offset):
     return tf.reshape(tf.constant([f"s{i + offset}" for i in range(size)]),
                       shape)
   if dtype == tf.bool:
-    return tf.reshape(tf.constant([(i + offset) % 2 == 0
-                                   for i in range(size)]), shape)
-  return tf.cast(tf.reshape(tf.range(size, dtype=tf.float64) + offset + 1,
-                            shape), dtype)
+    return tf.reshape(tf.constant([(i + offset) % 2 == 0 for i in range(size)]),
+                      shape)
+  return tf.cast(
+      tf.reshape(tf.range(size, dtype=tf.float64) + offset + 1, shape), dtype)
 
 
 def _add_variable_source(offset=0):
@@ -263,8 +266,7 @@ def _raising_initializer(*args, **kwargs):
 
 @pytest.mark.parametrize("with_shape", [True, False])
 @pytest.mark.parametrize("owner", sorted(tl.OWNERS))
-def test_add_variable_never_calls_the_initializer(tmp_path, owner,
-                                                  with_shape):
+def test_add_variable_never_calls_the_initializer(tmp_path, owner, with_shape):
   source = _add_variable_source()
   path = tl.write("tf", tmp_path / "ckpt", tree=source)
   expected = tl.values(path)
@@ -275,7 +277,10 @@ def test_add_variable_never_calls_the_initializer(tmp_path, owner,
     trace = [tl.assertion_outcomes(status)]
     for name, (shape, dtype) in _SPECS.items():
       variable = tl.IMPLS[impl].checkpoint.add_variable(
-          target, name, shape=shape if with_shape else None, dtype=dtype,
+          target,
+          name,
+          shape=shape if with_shape else None,
+          dtype=dtype,
           initializer=_raising_initializer)
       assert variable.dtype == dtype and variable.shape == shape
       assert getattr(target, name, variable) is variable
@@ -288,15 +293,16 @@ def test_add_variable_never_calls_the_initializer(tmp_path, owner,
 
 
 @pytest.mark.parametrize("owner", sorted(tl.OWNERS))
-def test_add_variable_calls_the_initializer_without_a_restore(tmp_path,
-                                                              owner):
+def test_add_variable_calls_the_initializer_without_a_restore(tmp_path, owner):
   """The raising initializer above would be noticed."""
   source = _add_variable_source()
   path = tl.write("tf", tmp_path / "ckpt", tree=source)
   target = tl.OWNERS[owner]()
   tf_objckpt.Checkpoint(tree=target).read(path)
   with pytest.raises(AssertionError, match="initializer was called"):
-    tf_objckpt.add_variable(target, "not_in_checkpoint", shape=(2,),
+    tf_objckpt.add_variable(target,
+                            "not_in_checkpoint",
+                            shape=(2,),
                             initializer=_raising_initializer)
   counted = []
 
@@ -304,7 +310,9 @@ def test_add_variable_calls_the_initializer_without_a_restore(tmp_path,
     counted.append(shape)
     return tf.ones(shape, dtype)
 
-  variable = tf_objckpt.add_variable(target, "fresh", shape=(2,),
+  variable = tf_objckpt.add_variable(target,
+                                     "fresh",
+                                     shape=(2,),
                                      initializer=initializer)
   assert counted == [[2]]
   tl.assert_variables_equal([np.ones(2, np.float32)], [variable])
@@ -335,8 +343,10 @@ def test_newest_restore_wins(tmp_path, order):
   """Two restores wait for one variable: the later restore() call wins."""
   paths = []
   for offset in (0, 10):
-    paths.append(tl.write("tf", tmp_path / f"ckpt{offset}",
-                          tree=_add_variable_source(offset)))
+    paths.append(
+        tl.write("tf",
+                 tmp_path / f"ckpt{offset}",
+                 tree=_add_variable_source(offset)))
   if order == "second_then_first":
     paths.reverse()
   expected = tl.values(paths[-1])
@@ -349,11 +359,13 @@ def test_newest_restore_wins(tmp_path, order):
       for name, (shape, dtype) in _SPECS.items():
         if how == "add_variable":
           tl.IMPLS[impl].checkpoint.add_variable(
-              target, name, shape=shape, dtype=dtype,
+              target,
+              name,
+              shape=shape,
+              dtype=dtype,
               initializer=_raising_initializer)
         else:
-          setattr(target, name,
-                  tf.Variable(_spec_value(shape, dtype, 100)))
+          setattr(target, name, tf.Variable(_spec_value(shape, dtype, 100)))
       results[how] = tl.snapshot(tmp_path, tree=target)
       tl.assert_values_equal(expected, results[how])
 
@@ -389,8 +401,11 @@ def test_restore_then_create_many_variables_reads_each_value(tmp_path):
       target.vs.append(tf.Variable(np.zeros((5,), np.float32)))
     status.assert_consumed()
     tl.assert_variables_equal(source.vs, target.vs)
-    assert {k: int(v.numpy()) for k, v in target.others.items()} == {
-        f"k{i}": i for i in range(20)}
+    assert {
+        k: int(v.numpy()) for k, v in target.others.items()
+    } == {
+        f"k{i}": i for i in range(20)
+    }
   assert os.path.exists(path + ".index")
 
 
@@ -409,7 +424,9 @@ def test_resumed_training_continues_where_it_stopped(tmp_path, flavor):
 
   source = compiled()
   fit(source)
-  path = tl.write("tf", tmp_path / "ckpt", model=source,
+  path = tl.write("tf",
+                  tmp_path / "ckpt",
+                  model=source,
                   optimizer=source.optimizer)
   fit(source)
   expected = [w.numpy() for w in source.weights]

@@ -25,8 +25,8 @@ def _saves(policy, times, active=(), last_preserved=0.):
   """Replays saves of ckpt-1, ckpt-2, ... at `times`; every `Retained`."""
   retained = []
   for number, now in enumerate(times, start=1):
-    kept = retention.after_save(active, (f"ckpt-{number}", now),
-                                last_preserved, policy)
+    kept = retention.after_save(active, (f"ckpt-{number}", now), last_preserved,
+                                policy)
     active, last_preserved = kept.active, kept.last_preserved_timestamp
     retained.append(kept)
   return retained
@@ -39,8 +39,8 @@ def _paths(checkpoints):
 def test_the_newest_max_to_keep_stay_and_the_oldest_go_first():
   retained = _saves(retention.Policy(max_to_keep=3), [1., 2., 3., 4., 5.])
   assert _paths(retained[-1].active) == ["ckpt-3", "ckpt-4", "ckpt-5"]
-  assert [kept.deleted for kept in retained] == [
-      (), (), (), ("ckpt-1",), ("ckpt-2",)]
+  assert [kept.deleted for kept in retained] == [(), (), (), ("ckpt-1",),
+                                                 ("ckpt-2",)]
   assert retained[-1].active[-1] == ("ckpt-5", 5.)
 
 
@@ -118,30 +118,39 @@ def _tensorflows_saves(directory, clock, policy, steps):
     whose index is gone).
   """
   manager = tf.train.CheckpointManager(
-      tf.train.Checkpoint(v=tf.Variable(1.)), directory,
+      tf.train.Checkpoint(v=tf.Variable(1.)),
+      directory,
       max_to_keep=policy.max_to_keep,
       keep_checkpoint_every_n_hours=policy.keep_checkpoint_every_n_hours)
   observed = []
   for step in steps:
     clock[0] += step
     saved = manager.save()
-    observed.append((clock[0], list(manager.checkpoints),
-                     [os.path.join(directory, f"ckpt-{n}")
-                      for n in range(1, int(saved.rsplit("-", 1)[1]) + 1)
-                      if not tf.io.gfile.exists(
-                          os.path.join(directory, f"ckpt-{n}.index"))]))
+    observed.append((clock[0], list(manager.checkpoints), [
+        os.path.join(directory, f"ckpt-{n}")
+        for n in range(1,
+                       int(saved.rsplit("-", 1)[1]) + 1)
+        if not tf.io.gfile.exists(os.path.join(directory, f"ckpt-{n}.index"))
+    ]))
   return observed
 
 
 def _random_steps(seed):
   generator = random.Random(seed)
-  return [generator.choice([60., 10 * 60., HOUR / 3, HOUR, 3 * HOUR])
-          for _ in range(12)]
+  return [
+      generator.choice([60., 10 * 60., HOUR / 3, HOUR, 3 * HOUR])
+      for _ in range(12)
+  ]
 
 
-_POLICIES = [retention.Policy(1), retention.Policy(3), retention.Policy(None),
-             retention.Policy(2, 0.5), retention.Policy(3, 1.),
-             retention.Policy(1, 2.)]
+_POLICIES = [
+    retention.Policy(1),
+    retention.Policy(3),
+    retention.Policy(None),
+    retention.Policy(2, 0.5),
+    retention.Policy(3, 1.),
+    retention.Policy(1, 2.)
+]
 
 
 @pytest.mark.parametrize("policy", _POLICIES, ids=str)
@@ -162,17 +171,19 @@ def test_saves_keep_and_delete_what_tensorflows_manager_does(
 
 
 @pytest.mark.parametrize("policy", _POLICIES[3:], ids=str)
-def test_a_restart_resumes_what_tensorflows_manager_does(tmp_path, clock,
-                                                         policy):
+def test_a_restart_resumes_what_tensorflows_manager_does(
+    tmp_path, clock, policy):
   directory = str(tmp_path)
   _tensorflows_saves(directory, clock, policy, _random_steps(2))
   clock[0] += HOUR
   state = tf.train.get_checkpoint_state(directory)
   resumed = tf.train.CheckpointManager(
-      tf.train.Checkpoint(), directory, max_to_keep=policy.max_to_keep,
+      tf.train.Checkpoint(),
+      directory,
+      max_to_keep=policy.max_to_keep,
       keep_checkpoint_every_n_hours=policy.keep_checkpoint_every_n_hours)
-  kept = retention.after_restart(
-      state.all_model_checkpoint_paths, state.all_model_checkpoint_timestamps,
-      state.last_preserved_timestamp, clock[0])
+  kept = retention.after_restart(state.all_model_checkpoint_paths,
+                                 state.all_model_checkpoint_timestamps,
+                                 state.last_preserved_timestamp, clock[0])
   assert _paths(kept.active) == resumed.checkpoints
   assert kept.active  # Some are active again.

@@ -29,8 +29,10 @@ import tf_keras
 import testlib as tl
 import tf_objckpt
 
-_ADD_VARIABLE = {"tf": tf_checkpoint_lib.add_variable,
-                 "ours": tf_objckpt.add_variable}
+_ADD_VARIABLE = {
+    "tf": tf_checkpoint_lib.add_variable,
+    "ours": tf_objckpt.add_variable
+}
 _TRACKABLES = {"tf": tf_base.Trackable, "ours": tf_objckpt.base.Trackable}
 _SHAPE_PHRASE = "incompatible tensor with shape"
 
@@ -65,7 +67,8 @@ def _deepcopy_outcome(impl, directory):
   path = copied.save(os.path.join(directory, impl, "ckpt"))
   error = _error(lambda: original.restore(path).assert_consumed())
   return dict(value_after_assigning_the_copy=value_after_assigning_the_copy,
-              saved=tl.values(path, as_lists=True), restore_error=repr(error),
+              saved=tl.values(path, as_lists=True),
+              restore_error=repr(error),
               restored=float(v.numpy()),
               counters=(int(original.save_counter.numpy()),
                         int(copied.save_counter.numpy())))
@@ -73,11 +76,14 @@ def _deepcopy_outcome(impl, directory):
 
 def test_deepcopy_of_checkpoint_saves_the_copy(tmp_path):
   outcomes = tl.by_impl(_deepcopy_outcome, str(tmp_path))
-  assert outcomes["tf"] == dict(
-      value_after_assigning_the_copy=1.0,
-      saved={"v/.ATTRIBUTES/VARIABLE_VALUE": 2.0,
-             "save_counter/.ATTRIBUTES/VARIABLE_VALUE": 1},
-      restore_error="None", restored=2.0, counters=(1, 1))
+  assert outcomes["tf"] == dict(value_after_assigning_the_copy=1.0,
+                                saved={
+                                    "v/.ATTRIBUTES/VARIABLE_VALUE": 2.0,
+                                    "save_counter/.ATTRIBUTES/VARIABLE_VALUE": 1
+                                },
+                                restore_error="None",
+                                restored=2.0,
+                                counters=(1, 1))
   assert outcomes["ours"] == outcomes["tf"]
 
 
@@ -97,7 +103,8 @@ def _weak_root_outcome(impl, directory):
   root_ref = weakref.ref(root)
   with _no_cyclic_collection():
     del root
-    return dict(restored=restored, root_freed=root_ref() is None,
+    return dict(restored=restored,
+                root_freed=root_ref() is None,
                 variable_references=sys.getrefcount(variable))
 
 
@@ -146,10 +153,13 @@ def _deferred_then_dropped_outcome(impl, path, as_root):
 def test_deferred_restores_keep_nothing_alive(tmp_path, as_root):
   saved = tl.by_impl(_saved_then_dropped_outcome, str(tmp_path), as_root)
   assert saved["tf"] == saved["ours"] == [True, True, True]
-  paths = {impl: os.path.join(str(tmp_path), impl, "ckpt-1")
-           for impl in tl.IMPLS}
-  deferred = {impl: _deferred_then_dropped_outcome(impl, paths[impl], as_root)
-              for impl in tl.IMPLS}
+  paths = {
+      impl: os.path.join(str(tmp_path), impl, "ckpt-1") for impl in tl.IMPLS
+  }
+  deferred = {
+      impl: _deferred_then_dropped_outcome(impl, paths[impl], as_root)
+      for impl in tl.IMPLS
+  }
   assert deferred["tf"] == dict(waiting=True, freed=[True, True])
   assert deferred["ours"] == deferred["tf"]
 
@@ -159,8 +169,9 @@ def test_deferred_restores_keep_nothing_alive(tmp_path, as_root):
 
 def _holder_class(impl, base):
   """A trackable saving one variable's value through its own methods."""
-  bases = (_TRACKABLES if base == "trackable" else
-           {impl: lib.AutoTrackable for impl, lib in tl.IMPLS.items()})
+  bases = (_TRACKABLES if base == "trackable" else {
+      impl: lib.AutoTrackable for impl, lib in tl.IMPLS.items()
+  })
 
   class Holder(bases[impl]):
 
@@ -213,21 +224,23 @@ def _graph_restore(impl, api, base, path):
 
 @pytest.mark.parametrize("api", ["v1", "root"])
 @pytest.mark.parametrize("base", ["trackable", "autotrackable"])
-def test_graph_mode_saves_trackable_with_own_serialization(tmp_path, api,
-                                                           base):
-  saved = {impl: _graph_save(impl, api, base,
-                             os.path.join(str(tmp_path), impl, "ckpt"))
-           for impl in tl.IMPLS}
+def test_graph_mode_saves_trackable_with_own_serialization(tmp_path, api, base):
+  saved = {
+      impl:
+          _graph_save(impl, api, base, os.path.join(str(tmp_path), impl,
+                                                    "ckpt")) for impl in tl.IMPLS
+  }
   tf_first, tf_second = saved["tf"]
   ours_first, ours_second = saved["ours"]
-  assert tf_first["holder/.ATTRIBUTES/value" if api == "v1"
-                  else "/.ATTRIBUTES/value"] == 3.0
+  assert tf_first["holder/.ATTRIBUTES/value" if api ==
+                  "v1" else "/.ATTRIBUTES/value"] == 3.0
   assert ours_first == tf_first
-  assert (tl.values(ours_second, as_lists=True) ==
-          tl.values(tf_second, as_lists=True))
-  restored = {(writer, reader): _graph_restore(reader, api, base,
-                                               saved[writer][1])
-              for writer in tl.IMPLS for reader in tl.IMPLS}
+  assert (tl.values(ours_second, as_lists=True) == tl.values(tf_second,
+                                                             as_lists=True))
+  restored = {
+      (writer, reader): _graph_restore(reader, api, base, saved[writer][1])
+      for writer in tl.IMPLS for reader in tl.IMPLS
+  }
   assert restored == {key: 5.0 for key in restored}
 
 
@@ -260,14 +273,16 @@ def _write_outcomes(impl, directory):
 
   record("eager_string",
          lambda: checkpoint.write(os.path.join(base, "eager_string", "ckpt")))
-  record("eager_tensor", lambda: checkpoint.write(
-      tf.constant(os.path.join(base, "eager_tensor", "ckpt"))))
+  record(
+      "eager_tensor", lambda: checkpoint.write(
+          tf.constant(os.path.join(base, "eager_tensor", "ckpt"))))
   record("function_string", write_string_path)
-  record("function_tensor", lambda: write(
-      tf.constant(os.path.join(base, "function_tensor", "ckpt"))))
+  record(
+      "function_tensor",
+      lambda: write(tf.constant(os.path.join(base, "function_tensor", "ckpt"))))
   os.makedirs(os.path.join(base, "existing"))
-  record("existing", lambda: write(
-      tf.constant(os.path.join(base, "existing", "ckpt"))))
+  record("existing",
+         lambda: write(tf.constant(os.path.join(base, "existing", "ckpt"))))
   with tf.Graph().as_default():
     variable = tf.Variable(1.)
     graph_checkpoint = tl.IMPLS[impl].Checkpoint(v=variable)
@@ -278,8 +293,11 @@ def _write_outcomes(impl, directory):
 
     with tf.compat.v1.Session() as session:
       session.run(variable.initializer)
-      record("graph_function_tensor", lambda: session.run(graph_write(
-          tf.constant(os.path.join(base, "graph_function_tensor", "ckpt")))))
+      record(
+          "graph_function_tensor", lambda: session.run(
+              graph_write(
+                  tf.constant(
+                      os.path.join(base, "graph_function_tensor", "ckpt")))))
   return outcomes
 
 
@@ -323,8 +341,8 @@ def _instance_serialization_outcome(impl, directory, custom_first):
   plain.assign(0.)
   custom.assign(0.)
   checkpoint.read(path).assert_consumed()
-  return (tl.values(path, as_lists=True), float(plain.numpy()),
-          float(custom.numpy()))
+  return (tl.values(path,
+                    as_lists=True), float(plain.numpy()), float(custom.numpy()))
 
 
 @pytest.mark.parametrize("custom_first", [False, True],
@@ -335,9 +353,10 @@ def test_variable_with_own_serialization(tmp_path, custom_first):
   custom_key, plain_key = "a", "b"
   if not custom_first:
     custom_key, plain_key = plain_key, custom_key
-  assert outcomes["tf"] == (
-      {f"{custom_key}/.ATTRIBUTES/VARIABLE_VALUE": 42.0,
-       f"{plain_key}/.ATTRIBUTES/VARIABLE_VALUE": 2.0}, 2.0, 43.0)
+  assert outcomes["tf"] == ({
+      f"{custom_key}/.ATTRIBUTES/VARIABLE_VALUE": 42.0,
+      f"{plain_key}/.ATTRIBUTES/VARIABLE_VALUE": 2.0
+  }, 2.0, 43.0)
   assert outcomes["ours"] == outcomes["tf"]
 
 
@@ -347,16 +366,18 @@ def _serialization_set_after_a_save_outcome(impl, directory):
   first = tl.values(checkpoint.write(os.path.join(directory, impl, "first")),
                     as_lists=True)
   _serialize_on_instance(variable)
-  second = tl.values(
-      checkpoint.write(os.path.join(directory, impl, "second")), as_lists=True)
+  second = tl.values(checkpoint.write(os.path.join(directory, impl, "second")),
+                     as_lists=True)
   return first, second
 
 
 def test_variable_sets_own_serialization_between_saves(tmp_path):
-  outcomes = tl.by_impl(_serialization_set_after_a_save_outcome,
-                        str(tmp_path))
-  assert outcomes["tf"] == ({"v/.ATTRIBUTES/VARIABLE_VALUE": 2.0},
-                            {"v/.ATTRIBUTES/VARIABLE_VALUE": 42.0})
+  outcomes = tl.by_impl(_serialization_set_after_a_save_outcome, str(tmp_path))
+  assert outcomes["tf"] == ({
+      "v/.ATTRIBUTES/VARIABLE_VALUE": 2.0
+  }, {
+      "v/.ATTRIBUTES/VARIABLE_VALUE": 42.0
+  })
   assert outcomes["ours"] == outcomes["tf"]
 
 
@@ -400,8 +421,7 @@ def _layer_built_after_restore_error(impl, keras, directory):
 
 @pytest.mark.parametrize("keras", [tf.keras, tf_keras],
                          ids=["keras", "tf_keras"])
-def test_shape_mismatch_message_for_layer_built_after_restore(tmp_path,
-                                                              keras):
+def test_shape_mismatch_message_for_layer_built_after_restore(tmp_path, keras):
   errors = tl.by_impl(_layer_built_after_restore_error, keras, str(tmp_path))
   assert isinstance(errors["tf"], ValueError)
   assert isinstance(errors["ours"], ValueError)
@@ -439,14 +459,15 @@ def test_shape_mismatch_message_for_add_variable_after_restore(tmp_path):
 
 
 def _constant_initializer_with_shape_error(impl, shape, initializer):
-  return _error(lambda: _ADD_VARIABLE[impl](
-      tl.IMPLS[impl].AutoTrackable(), name="x", shape=shape,
-      initializer=initializer))
+  return _error(lambda: _ADD_VARIABLE[impl](tl.IMPLS[impl].AutoTrackable(),
+                                            name="x",
+                                            shape=shape,
+                                            initializer=initializer))
 
 
 @pytest.mark.parametrize("shape,initializer", [([2], 1.0), ([], 1)])
-def test_add_variable_constant_initializer_with_shape_message(shape,
-                                                              initializer):
+def test_add_variable_constant_initializer_with_shape_message(
+    shape, initializer):
   errors = tl.by_impl(_constant_initializer_with_shape_error, shape,
                       initializer)
   for impl in tl.IMPLS:

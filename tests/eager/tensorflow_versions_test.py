@@ -20,11 +20,11 @@ import tf_objckpt
 from tf_objckpt.engine import tf_compat
 
 _OPTIONS_ADDED_IN_2_16 = {
-    "experimental_sharding_callback": lambda: (
-        tf.train.experimental.ShardByTaskPolicy()),
-    "experimental_skip_slot_variables": lambda: True,
+    "experimental_sharding_callback":
+        lambda: (tf.train.experimental.ShardByTaskPolicy()),
+    "experimental_skip_slot_variables":
+        lambda: True,
 }
-
 
 _TENSORFLOW_VERSION_WITH_KERAS_3 = (2, 16)
 
@@ -64,8 +64,9 @@ def test_our_sharding_policy_needs_sharding_callbacks(tmp_path):
   assert isinstance(made.result, tf.train.experimental.ShardingCallback)
   options = tf.train.CheckpointOptions(
       experimental_sharding_callback=made.result)
-  path = tf_objckpt.Checkpoint(v=[tf.Variable(1.), tf.Variable(2.)]).write(
-      str(tmp_path / "ckpt"), options=options)
+  path = tf_objckpt.Checkpoint(
+      v=[tf.Variable(1.), tf.Variable(2.)]).write(str(tmp_path / "ckpt"),
+                                                  options=options)
   assert tl.values(path)["v/1/.ATTRIBUTES/VARIABLE_VALUE"] == 2.
 
 
@@ -73,8 +74,8 @@ def test_options_of_every_version_pass_through(tmp_path):
   variable = tf.Variable(1.0)
   options = tf_objckpt.CheckpointOptions(
       experimental_io_device="/job:localhost", durable=True)
-  path = tf_objckpt.Checkpoint(v=variable).write(
-      str(tmp_path / "ckpt"), options=options)
+  path = tf_objckpt.Checkpoint(v=variable).write(str(tmp_path / "ckpt"),
+                                                 options=options)
   assert tl.values(path)["v/.ATTRIBUTES/VARIABLE_VALUE"] == 1.0
 
 

@@ -39,16 +39,21 @@ def _floats(scale, device=lambda i: None):
   made = []
   for i in range(_COUNT):
     with tf.device(device(i)):
-      made.append(tf.compat.v1.get_variable(
-          f"v{i}", initializer=float(i * scale), use_resource=True))
+      made.append(
+          tf.compat.v1.get_variable(f"v{i}",
+                                    initializer=float(i * scale),
+                                    use_resource=True))
   return made
 
 
 def _mixed(scale):
   """`tl.MANY` variables of several dtypes and shapes, some reference ones."""
-  return [tf.compat.v1.get_variable(
-      f"v{i}", initializer=tl.mixed_value(i, scale), use_resource=bool(i % 11))
-          for i in range(tl.MANY)]
+  return [
+      tf.compat.v1.get_variable(f"v{i}",
+                                initializer=tl.mixed_value(i, scale),
+                                use_resource=bool(i % 11))
+      for i in range(tl.MANY)
+  ]
 
 
 def _save_mixed(impl, prefix, scale=1):
@@ -71,8 +76,9 @@ def test_mixed_variables_round_trip(tmp_path, writer):
   expected, path = _save_mixed(writer, str(tmp_path / writer / "ckpt"))
   _, other_path = _save_mixed(tl.other(writer),
                               str(tmp_path / "other" / "ckpt"))
-  tl.assert_same_checkpoint(*((path, other_path) if writer == "tf"
-                              else (other_path, path)))
+  tl.assert_same_checkpoint(*((path,
+                               other_path) if writer == "tf" else (other_path,
+                                                                   path)))
   with tl.GraphProgram(tl.other(writer)) as reader:
     reader.track(_mixed(3))
     reader.checkpoint.restore(path).assert_consumed().run_restore_ops(
@@ -102,16 +108,17 @@ def test_restore_in_batches_of_bytes(tmp_path, monkeypatch, batch_bytes):
   variable each); each is one call of a function of its own, which finds
   its variables by name. 64 bytes make several batches, 1 MiB one.
   """
-  monkeypatch.setattr(tuning.TUNING, "graph_restore_batch_bytes",
-                      batch_bytes)
+  monkeypatch.setattr(tuning.TUNING, "graph_restore_batch_bytes", batch_bytes)
   expected, path = _save_mixed("tf", str(tmp_path / "ckpt"))
   with tl.GraphProgram("ours") as reader:
     reader.track(_mixed(3))
     reader.checkpoint.restore(path).assert_consumed().run_restore_ops(
         reader.session)
     tl.assert_variables_equal(expected, reader.values())
-    resource_variables = [v for v in reader.variables
-                          if resource_variable_ops.is_resource_variable(v)]
+    resource_variables = [
+        v for v in reader.variables
+        if resource_variable_ops.is_resource_variable(v)
+    ]
     functions = tl.function_library_names(reader.graph)
   if batch_bytes > 1000:
     assert len(functions) == 1
@@ -136,11 +143,14 @@ def test_save_counter_is_restored_with_the_variables(tmp_path):
       ops_before = set(reader.graph.get_operations())
       reader.checkpoint.restore(paths[impl]).assert_consumed().run_restore_ops(
           reader.session)
-      tl.assert_variables_equal(
-          [float(i) for i in range(_COUNT)], reader.values())
+      tl.assert_variables_equal([float(i) for i in range(_COUNT)],
+                                reader.values())
       counters[impl] = reader.run(reader.checkpoint.save_counter)
-      new_types = [op.type for op in reader.graph.get_operations()
-                   if op not in ops_before]
+      new_types = [
+          op.type
+          for op in reader.graph.get_operations()
+          if op not in ops_before
+      ]
       if impl == "ours":
         assert "RestoreV2" not in new_types
         assert len(tl.function_library_names(reader.graph)) == 1
@@ -170,9 +180,10 @@ def test_restore_of_corrupt_data_fails_like_tensorflow(tmp_path):
 def _int64_meta_graph(directory):
   """A meta graph exported after our batched restore of int64 variables."""
   with tl.GraphProgram("ours") as program:
-    program.track(tf.compat.v1.get_variable(
-        f"other{i}", initializer=tf.constant(i, tf.int64), use_resource=True)
-                  for i in range(_COUNT))
+    program.track(
+        tf.compat.v1.get_variable(f"other{i}",
+                                  initializer=tf.constant(i, tf.int64),
+                                  use_resource=True) for i in range(_COUNT))
     path = program.save(os.path.join(directory, "ckpt"))
     program.checkpoint.restore(path).run_restore_ops(program.session)
     meta_graph = tf.compat.v1.train.export_meta_graph()
@@ -226,7 +237,8 @@ def test_meta_graph_import_after_many_variable_restore(tmp_path):
           twin_names = tl.function_library_names(twin.graph)
         if twin_names != names:  # Names follow a counter.
           to_import = _renamed(meta_graph, exported_name, names[0])
-      imported = tl.outcome(tf.compat.v1.train.import_meta_graph, to_import,
+      imported = tl.outcome(tf.compat.v1.train.import_meta_graph,
+                            to_import,
                             import_scope="imp")
       results[impl] = (imported.error, program.values())
   assert results["tf"][0] is None, results["tf"][0]
@@ -248,8 +260,9 @@ def test_variables_on_two_cpus_round_trip_like_tensorflow(tmp_path):
       reader.checkpoint.restore(path).assert_consumed().run_restore_ops(
           reader.session)
       tl.assert_variables_equal(expected, reader.values())
-  assert (sorted(tf.train.list_variables(str(tmp_path / "tf" / "ckpt-1"))) ==
-          sorted(tf.train.list_variables(str(tmp_path / "ours" / "ckpt-1"))))
+  assert (sorted(tf.train.list_variables(str(
+      tmp_path / "tf" / "ckpt-1"))) == sorted(
+          tf.train.list_variables(str(tmp_path / "ours" / "ckpt-1"))))
 
 
 def test_imported_meta_graph_restores_with_both_savers(tmp_path):
@@ -262,18 +275,21 @@ def test_imported_meta_graph_restores_with_both_savers(tmp_path):
       tf.compat.v1.train.export_meta_graph(meta_path)
     with tl.GraphProgram(impl) as imported:
       tf.compat.v1.train.import_meta_graph(meta_path)
-      imported.track(sorted(
-          (v for v in tf.compat.v1.global_variables()
-           if v.name.startswith("v")), key=lambda v: int(v.name[1:-2])))
+      imported.track(
+          sorted((v for v in tf.compat.v1.global_variables()
+                  if v.name.startswith("v")),
+                 key=lambda v: int(v.name[1:-2])))
       variables = imported.variables
       imported.run([v.assign(-1.) for v in variables])
-      imported.checkpoint.restore(path).assert_existing_objects_matched(
-      ).run_restore_ops(imported.session)
+      imported.checkpoint.restore(
+          path).assert_existing_objects_matched().run_restore_ops(
+              imported.session)
       by_object = imported.values()
       imported.run([v.assign(-1.) for v in variables])
-      tf.compat.v1.train.Saver(
-          {f"root/variables/{i}/.ATTRIBUTES/VARIABLE_VALUE": v
-           for i, v in enumerate(variables)}).restore(imported.session, path)
+      tf.compat.v1.train.Saver({
+          f"root/variables/{i}/.ATTRIBUTES/VARIABLE_VALUE": v
+          for i, v in enumerate(variables)
+      }).restore(imported.session, path)
       results[impl] = (by_object, imported.values())
   tl.assert_variables_equal(results["tf"][0], results["ours"][0])
   tl.assert_variables_equal(results["tf"][1], results["ours"][1])
@@ -286,9 +302,10 @@ def test_momentum_slots_restore_before_and_after_the_optimizer(tmp_path):
 
   def track_with_optimizer(program):
     """Tracks variables and a Momentum optimizer; returns the optimizer."""
-    program.track(tf.compat.v1.get_variable(
-        f"v{i}", initializer=float(i), use_resource=bool(i % 3))
-                  for i in range(_COUNT))
+    program.track(
+        tf.compat.v1.get_variable(
+            f"v{i}", initializer=float(i), use_resource=bool(i % 3))
+        for i in range(_COUNT))
     program.root.optimizer = tf.compat.v1.train.MomentumOptimizer(0.1, 0.9)
     return program.root.optimizer
 
@@ -300,8 +317,8 @@ def test_momentum_slots_restore_before_and_after_the_optimizer(tmp_path):
     return train_op
 
   def slots(program, optimizer):
-    return program.run([optimizer.get_slot(v, "momentum")
-                        for v in program.variables])
+    return program.run(
+        [optimizer.get_slot(v, "momentum") for v in program.variables])
 
   results = {}
   for impl in tl.IMPLS:
@@ -345,12 +362,16 @@ def test_restoring_a_then_b_then_a_follows_the_checkpoints(tmp_path):
 
   def track(program, scale):
     """Tracks `_COUNT` variables, and a partitioned one as `root.parts`."""
-    parts = list(tf.compat.v1.get_variable(
-        "p", [36, 2], initializer=tf.compat.v1.constant_initializer(scale),
-        partitioner=tf.compat.v1.fixed_size_partitioner(18)))
-    program.track(tf.compat.v1.get_variable(
-        f"v{i}", initializer=makers[i % len(makers)](i, scale),
-        use_resource=bool(i % 7)) for i in range(_COUNT))
+    parts = list(
+        tf.compat.v1.get_variable(
+            "p", [36, 2],
+            initializer=tf.compat.v1.constant_initializer(scale),
+            partitioner=tf.compat.v1.fixed_size_partitioner(18)))
+    program.track(
+        tf.compat.v1.get_variable(f"v{i}",
+                                  initializer=makers[i % len(makers)](i, scale),
+                                  use_resource=bool(i % 7))
+        for i in range(_COUNT))
     program.root.parts = parts
     program.variables = program.variables + parts
 
@@ -366,8 +387,7 @@ def test_restoring_a_then_b_then_a_follows_the_checkpoints(tmp_path):
     with tl.GraphProgram(impl) as reader:
       track(reader, 3)
       for index in (0, 1, 0):
-        reader.checkpoint.restore(paths[index]).run_restore_ops(
-            reader.session)
+        reader.checkpoint.restore(paths[index]).run_restore_ops(reader.session)
         results[impl].append(reader.values())
         tl.assert_variables_equal(expected[index], results[impl][-1])
         ops_after = reader.num_ops()
@@ -385,10 +405,14 @@ def test_variables_on_a_parameter_server_round_trip_like_tensorflow(tmp_path):
   the variables live.
   """
   ps_port, worker_port = tl.free_ports(2)
-  cluster = tf.train.ClusterSpec({"ps": [f"localhost:{ps_port}"],
-                                  "worker": [f"localhost:{worker_port}"]})
-  servers = [tf.distribute.Server(cluster, job_name=job, task_index=0)
-             for job in ("ps", "worker")]
+  cluster = tf.train.ClusterSpec({
+      "ps": [f"localhost:{ps_port}"],
+      "worker": [f"localhost:{worker_port}"]
+  })
+  servers = [
+      tf.distribute.Server(cluster, job_name=job, task_index=0)
+      for job in ("ps", "worker")
+  ]
   target = servers[1].target
   on_ps = lambda i: "/job:ps/task:0/device:CPU:0"
   for writer_impl in tl.IMPLS:
@@ -440,16 +464,18 @@ def _saved_model_after_restore(impl, directory):
     export_dir = os.path.join(directory, "saved_model")
     builder = tf.compat.v1.saved_model.Builder(export_dir)
     builder.add_meta_graph_and_variables(
-        program.session, ["serve"], signature_def_map={
-            "serving_default": tf.compat.v1.saved_model.predict_signature_def(
-                {"inputs": inputs}, {"outputs": outputs})})
+        program.session, ["serve"],
+        signature_def_map={
+            "serving_default":
+                tf.compat.v1.saved_model.predict_signature_def(
+                    {"inputs": inputs}, {"outputs": outputs})
+        })
     builder.save()
   errors = [line for line in captured if re.match(r"E\d{4} ", line)]
   return export_dir, errors
 
 
-def test_saved_model_of_a_restored_graph_loads_in_tf2_like_tensorflow(
-    tmp_path):
+def test_saved_model_of_a_restored_graph_loads_in_tf2_like_tensorflow(tmp_path):
   """A v1 SavedModel exported after a restore loads in TF2 and TF1.
 
   TensorFlow 2 turns every function of the graph's library into a Python

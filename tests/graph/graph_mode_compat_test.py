@@ -55,13 +55,15 @@ def test_keys_and_object_graph_equal_tensorflows(tmp_path, kind, optimizer):
                          ids=["optimizer_first", "restore_first"])
 @pytest.mark.parametrize("writer,reader", [("ours", "tf"), ("tf", "ours")])
 def test_each_restores_the_others_checkpoints(tmp_path, writer, reader,
-                                              optimizer_first, kind,
-                                              optimizer):
+                                              optimizer_first, kind, optimizer):
   """Slot and non-slot optimizer variables are restored in either order."""
   with tl.GraphModel(writer, kind, optimizer) as saved:
     path = _train_and_save(saved, tmp_path)
     expected = saved.labelled_values()
-  with tl.GraphModel(reader, kind, optimizer, create_optimizer=optimizer_first,
+  with tl.GraphModel(reader,
+                     kind,
+                     optimizer,
+                     create_optimizer=optimizer_first,
                      seed=2) as model:
     status = model.checkpoint.restore(path)
     if not optimizer_first:
@@ -86,8 +88,13 @@ def _eager_model(kind):
 
 
 def _eager_values(root, optimizer):
-  return {label: variable.numpy() for label, variable in tl.labelled(
-      {"w": root.w, "b": root.b}, optimizer).items()}
+  return {
+      label: variable.numpy()
+      for label, variable in tl.labelled({
+          "w": root.w,
+          "b": root.b
+      }, optimizer).items()
+  }
 
 
 @pytest.mark.parametrize("optimizer", sorted(tl.GRAPH_OPTIMIZERS))
@@ -115,8 +122,8 @@ def test_graph_reads_eager_checkpoints(tmp_path, optimizer):
   path = checkpoint.save(os.path.join(tmp_path, "eager", "ckpt"))
   expected = _eager_values(root, eager_optimizer)
   their_path = tf.compat.v1.train.Checkpoint(
-      model=root, optimizer=eager_optimizer).save(
-          os.path.join(tmp_path, "tf", "ckpt"))
+      model=root,
+      optimizer=eager_optimizer).save(os.path.join(tmp_path, "tf", "ckpt"))
   assert tl.signature(path) == tl.signature(their_path)
   with tl.GraphModel("ours", optimizer=optimizer, seed=4) as model:
     model.checkpoint.restore(path).assert_consumed().run_restore_ops(
@@ -158,14 +165,15 @@ def test_template_variables_are_tracked_with_tensorflows_names(
       captured.append(template.variable_scope.name)
       return util.capture_dependencies(template)
 
-    monkeypatch.setattr(template_lib, "trackable_util", types.SimpleNamespace(
-        capture_dependencies=capture_dependencies))
+    monkeypatch.setattr(
+        template_lib, "trackable_util",
+        types.SimpleNamespace(capture_dependencies=capture_dependencies))
   our_path, our_template = save("ours")
   expected_scopes = ["outer", "outer/inner"] if with_ours else []
   assert sorted(set(captured)) == expected_scopes
   tl.assert_same_checkpoint(their_path, our_path, compare_values=False)
-  assert ("template/dense.Sw/.ATTRIBUTES/VARIABLE_VALUE" in
-          tl.signature(our_path))
+  assert ("template/dense.Sw/.ATTRIBUTES/VARIABLE_VALUE"
+          in tl.signature(our_path))
   assert (sorted(our_template._trackable_children()) ==  # pylint: disable=protected-access
           sorted(their_template._trackable_children()))  # pylint: disable=protected-access
 
@@ -195,6 +203,6 @@ def test_object_graph_proto_is_a_trackable_object_graph(tmp_path):
     path = _train_and_save(model, tmp_path)
   proto = util.object_metadata(path)
   assert isinstance(proto, trackable_object_graph_pb2.TrackableObjectGraph)
-  slot_names = sorted(slot.slot_name for node in proto.nodes
-                      for slot in node.slot_variables)
+  slot_names = sorted(
+      slot.slot_name for node in proto.nodes for slot in node.slot_variables)
   assert slot_names == ["m", "m", "v", "v"]

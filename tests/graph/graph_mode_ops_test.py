@@ -77,7 +77,9 @@ def _step_restore_or_initialize(model, prefix):
   """A restarting job: its manager restores, then the restore ops run."""
   model.train()
   manager = tl.IMPLS[model.impl].CheckpointManager(
-      model.checkpoint, os.path.dirname(prefix), max_to_keep=5,
+      model.checkpoint,
+      os.path.dirname(prefix),
+      max_to_keep=5,
       checkpoint_name=os.path.basename(prefix))
   path = manager.restore_or_initialize()
   model.checkpoint.restore(path).run_restore_ops(model.session)
@@ -117,8 +119,8 @@ def _assert_no_more_than_tensorflow(tmp_path, kind, steps, prepare=None):
 
 @pytest.mark.parametrize("kind", tl.VARIABLE_KINDS)
 def test_repeated_saves_and_writes_add_no_ops(tmp_path, kind):
-  ours = _assert_no_more_than_tensorflow(
-      tmp_path, kind, [_step_save] * 10 + [_step_write] * 3)
+  ours = _assert_no_more_than_tensorflow(tmp_path, kind,
+                                         [_step_save] * 10 + [_step_write] * 3)
   assert ours[0] > 0
   assert ours[1:] == [0] * 12
 
@@ -134,10 +136,13 @@ def test_repeated_restores_add_no_ops(tmp_path, kind):
   initialize_newest = _restore_step("initialize_or_restore")
   initialize_first = _restore_step("initialize_or_restore", "first")
   ours = _assert_no_more_than_tensorflow(
-      tmp_path, kind,
-      [_step_restore, _step_train_and_save, _step_restore, first,
-       initialize_newest, _step_train_and_save, initialize_first, first,
-       _step_train_and_save, _step_restore], prepare=_step_save)
+      tmp_path,
+      kind, [
+          _step_restore, _step_train_and_save, _step_restore, first,
+          initialize_newest, _step_train_and_save, initialize_first, first,
+          _step_train_and_save, _step_restore
+      ],
+      prepare=_step_save)
   assert ours[0] > 0  # The first restore builds the restore ops.
   assert ours[1:] == [0] * 9
 
@@ -146,10 +151,13 @@ def test_repeated_restores_add_no_ops(tmp_path, kind):
 def test_repeated_restore_or_initialize_adds_no_ops(tmp_path, kind):
   """Checking every value first reads eagerly: it adds no op either."""
   ours = _assert_no_more_than_tensorflow(
-      tmp_path, kind,
-      [_step_restore_or_initialize, _step_train_and_save,
-       _step_restore_or_initialize, _step_train_and_save,
-       _step_restore_or_initialize, _restore_step(which="first")],
+      tmp_path,
+      kind, [
+          _step_restore_or_initialize, _step_train_and_save,
+          _step_restore_or_initialize, _step_train_and_save,
+          _step_restore_or_initialize,
+          _restore_step(which="first")
+      ],
       prepare=_step_save)
   assert ours[0] > 0
   assert ours[1:] == [0] * 5
@@ -165,18 +173,18 @@ def _saved_by_another_program(model, prefix):
 def test_restore_first_then_save(tmp_path, kind):
   """Saves reuse the saveables restores made."""
   ours = _assert_no_more_than_tensorflow(
-      tmp_path, kind,
-      [_step_restore, _step_save, _step_save, _step_restore, _step_save],
+      tmp_path,
+      kind, [_step_restore, _step_save, _step_save, _step_restore, _step_save],
       prepare=_saved_by_another_program)
   assert ours[0] > 0 and ours[1] > 0
   assert ours[2:] == [0, 0, 0]
 
 
 def test_changes_to_the_object_graph_rebuild_the_save_op_once(tmp_path):
-  ours = _assert_no_more_than_tensorflow(
-      tmp_path, "resource",
-      [_step_save, _step_save, _step_grow, _step_save, _step_save,
-       _step_restore, _step_restore])
+  ours = _assert_no_more_than_tensorflow(tmp_path, "resource", [
+      _step_save, _step_save, _step_grow, _step_save, _step_save, _step_restore,
+      _step_restore
+  ])
   assert ours[1] == 0 and ours[4] == 0 and ours[6] == 0
   assert ours[3] > 0
 
@@ -221,8 +229,8 @@ def test_deferred_restore_ops_are_cached_too(tmp_path):
     checkpoints = {}
     for _ in range(2):
       saved.train(1)
-      checkpoints[saved.save(os.path.join(tmp_path, "ckpt"))] = (
-          saved.labelled_values())
+      checkpoints[saved.save(os.path.join(tmp_path,
+                                          "ckpt"))] = (saved.labelled_values())
   first, second = checkpoints
   with tl.GraphModel("ours", create_optimizer=False) as model:
     status = model.checkpoint.restore(first)
@@ -244,8 +252,8 @@ def test_saves_through_cached_ops_follow_the_state(tmp_path, grow):
   results = {}
   for impl in tl.IMPLS:
     with tl.GraphProgram(impl) as program:
-      program.track(tf.compat.v1.get_variable(f"v{i}", initializer=0.)
-                    for i in range(20))
+      program.track(
+          tf.compat.v1.get_variable(f"v{i}", initializer=0.) for i in range(20))
       program.root.counter = tl.Counter()
       paths = []
       for step in range(3):
@@ -254,10 +262,12 @@ def test_saves_through_cached_ops_follow_the_state(tmp_path, grow):
         if grow and step == 1:
           program.root.extra = program.variable("extra", 5.)
           program.run(program.root.extra.initializer)
-        paths.append(program.checkpoint.write(
-            os.fspath(tmp_path / f"{impl}{step}"), session=program.session))
+        paths.append(
+            program.checkpoint.write(os.fspath(tmp_path / f"{impl}{step}"),
+                                     session=program.session))
     results[impl] = paths
   for theirs, ours in zip(results["tf"], results["ours"]):
     tl.assert_same_checkpoint(theirs, ours)
-  assert tl.values(results["ours"][-1])[
-      "root/variables/2/.ATTRIBUTES/VARIABLE_VALUE"] == np.float32(12.0)
+  assert tl.values(
+      results["ours"]
+      [-1])["root/variables/2/.ATTRIBUTES/VARIABLE_VALUE"] == np.float32(12.0)

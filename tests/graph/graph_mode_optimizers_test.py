@@ -21,10 +21,13 @@ from tensorflow.python.ops import template as template_lib
 import testlib as tl
 
 _OPTIMIZERS = {
-    "rmsprop": lambda: tf.compat.v1.train.RMSPropOptimizer(
-        0.1, momentum=0.5, centered=True),
-    "ftrl": lambda: tf.compat.v1.train.FtrlOptimizer(0.1),
-    "adadelta": lambda: tf.compat.v1.train.AdadeltaOptimizer(0.1),
+    "rmsprop":
+        lambda: tf.compat.v1.train.RMSPropOptimizer(
+            0.1, momentum=0.5, centered=True),
+    "ftrl":
+        lambda: tf.compat.v1.train.FtrlOptimizer(0.1),
+    "adadelta":
+        lambda: tf.compat.v1.train.AdadeltaOptimizer(0.1),
 }
 
 
@@ -33,11 +36,15 @@ def _build(program, kind, optimizer):
   init = tf.compat.v1.random_uniform_initializer(seed=1)
   root = program.lib.AutoTrackable()
   with tf.compat.v1.variable_scope("scope"):
-    root.w = tf.compat.v1.get_variable(
-        "w", [3, 2], initializer=init, use_resource=kind == "resource")
-    root.p = list(tf.compat.v1.get_variable(
-        "p", [4, 2], initializer=init, use_resource=kind == "resource",
-        partitioner=tf.compat.v1.fixed_size_partitioner(2)))
+    root.w = tf.compat.v1.get_variable("w", [3, 2],
+                                       initializer=init,
+                                       use_resource=kind == "resource")
+    root.p = list(
+        tf.compat.v1.get_variable(
+            "p", [4, 2],
+            initializer=init,
+            use_resource=kind == "resource",
+            partitioner=tf.compat.v1.fixed_size_partitioner(2)))
   loss = tf.reduce_sum(tf.square(root.w)) + sum(
       tf.reduce_sum(tf.square(part)) for part in root.p)
   return root, _OPTIMIZERS[optimizer](), loss
@@ -76,10 +83,8 @@ def _restore_then_minimize(impl, kind, optimizer, path):
 def test_more_optimizers_save_and_cross_restore(tmp_path, kind, optimizer):
   their_path, their_values = _train_and_save("tf", tmp_path, kind, optimizer)
   our_path, our_values = _train_and_save("ours", tmp_path, kind, optimizer)
-  tl.assert_same_checkpoint(their_path, our_path,
-                                     compare_values=False)
-  for path, expected in ((their_path, their_values),
-                         (our_path, our_values)):
+  tl.assert_same_checkpoint(their_path, our_path, compare_values=False)
+  for path, expected in ((their_path, their_values), (our_path, our_values)):
     for reader in tl.IMPLS:
       tl.assert_values_equal(
           expected, _restore_then_minimize(reader, kind, optimizer, path))
@@ -93,7 +98,8 @@ def _template_function():
     w = tf.compat.v1.get_variable("w", [2],
                                   initializer=tf.compat.v1.ones_initializer())
   p = tf.compat.v1.get_variable(
-      "p", [4, 2], initializer=tf.compat.v1.ones_initializer(),
+      "p", [4, 2],
+      initializer=tf.compat.v1.ones_initializer(),
       partitioner=tf.compat.v1.fixed_size_partitioner(2))
   return tf.reduce_sum(w) + tf.reduce_sum(inner()) + tf.reduce_sum(p)
 
@@ -105,8 +111,9 @@ def test_nested_templates_restore_before_their_variables_exist(
 
   def run(impl, path=None):
     lib = tl.IMPLS[impl]
-    monkeypatch.setattr(template_lib, "trackable_util", (
-        lib.checkpoint if impl == "tf" else types.SimpleNamespace(
+    monkeypatch.setattr(
+        template_lib, "trackable_util",
+        (lib.checkpoint if impl == "tf" else types.SimpleNamespace(
             capture_dependencies=lib.checkpoint.capture_dependencies)))
     with tl.GraphProgram(impl) as program:
       template = tf.compat.v1.make_template("outer", _template_function)
@@ -114,8 +121,11 @@ def test_nested_templates_restore_before_their_variables_exist(
       if path is None:
         total = template()
         program.initialize()
-        program.run([v.assign(v * 3.) for v in tf.compat.v1.global_variables()
-                     if v.dtype.base_dtype == tf.float32])
+        program.run([
+            v.assign(v * 3.)
+            for v in tf.compat.v1.global_variables()
+            if v.dtype.base_dtype == tf.float32
+        ])
         return checkpoint.save(os.path.join(tmp_path, impl, "ckpt"),
                                session=program.session), program.run(total)
       status = checkpoint.restore(path)

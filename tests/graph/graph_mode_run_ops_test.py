@@ -36,8 +36,9 @@ def _growth_of_running(impl, directory, run):
     paths = []
     for value in (1., 2.):
       program.run(root.a.assign(value))
-      paths.append(checkpoint.save(os.path.join(directory, impl, "ckpt"),
-                                   session=program.session))
+      paths.append(
+          checkpoint.save(os.path.join(directory, impl, "ckpt"),
+                          session=program.session))
     forget = root.a.assign(-1.)
     growth, restored = [], []
     for path in (paths[0], paths[1], paths[0]):
@@ -51,13 +52,12 @@ def _growth_of_running(impl, directory, run):
 
 
 _RUNS = {
-    "run_restore_ops": lambda _, status, session: status.run_restore_ops(
-        session),
-    "initialize_or_restore": (
-        lambda _, status, session: status.initialize_or_restore(session)),
-    "streaming_restore": (
-        lambda lib, status, session: lib.checkpoint.streaming_restore(
-            status, session)),
+    "run_restore_ops":
+        lambda _, status, session: status.run_restore_ops(session),
+    "initialize_or_restore":
+        (lambda _, status, session: status.initialize_or_restore(session)),
+    "streaming_restore": (lambda lib, status, session: lib.checkpoint.
+                          streaming_restore(status, session)),
 }
 
 

@@ -31,10 +31,12 @@ def _save_and_restore_without_session(impl, directory):
     observed = [tl.outcome(init_status.initialize_or_restore).name]
     program.run(root.v.assign(5.))
     paths = []
-    observed.append(tl.outcome(lambda: paths.append(
-        checkpoint.save(os.path.join(directory, impl, "ckpt")))).name)
-    observed.append(tl.outcome(lambda: paths.append(
-        checkpoint.write(os.path.join(directory, impl, "written")))).name)
+    observed.append(
+        tl.outcome(lambda: paths.append(
+            checkpoint.save(os.path.join(directory, impl, "ckpt")))).name)
+    observed.append(
+        tl.outcome(lambda: paths.append(
+            checkpoint.write(os.path.join(directory, impl, "written")))).name)
     program.run(root.v.assign(6.))
     if paths:
       status = checkpoint.restore(paths[0])
@@ -54,8 +56,7 @@ def test_session_provider_is_used_without_a_default_session(
   np.testing.assert_equal(ours, theirs)
 
 
-def test_write_without_any_session_raises_runtime_error(tmp_path,
-                                                        monkeypatch):
+def test_write_without_any_session_raises_runtime_error(tmp_path, monkeypatch):
   monkeypatch.setattr(tf_checkpoint_lib, "_SESSION_PROVIDER", None)
   errors = {}
   for impl, lib in tl.IMPLS.items():

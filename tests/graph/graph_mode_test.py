@@ -38,14 +38,19 @@ def _train_and_save(program, prefix, steps):
   paths = []
   for _ in range(steps):
     program.run(train_op)
-    paths.append(os.path.basename(
-        checkpoint.save(file_prefix=prefix, session=program.session)))
-  observed += [paths, program.run([root.w, root.b, checkpoint.save_counter] +
-                                  optimizer.variables())]
+    paths.append(
+        os.path.basename(
+            checkpoint.save(file_prefix=prefix, session=program.session)))
+  observed += [
+      paths,
+      program.run([root.w, root.b, checkpoint.save_counter] +
+                  optimizer.variables())
+  ]
   return observed
 
 
 def test_documented_training_loop_resumes_like_tensorflow(tmp_path):
+
   def scenario(program):
     prefix = os.path.join(tmp_path, program.impl, "ckpt")
     first = _train_and_save(program, prefix, steps=2)
@@ -74,10 +79,13 @@ def test_initialize_or_restore_respects_later_restores(tmp_path):
 
   def scenario(program):
     directory = os.path.join(tmp_path, program.impl)
-    first = tl.write_in_graph(program.impl, os.path.join(directory, "first"),
+    first = tl.write_in_graph(program.impl,
+                              os.path.join(directory, "first"),
                               a=10.)
-    second = tl.write_in_graph(
-        program.impl, os.path.join(directory, "second"), a=20., b=30.)
+    second = tl.write_in_graph(program.impl,
+                               os.path.join(directory, "second"),
+                               a=20.,
+                               b=30.)
     root, checkpoint = _three_variables(program)
     first_status = checkpoint.restore(first)
     second_status = checkpoint.restore(second)
@@ -94,9 +102,11 @@ def test_initialize_or_restore_respects_later_restores(tmp_path):
 
 
 def test_initialization_only_status_initializes(tmp_path):
+
   def scenario(program):
-    path = tl.write_in_graph(
-        program.impl, os.path.join(tmp_path, program.impl, "ckpt"), a=10.)
+    path = tl.write_in_graph(program.impl,
+                             os.path.join(tmp_path, program.impl, "ckpt"),
+                             a=10.)
     root, checkpoint = _three_variables(program)
     nothing = checkpoint.restore(None)
     observed = [type(nothing).__name__] + tl.assertion_outcomes(
@@ -125,7 +135,9 @@ def test_initialization_only_status_messages():
       status.assert_consumed()
 
 
-def _model_and_optimizer(program, with_model=True, with_optimizer=True,
+def _model_and_optimizer(program,
+                         with_model=True,
+                         with_optimizer=True,
                          minimize=True):
   """Attaches `model` and `optimizer` dependencies as the scenario asks."""
   model = program.lib.AutoTrackable()
@@ -155,10 +167,13 @@ def _saved_momentum(program, directory):
 
 
 def test_assertions_in_graph_mode(tmp_path):
+
   def scenario(program):
     path, _ = _saved_momentum(program, os.path.join(tmp_path, program.impl))
-    model, optimizer, _, checkpoint = _model_and_optimizer(
-        program, with_model=False, with_optimizer=False, minimize=False)
+    model, optimizer, _, checkpoint = _model_and_optimizer(program,
+                                                           with_model=False,
+                                                           with_optimizer=False,
+                                                           minimize=False)
     status = checkpoint.restore(path)
     observed = [tl.assertion_outcomes(status)]
     checkpoint.model = model
@@ -178,15 +193,16 @@ def test_assertions_in_graph_mode(tmp_path):
 
 
 @pytest.mark.parametrize("created_first", ["model", "optimizer", "slots"])
-def test_slot_variables_restore_whatever_is_created_first(tmp_path,
-                                                          created_first):
+def test_slot_variables_restore_whatever_is_created_first(
+    tmp_path, created_first):
   """Deferred restores: dependencies added after restore() get restore ops."""
 
   def scenario(program):
     path, expected = _saved_momentum(program,
                                      os.path.join(tmp_path, program.impl))
     model, optimizer, _, checkpoint = _model_and_optimizer(
-        program, with_model=created_first != "optimizer",
+        program,
+        with_model=created_first != "optimizer",
         with_optimizer=created_first != "model",
         minimize=created_first == "slots")
     status = checkpoint.restore(path)
@@ -203,10 +219,12 @@ def test_slot_variables_restore_whatever_is_created_first(tmp_path,
 
 
 def test_deferred_dependencies_of_nested_objects(tmp_path):
+
   def scenario(program):
-    path = tl.write_in_graph(
-        program.impl, os.path.join(tmp_path, program.impl, "ckpt"),
-        a=10., b=20.)
+    path = tl.write_in_graph(program.impl,
+                             os.path.join(tmp_path, program.impl, "ckpt"),
+                             a=10.,
+                             b=20.)
     checkpoint = program.lib.CheckpointV1()
     status = checkpoint.restore(path)
     checkpoint.root = program.lib.AutoTrackable()
@@ -226,11 +244,14 @@ def test_deferred_dependencies_of_nested_objects(tmp_path):
 
 
 def test_streaming_restore_runs_restore_ops_as_they_are_created(tmp_path):
+
   def scenario(program):
     streaming_restore = program.lib.checkpoint.streaming_restore
     directory = os.path.join(tmp_path, program.impl)
-    path = tl.write_in_graph(program.impl, os.path.join(directory, "ckpt"),
-                             a=10., b=20.)
+    path = tl.write_in_graph(program.impl,
+                             os.path.join(directory, "ckpt"),
+                             a=10.,
+                             b=20.)
     checkpoint = program.lib.CheckpointV1()
     status = checkpoint.restore(path)
     checkpoint.root = program.lib.AutoTrackable()
@@ -241,8 +262,9 @@ def test_streaming_restore_runs_restore_ops_as_they_are_created(tmp_path):
     observed.append(program.run(checkpoint.root.b))
     name_based = tf.compat.v1.train.Saver([checkpoint.root.a]).save(
         program.session, os.path.join(directory, "name_based"))
-    observed.append(tl.outcome(lambda: streaming_restore(
-        checkpoint.restore(name_based), program.session)).name)
+    observed.append(
+        tl.outcome(lambda: streaming_restore(checkpoint.restore(name_based),
+                                             program.session)).name)
     return observed
 
   results = tl.in_graph_programs(scenario)
@@ -256,6 +278,7 @@ def test_streaming_restore_does_nothing_eagerly(tmp_path):
   Values assigned since the restore stay, a variable created afterwards is
   still restored when it is created, and the status passes its assertions.
   """
+
   def scenario(impl):
     lib = tl.IMPLS[impl]
     saved = lib.AutoTrackable()
@@ -283,8 +306,8 @@ def test_list_objects_and_gather_initializers(tmp_path):
     del model, optimizer
     objects = program.lib.checkpoint.list_objects(checkpoint)
     initializers = program.lib.checkpoint.gather_initializers(checkpoint)
-    return ([type(obj).__name__ for obj in objects],
-            [getattr(obj, "name", None) for obj in objects],
+    return ([type(obj).__name__ for obj in objects
+            ], [getattr(obj, "name", None) for obj in objects],
             [op.name for op in initializers])
 
   results = tl.in_graph_programs(scenario)
@@ -314,6 +337,7 @@ def test_python_state_is_fed_at_save_time(tmp_path):
 
 
 def test_session_defaults_to_the_default_session(tmp_path):
+
   def scenario(program):
     root, checkpoint = _three_variables(program)
     prefix = os.path.join(tmp_path, program.impl, "ckpt")
@@ -336,18 +360,18 @@ def test_session_defaults_to_the_default_session(tmp_path):
 
 
 def test_save_counter_is_incremented_by_a_cached_op(tmp_path):
+
   def scenario(program):
     _, checkpoint = _three_variables(program)
     checkpoint.restore(None).initialize_or_restore(program.session)
     prefix = os.path.join(tmp_path, program.impl, "ckpt")
     checkpoint.save(prefix, session=program.session)
     before = len(program.graph.get_operations())
-    paths = [checkpoint.save(prefix, session=program.session)
-             for _ in range(3)]
+    paths = [checkpoint.save(prefix, session=program.session) for _ in range(3)]
     return ([os.path.basename(p) for p in paths],
             len(program.graph.get_operations()) - before,
-            os.path.basename(tf_objckpt.latest_checkpoint(
-                os.path.dirname(prefix))))
+            os.path.basename(
+                tf_objckpt.latest_checkpoint(os.path.dirname(prefix))))
 
   results = tl.in_graph_programs(scenario)
   tl.assert_agree(results)
@@ -371,8 +395,8 @@ def test_restores_of_other_checkpoints_reuse_the_restore_ops(tmp_path):
       observed.append(program.run([root.a, checkpoint.save_counter]))
       if len(observed) == 1:
         ops_after_first_restore = len(program.graph.get_operations())
-    observed.append(len(program.graph.get_operations()) -
-                    ops_after_first_restore)
+    observed.append(
+        len(program.graph.get_operations()) - ops_after_first_restore)
     return observed
 
   results = tl.in_graph_programs(scenario)
@@ -417,12 +441,14 @@ def test_save_inside_a_function_raises(tmp_path):
 
 
 def test_name_based_checkpoints_restore_with_run_restore_ops(tmp_path):
+
   def scenario(program):
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
       a = program.variable("a", 10.)
       b = program.variable("b", 20.)
-      save_counter = tf.compat.v1.get_variable(
-          "save_counter", initializer=tf.constant(3, tf.int64))
+      save_counter = tf.compat.v1.get_variable("save_counter",
+                                               initializer=tf.constant(
+                                                   3, tf.int64))
       session.run(tf.compat.v1.global_variables_initializer())
       path = tf.compat.v1.train.Saver([a, b, save_counter]).save(
           session, os.path.join(tmp_path, program.impl, "names"))
@@ -431,11 +457,12 @@ def test_name_based_checkpoints_restore_with_run_restore_ops(tmp_path):
     root.b = program.variable("b", 2.)
     checkpoint = program.lib.CheckpointV1(root=root)
     status = checkpoint.restore(path)
-    observed = [type(status).__name__,
-                tl.outcome(status.assert_consumed).name]
+    observed = [type(status).__name__, tl.outcome(status.assert_consumed).name]
     status.initialize_or_restore(program.session)
-    observed += [tl.outcome(status.assert_consumed).name,
-                 program.run([root.a, root.b, checkpoint.save_counter])]
+    observed += [
+        tl.outcome(status.assert_consumed).name,
+        program.run([root.a, root.b, checkpoint.save_counter])
+    ]
     return observed
 
   results = tl.in_graph_programs(scenario)

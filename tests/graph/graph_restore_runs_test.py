@@ -35,19 +35,23 @@ def _small_runs(monkeypatch):
 
 def _saver_variables(scale):
   """Resource, reference and partitioned variables, 1 KiB each."""
-  variables = [tf.compat.v1.get_variable(
-      f"v{index}", initializer=np.full([256], scale * index, np.float32),
-      use_resource=index % 3 != 0) for index in range(_COUNT)]
-  variables.append(tf.compat.v1.get_variable(
-      "partitioned", [512, 2],
-      initializer=tf.compat.v1.constant_initializer(scale),
-      partitioner=tf.compat.v1.fixed_size_partitioner(4)))
+  variables = [
+      tf.compat.v1.get_variable(f"v{index}",
+                                initializer=np.full([256], scale * index,
+                                                    np.float32),
+                                use_resource=index % 3 != 0)
+      for index in range(_COUNT)
+  ]
+  variables.append(
+      tf.compat.v1.get_variable(
+          "partitioned", [512, 2],
+          initializer=tf.compat.v1.constant_initializer(scale),
+          partitioner=tf.compat.v1.fixed_size_partitioner(4)))
   return variables
 
 
 def _saver_values(session, variables):
-  return [session.run(tf.convert_to_tensor(variable)) for variable in
-          variables]
+  return [session.run(tf.convert_to_tensor(variable)) for variable in variables]
 
 
 def _reads(graph, is_read):
@@ -57,8 +61,10 @@ def _reads(graph, is_read):
   with it (TensorFlow gives the constants of its keys the control inputs).
   """
   reads = [op for op in graph.get_operations() if is_read(op)]
-  return reads, [op for op in reads if op.control_inputs or any(
-      tensor.op.control_inputs for tensor in op.inputs)]
+  return reads, [
+      op for op in reads if op.control_inputs or any(tensor.op.control_inputs
+                                                     for tensor in op.inputs)
+  ]
 
 
 def _restore_v2(op):
@@ -82,8 +88,10 @@ def test_saver_restores_in_runs_what_tensorflow_restores(tmp_path, sharded):
     with tf.Graph().as_default() as graph, tf.compat.v1.Session() as session:
       variables = _saver_variables(-1.)
       saver = tl.IMPLS[impl].Saver(sharded=sharded)
-      zero = [tf.compat.v1.assign(variable, tf.zeros_like(variable)).op
-              for variable in variables[:3]]
+      zero = [
+          tf.compat.v1.assign(variable, tf.zeros_like(variable)).op
+          for variable in variables[:3]
+      ]
       session.run(tf.compat.v1.global_variables_initializer())
       saver.restore(session, path)
       op_count = len(graph.get_operations())
@@ -111,8 +119,10 @@ def test_a_small_saver_keeps_tensorflows_ops():
 
 def _module(scale, count):
   module = tf.Module()
-  module.weights = [tf.Variable(np.full([256], scale * index, np.float32))
-                    for index in range(count)]
+  module.weights = [
+      tf.Variable(np.full([256], scale * index, np.float32))
+      for index in range(count)
+  ]
   return module
 
 
@@ -135,8 +145,9 @@ def test_checkpoint_v1_restores_in_runs(tmp_path, count):
       np.testing.assert_equal(session.run(module.weights), expected)
       if impl == "ours":
         assert len(graph.get_operations()) == op_count
-        reads, waiting = _reads(graph, _restore_v2 if count < tuning.TUNING.graph_batch_min else
-                                _restore_function_call)
+        reads, waiting = _reads(
+            graph, _restore_v2 if count < tuning.TUNING.graph_batch_min else
+            _restore_function_call)
         assert len(reads) >= count
         assert len(waiting) == len(reads) - 2
 
@@ -149,7 +160,7 @@ def test_small_checkpoint_v1_restores_read_at_once(tmp_path, monkeypatch):
   with tf.Graph().as_default() as graph, tf.compat.v1.Session() as session:
     module = _module(-1., 8)
     session.run([weight.initializer for weight in module.weights])
-    tl.IMPLS["ours"].CheckpointV1(module=module).restore(path).run_restore_ops(
-        session)
+    tl.IMPLS["ours"].CheckpointV1(
+        module=module).restore(path).run_restore_ops(session)
     assert session.run(module.weights[7])[0] == 14.
     assert not _reads(graph, _restore_v2)[1]

@@ -36,34 +36,47 @@ _FLOAT = tf.float32
 
 @pytest.fixture(name="path", scope="module")
 def _path(tmp_path_factory):
-  return tl.write_with_saver(
-      "tf", tmp_path_factory.mktemp("warm") / "model.ckpt", _SAVED)
+  return tl.write_with_saver("tf",
+                             tmp_path_factory.mktemp("warm") / "model.ckpt",
+                             _SAVED)
 
 
 def _variables(use_resource):
   """The program's variables, zeros until initialized from the checkpoint."""
+
   def variable(name, shape, dtype=_FLOAT, **kwargs):
     return tf.compat.v1.get_variable(
-        name, shape, dtype, initializer=tf.compat.v1.zeros_initializer(),
-        use_resource=use_resource, **kwargs)
+        name,
+        shape,
+        dtype,
+        initializer=tf.compat.v1.zeros_initializer(),
+        use_resource=use_resource,
+        **kwargs)
 
   made = {
-      "new_scope_1/var1": variable("new_scope_1/var1", [20, 2]),
-      "new_scope_1/var2": variable("new_scope_1/var2", [50, 4]),
-      "new_scope_1/nested/var5": variable("new_scope_1/nested/var5", [2]),
-      "new_scope_2/var3": variable(
-          "new_scope_2/var3", [10, 6],
-          partitioner=lambda shape, dtype: [3, 1]),
-      "new_scope_2/var6": variable(
-          "new_scope_2/var6", [10, 6],
-          partitioner=lambda shape, dtype: [2, 1]),
-      "new_scope_3/var4": variable("new_scope_3/var4", [3], tf.int64),
-      "copies/var1": variable("copies/var1", [20, 2]),
-      "untouched/var": variable("untouched/var", [2]),
+      "new_scope_1/var1":
+          variable("new_scope_1/var1", [20, 2]),
+      "new_scope_1/var2":
+          variable("new_scope_1/var2", [50, 4]),
+      "new_scope_1/nested/var5":
+          variable("new_scope_1/nested/var5", [2]),
+      "new_scope_2/var3":
+          variable("new_scope_2/var3", [10, 6],
+                   partitioner=lambda shape, dtype: [3, 1]),
+      "new_scope_2/var6":
+          variable("new_scope_2/var6", [10, 6],
+                   partitioner=lambda shape, dtype: [2, 1]),
+      "new_scope_3/var4":
+          variable("new_scope_3/var4", [3], tf.int64),
+      "copies/var1":
+          variable("copies/var1", [20, 2]),
+      "untouched/var":
+          variable("untouched/var", [2]),
   }
   if use_resource:
     made["shards"] = sharded_variable.ShardedVariable(
-        [variable("shards/s0", [6, 6]), variable("shards/s1", [4, 6])])
+        [variable("shards/s0", [6, 6]),
+         variable("shards/s1", [4, 6])])
   return made
 
 
@@ -78,27 +91,50 @@ def _parts(variable):
 
 # Each form: the assignment map, given the program's variables.
 _FORMS = {
-    "scope_to_scope": lambda v: {"old_scope_1/": "new_scope_1/"},
-    "names": lambda v: {"old_scope_1/var1": "new_scope_1/var1",
-                        "old_scope_1/nested/var5": "new_scope_1/nested/var5"},
-    "variables": lambda v: {"old_scope_1/var1": v["new_scope_1/var1"],
-                            "old_scope_1/var2": v["new_scope_1/var2"]},
-    "partitioned_by_name": lambda v: {"old_scope_2/var3": "new_scope_2/var3"},
-    "list_of_partitions": lambda v: {
-        "old_scope_2/var3": v["new_scope_2/var3"]._get_variable_list()},  # pylint: disable=protected-access
-    "root_to_scope": lambda v: {"/": "new_scope_3/"},
-    "pairs_one_value_twice": lambda v: [
-        ("old_scope_1/var1", v["new_scope_1/var1"]),
-        ("old_scope_1/var1", "copies/var1")],
+    "scope_to_scope":
+        lambda v: {
+            "old_scope_1/": "new_scope_1/"
+        },
+    "names":
+        lambda v: {
+            "old_scope_1/var1": "new_scope_1/var1",
+            "old_scope_1/nested/var5": "new_scope_1/nested/var5"
+        },
+    "variables":
+        lambda v: {
+            "old_scope_1/var1": v["new_scope_1/var1"],
+            "old_scope_1/var2": v["new_scope_1/var2"]
+        },
+    "partitioned_by_name":
+        lambda v: {
+            "old_scope_2/var3": "new_scope_2/var3"
+        },
+    "list_of_partitions":
+        lambda v: {
+            "old_scope_2/var3": v["new_scope_2/var3"]._get_variable_list()
+        },  # pylint: disable=protected-access
+    "root_to_scope":
+        lambda v: {
+            "/": "new_scope_3/"
+        },
+    "pairs_one_value_twice":
+        lambda v: [("old_scope_1/var1", v["new_scope_1/var1"]),
+                   ("old_scope_1/var1", "copies/var1")],
     # Two values for one variable: the last, by checkpoint name, wins.
-    "pairs_last_wins": lambda v: [("old_scope_1/var1b", "copies/var1"),
-                                  ("old_scope_1/var1", "copies/var1")],
+    "pairs_last_wins":
+        lambda v: [("old_scope_1/var1b", "copies/var1"),
+                   ("old_scope_1/var1", "copies/var1")],
 }
 # Forms only ours takes.
 _OURS_ONLY = {
-    "partitioned_variable": lambda v: {
-        "old_scope_2/var3": v["new_scope_2/var3"]},
-    "sharded_variable": lambda v: {"old_scope_2/var3": v["shards"]},
+    "partitioned_variable":
+        lambda v: {
+            "old_scope_2/var3": v["new_scope_2/var3"]
+        },
+    "sharded_variable":
+        lambda v: {
+            "old_scope_2/var3": v["shards"]
+        },
 }
 
 
@@ -108,9 +144,11 @@ def _initialize(program):
   Graph building, a `ShardedVariable` adds a variable without an
   initializer among them (its shards have theirs).
   """
-  program.run([variable.initializer
-               for variable in tf.compat.v1.global_variables()
-               if variable.initializer is not None])
+  program.run([
+      variable.initializer
+      for variable in tf.compat.v1.global_variables()
+      if variable.initializer is not None
+  ])
 
 
 def _warm_start(program, path, form, use_resource):
@@ -160,25 +198,26 @@ def test_partitioned_and_sharded_variable_objects(path, form, use_resource):
     values, initial_values = _warm_start(program, path, _OURS_ONLY[form],
                                          use_resource)
   name = "shards" if form == "sharded_variable" else "new_scope_2/var3"
-  np.testing.assert_equal(values[name],
-                          _expected(values, {name: _SAVED["old_scope_2/var3"]})[
-                              name])
+  np.testing.assert_equal(
+      values[name],
+      _expected(values, {name: _SAVED["old_scope_2/var3"]})[name])
   np.testing.assert_equal(initial_values[name], values[name])
   # TensorFlow takes neither object (it fails on a PartitionedVariable
   # with a TypeError, on a ShardedVariable with an AttributeError).
   with tl.GraphProgram("tf") as program:
     made = _variables(use_resource)
-    error = tl.outcome(program.lib.checkpoint_utils.init_from_checkpoint,
-                       path, _OURS_ONLY[form](made)).error
+    error = tl.outcome(program.lib.checkpoint_utils.init_from_checkpoint, path,
+                       _OURS_ONLY[form](made)).error
   assert isinstance(error, (TypeError, AttributeError))
 
 
 def test_values_are_the_checkpoints(path):
   with tl.GraphProgram("ours") as program:
-    values, _ = _warm_start(program, path, lambda v: [
-        ("old_scope_1/", "new_scope_1/"),
-        ("old_scope_2/var3", "new_scope_2/var3"),
-        ("/", "new_scope_3/"), ("old_scope_1/var1", "copies/var1")], True)
+    values, _ = _warm_start(
+        program, path, lambda v: [("old_scope_1/", "new_scope_1/"),
+                                  ("old_scope_2/var3", "new_scope_2/var3"),
+                                  ("/", "new_scope_3/"),
+                                  ("old_scope_1/var1", "copies/var1")], True)
   assert_equal = np.testing.assert_array_equal
   assert_equal(values["new_scope_1/var2"][0], _SAVED["old_scope_1/var2"])
   assert_equal(values["new_scope_1/nested/var5"][0],
@@ -191,27 +230,34 @@ def test_values_are_the_checkpoints(path):
 
 @pytest.mark.parametrize("use_resource", [True, False],
                          ids=["resource", "reference"])
-def test_few_reads_where_tensorflow_adds_one_per_variable(tmp_path,
-                                                          use_resource):
+def test_few_reads_where_tensorflow_adds_one_per_variable(
+    tmp_path, use_resource):
   count = 100
-  saved = {f"layer_{i}/kernel": np.full([4], i, np.float32)
-           for i in range(count)}
+  saved = {
+      f"layer_{i}/kernel": np.full([4], i, np.float32) for i in range(count)
+  }
   path = tl.write_with_saver("tf", tmp_path / "many", saved)
 
   def warm_start(program):
-    made = [tf.compat.v1.get_variable(
-        f"model/layer_{i}/kernel", [4], initializer=tf.zeros_initializer(),
-        use_resource=use_resource) for i in range(count)]
+    made = [
+        tf.compat.v1.get_variable(f"model/layer_{i}/kernel", [4],
+                                  initializer=tf.zeros_initializer(),
+                                  use_resource=use_resource)
+        for i in range(count)
+    ]
     before = set(program.graph.get_operations())
     program.lib.checkpoint_utils.init_from_checkpoint(path, {"/": "model/"})
-    added = [op.type for op in program.graph.get_operations()
-             if op not in before]
+    added = [
+        op.type for op in program.graph.get_operations() if op not in before
+    ]
     program.initialize()
     last = saved[f"layer_{count - 1}/kernel"]
     np.testing.assert_array_equal(program.run(made[-1]), last)
     np.testing.assert_array_equal(program.run(made[-1].initial_value), last)
-    reads = [op_type for op_type in added if op_type == "RestoreV2" or
-             op_type.startswith("tf_objckpt_restore_variables")]
+    reads = [
+        op_type for op_type in added if op_type == "RestoreV2" or
+        op_type.startswith("tf_objckpt_restore_variables")
+    ]
     return len(reads), len(added)
 
   results = tl.in_graph_programs(warm_start)
@@ -234,8 +280,8 @@ def _outcome_in_program(impl, path, assignment_map_of):
     made["wrong_dtype"] = tf.compat.v1.get_variable(
         "wrong_dtype", [20, 2], tf.float64, initializer=tf.zeros_initializer())
     operations = len(program.graph.get_operations())
-    error = tl.outcome(program.lib.checkpoint_utils.init_from_checkpoint,
-                       path, assignment_map_of(made)).error
+    error = tl.outcome(program.lib.checkpoint_utils.init_from_checkpoint, path,
+                       assignment_map_of(made)).error
     added = len(program.graph.get_operations()) - operations
     run_error = tl.outcome(_initialize, program).error
     var1 = program.run(made["new_scope_1/var1"]) if run_error is None else None
@@ -244,13 +290,19 @@ def _outcome_in_program(impl, path, assignment_map_of):
 
 @pytest.mark.parametrize("problem", ["missing_key", "wrong_shape"])
 def test_mismatch_raises_before_anything_is_built(path, problem):
-  bad = {"missing_key": ("old_scope_1/var9", "new_scope_1/var2"),
-         "wrong_shape": ("old_scope_1/var2", "wrong_shape")}[problem]
+  bad = {
+      "missing_key": ("old_scope_1/var9", "new_scope_1/var2"),
+      "wrong_shape": ("old_scope_1/var2", "wrong_shape")
+  }[problem]
   # The good entry sorts first: TensorFlow has replaced its initializer.
-  results = tl.by_impl(_outcome_in_program, path, lambda v: {
-      "old_scope_1/var1": "new_scope_1/var1", bad[0]: bad[1]})
-  tl.assert_same_error_type({impl: result[0] for impl, result in
-                             results.items()}, ValueError)
+  results = tl.by_impl(
+      _outcome_in_program, path, lambda v: {
+          "old_scope_1/var1": "new_scope_1/var1",
+          bad[0]: bad[1]
+      })
+  tl.assert_same_error_type({
+      impl: result[0] for impl, result in results.items()
+  }, ValueError)
   error, added, run_error, var1 = results["ours"]
   for name in (path, bad[0], bad[1]):
     assert name in str(error)
@@ -274,19 +326,32 @@ def test_dtype_mismatch_raises_at_once_where_tensorflow_fails_to_run(path):
   assert isinstance(tf_run_error, tf.errors.InvalidArgumentError)
 
 
-@pytest.mark.parametrize("assignment_map_of, error_type", [
-    # A name that is no variable, mapped from a name that is no scope.
-    (lambda v: {"old_scope_1/var1": "no/such/var"}, ValueError),
-    # Slices of two different partitioned variables.
-    (lambda v: {"old_scope_2/var3": [
-        v["new_scope_2/var3"]._get_variable_list()[0],  # pylint: disable=protected-access
-        v["new_scope_2/var6"]._get_variable_list()[1]]}, ValueError),  # pylint: disable=protected-access
-    # Neither a name nor variables.
-    (lambda v: {"old_scope_1/var1": 3}, TypeError),
-], ids=["name_that_is_no_variable", "slices_of_two_variables",
-        "not_a_target"])
+@pytest.mark.parametrize(
+    "assignment_map_of, error_type",
+    [
+        # A name that is no variable, mapped from a name that is no scope.
+        (lambda v: {
+            "old_scope_1/var1": "no/such/var"
+        }, ValueError),
+        # Slices of two different partitioned variables.
+        (
+            lambda v: {
+                "old_scope_2/var3": [
+                    v["new_scope_2/var3"]._get_variable_list()[0],  # pylint: disable=protected-access
+                    v["new_scope_2/var6"]._get_variable_list()[1]
+                ]
+            },
+            ValueError),  # pylint: disable=protected-access
+        # Neither a name nor variables.
+        (lambda v: {
+            "old_scope_1/var1": 3
+        }, TypeError),
+    ],
+    ids=["name_that_is_no_variable", "slices_of_two_variables", "not_a_target"])
 def test_bad_assignment_maps_raise_tensorflows_types(path, assignment_map_of,
                                                      error_type):
-  errors = {impl: result[0] for impl, result in tl.by_impl(
-      _outcome_in_program, path, assignment_map_of).items()}
+  errors = {
+      impl: result[0] for impl, result in tl.by_impl(_outcome_in_program, path,
+                                                    assignment_map_of).items()
+  }
   tl.assert_same_error_type(errors, error_type)

@@ -45,8 +45,9 @@ def test_deferred_python_state_receives_bytes(tmp_path):
     with tl.GraphProgram(impl) as program:
       saved = program.lib.AutoTrackable()
       saved.text = tl.Recorder("saved")
-      path = program.lib.CheckpointV1(root=saved).write(
-          os.path.join(tmp_path, impl, "ckpt"), session=program.session)
+      path = program.lib.CheckpointV1(root=saved).write(os.path.join(
+          tmp_path, impl, "ckpt"),
+                                                        session=program.session)
       root = program.lib.AutoTrackable()
       status = program.lib.CheckpointV1(root=root).restore(path)
       root.text = tl.Recorder("other")

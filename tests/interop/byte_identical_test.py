@@ -41,8 +41,9 @@ def _dtypes_module():
 def _many_module():
   """`tl.MANY` variables of several dtypes: the batched paths."""
   module = tf.Module()
-  module.variables_list = [tf.Variable(tl.mixed_value(i, 1))
-                           for i in range(tl.MANY)]
+  module.variables_list = [
+      tf.Variable(tl.mixed_value(i, 1)) for i in range(tl.MANY)
+  ]
   return module
 
 
@@ -51,14 +52,18 @@ def _state_module():
   module = tf.Module()
   module.weights = tf.Variable([1.0, 2.0])
   module.counter = tl.Counter(3)
-  module.table = tf.lookup.experimental.MutableHashTable(
-      tf.string, tf.int64, default_value=-1)
+  module.table = tf.lookup.experimental.MutableHashTable(tf.string,
+                                                         tf.int64,
+                                                         default_value=-1)
   module.table.insert(["a"], [1])
   return module
 
 
-_MODULES = {"dtypes": _dtypes_module, "many": _many_module,
-            "state": _state_module}
+_MODULES = {
+    "dtypes": _dtypes_module,
+    "many": _many_module,
+    "state": _state_module
+}
 _ASYNC = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
 
 
@@ -108,9 +113,10 @@ def test_graph_many_variables_on_two_cpus(tmp_path):
       variables = []
       for i in range(tl.MANY):
         with tf.device(f"/cpu:{i % 2}"):
-          variables.append(tf.compat.v1.get_variable(
-              f"v{i}", initializer=tl.mixed_value(i, 1),
-              use_resource=bool(i % 11)))
+          variables.append(
+              tf.compat.v1.get_variable(f"v{i}",
+                                        initializer=tl.mixed_value(i, 1),
+                                        use_resource=bool(i % 11)))
       program.track(variables)
       program.save(os.fspath(tmp_path / impl / "ckpt"))
   tl.assert_same_files(tmp_path)
@@ -132,12 +138,16 @@ def _saver_variables():
   """Resource, reference, partitioned and string variables of a graph."""
   constant = tf.compat.v1.constant_initializer
   return [
-      tf.compat.v1.get_variable("a", initializer=np.arange(
-          6, dtype=np.float32).reshape(2, 3)),
-      tf.compat.v1.get_variable("scope/b", initializer=np.arange(
-          4, dtype=np.int64), use_resource=False),
+      tf.compat.v1.get_variable("a",
+                                initializer=np.arange(6,
+                                                      dtype=np.float32).reshape(
+                                                          2, 3)),
+      tf.compat.v1.get_variable("scope/b",
+                                initializer=np.arange(4, dtype=np.int64),
+                                use_resource=False),
       tf.compat.v1.get_variable(
-          "p", [6, 2], initializer=constant(3.),
+          "p", [6, 2],
+          initializer=constant(3.),
           partitioner=tf.compat.v1.fixed_size_partitioner(3)),
       tf.compat.v1.get_variable("s", initializer=tf.constant(["x", "yz"])),
   ]
@@ -152,15 +162,18 @@ def test_v1_saver_in_a_graph(tmp_path, sharded):
       saver = lib.Saver(sharded=sharded, max_to_keep=2)
       program.initialize()
       for step in (1, 2, 3):
-        saver.save(program.session, os.fspath(tmp_path / impl / "model"),
+        saver.save(program.session,
+                   os.fspath(tmp_path / impl / "model"),
                    global_step=step)
   tl.assert_same_files(tmp_path)
 
 
 def test_v1_saver_eagerly(tmp_path):
-  variables = [tf.Variable(np.arange(6, dtype=np.float32), name="a"),
-               tf.Variable([[1, 2]], dtype=tf.int32, name="scope/b"),
-               tf.Variable(["x", "yz"], name="s")]
+  variables = [
+      tf.Variable(np.arange(6, dtype=np.float32), name="a"),
+      tf.Variable([[1, 2]], dtype=tf.int32, name="scope/b"),
+      tf.Variable(["x", "yz"], name="s")
+  ]
   for impl, lib in tl.IMPLS.items():
     os.makedirs(tmp_path / impl)
     saver = lib.Saver(variables, max_to_keep=2)

@@ -30,8 +30,8 @@ def test_names_escape_as_tensorflows(name):
       tf_trackable_utils.escape_local_name(name))
 
 
-@pytest.mark.parametrize(
-    "attribute", ["VARIABLE_VALUE", "py_state", ".TENSORS", *_NAMES])
+@pytest.mark.parametrize("attribute",
+                         ["VARIABLE_VALUE", "py_state", ".TENSORS", *_NAMES])
 def test_attribute_keys_are_tensorflows(attribute):
   path = "model/layer.Sone"
   ours = trackable_utils.checkpoint_key(path, attribute)
@@ -43,8 +43,8 @@ def test_attribute_keys_are_tensorflows(attribute):
 @pytest.mark.parametrize("slot", ["m", "v", "a.b", "a/b"])
 def test_slot_keys_are_tensorflows(slot):
   args = ("model/kernel", "optimizer", slot)
-  assert trackable_utils.slot_variable_key(*args) == (
-      tf_trackable_utils.slot_variable_key(*args))
+  assert trackable_utils.slot_variable_key(
+      *args) == (tf_trackable_utils.slot_variable_key(*args))
 
 
 def test_a_name_based_key_is_its_own_object_path():
@@ -54,8 +54,11 @@ def test_a_name_based_key_is_its_own_object_path():
 def test_checkpoints_of_escaped_names_have_tensorflows_keys(tmp_path):
   """Names with "." and "/" as dict keys, written and read by both."""
   # TensorFlow cannot read a name ".ATTRIBUTES" back (see below).
-  values = {name or "empty": float(i) for i, name in enumerate(_NAMES)
-            if name != ".ATTRIBUTES"}
+  values = {
+      name or "empty": float(i)
+      for i, name in enumerate(_NAMES)
+      if name != ".ATTRIBUTES"
+  }
 
   def write(impl):
     root = tl.IMPLS[impl].AutoTrackable()
@@ -70,11 +73,13 @@ def test_checkpoints_of_escaped_names_have_tensorflows_keys(tmp_path):
   for writer, reader in tl.PAIRS:
     root = tl.IMPLS[reader].AutoTrackable()
     root.table = {name: tf.Variable(-1.) for name in values}
-    tl.IMPLS[reader].Checkpoint(root=root).read(
-        paths[writer]).assert_consumed()
+    tl.IMPLS[reader].Checkpoint(root=root).read(paths[writer]).assert_consumed()
     np.testing.assert_equal(
-        {name: variable.numpy() for name, variable in root.table.items()},
-        values, err_msg=f"written by {writer}, read by {reader}")
+        {
+            name: variable.numpy() for name, variable in root.table.items()
+        },
+        values,
+        err_msg=f"written by {writer}, read by {reader}")
 
 
 def test_a_name_like_the_attributes_segment_reads_back_in_ours(tmp_path):
@@ -88,8 +93,11 @@ def test_a_name_like_the_attributes_segment_reads_back_in_ours(tmp_path):
     target = tl.IMPLS[reader].AutoTrackable()
     target.table = {".ATTRIBUTES": tf.Variable(0.)}
     outcome = tl.outcome(tl.IMPLS[reader].Checkpoint(root=target).read, path)
-    read[writer, reader] = (outcome.name,
-                            float(target.table[".ATTRIBUTES"].numpy()))
-  assert read == {("tf", "tf"): ("NotFoundError", 0.),
-                  ("ours", "tf"): ("NotFoundError", 0.),
-                  ("tf", "ours"): ("ok", 3.), ("ours", "ours"): ("ok", 3.)}
+    read[writer,
+         reader] = (outcome.name, float(target.table[".ATTRIBUTES"].numpy()))
+  assert read == {
+      ("tf", "tf"): ("NotFoundError", 0.),
+      ("ours", "tf"): ("NotFoundError", 0.),
+      ("tf", "ours"): ("ok", 3.),
+      ("ours", "ours"): ("ok", 3.)
+  }

@@ -72,24 +72,25 @@ def test_cross_restore(tmp_path, flavor, kind, writer):
   before = tl.snapshot(tmp_path, model=fresh_model, optimizer=fresh_optimizer)
   assert sorted(before) == sorted(expected)
   # Everything but hyperparameters starts different from the checkpoint.
-  same = [key for key in expected
-          if np.array_equal(before[key], expected[key])]
+  same = [key for key in expected if np.array_equal(before[key], expected[key])]
   assert all(any(name in key for name in _HYPERPARAMETERS) for key in same)
-  reader = tl.IMPLS[tl.other(writer)].Checkpoint(
-      model=fresh_model, optimizer=fresh_optimizer)
+  reader = tl.IMPLS[tl.other(writer)].Checkpoint(model=fresh_model,
+                                                 optimizer=fresh_optimizer)
   status = reader.read(path)
   status.assert_consumed()
   after = tl.snapshot(tmp_path, model=fresh_model, optimizer=fresh_optimizer)
   tl.assert_values_equal(expected, after)
   # The restored model computes what the trained one does.
   x, _ = tl.training_data()
-  np.testing.assert_allclose(fresh_model(x).numpy(), model(x).numpy(),
+  np.testing.assert_allclose(fresh_model(x).numpy(),
+                             model(x).numpy(),
                              rtol=1e-6)
 
 
 @pytest.mark.parametrize("flavor", tl.FLAVORS)
 def test_compiled_and_fitted_model(tmp_path, flavor):
   """`model.fit` on a compiled model, whose optimizer the model holds too."""
+
   def compiled():
     model = tl.make_model(flavor, "sequential")
     model.compile(optimizer=tl.make_optimizer(flavor), loss="mse")
@@ -106,9 +107,9 @@ def test_compiled_and_fitted_model(tmp_path, flavor):
     fresh = compiled()
     tl.create_optimizer_variables(flavor, fresh.optimizer,
                                   fresh.trainable_variables)
-    tl.IMPLS[tl.other(writer)].Checkpoint(
-        model=fresh, optimizer=fresh.optimizer).read(
-            paths[writer]).assert_consumed()
+    tl.IMPLS[tl.other(writer)].Checkpoint(model=fresh,
+                                          optimizer=fresh.optimizer).read(
+                                              paths[writer]).assert_consumed()
     after = tl.snapshot(tmp_path, model=fresh, optimizer=fresh.optimizer)
     tl.assert_values_equal(expected, after)
     assert int(fresh.optimizer.iterations.numpy()) == 1
@@ -118,11 +119,20 @@ def test_compiled_and_fitted_model(tmp_path, flavor):
 def test_model_alone_and_optimizer_alone(tmp_path, flavor):
   """Either half on its own gives the same checkpoint as TensorFlow's."""
   model, optimizer = tl.trained(flavor, "functional")
-  for objects in ({"model": model}, {"optimizer": optimizer},
-                  {"net": model, "opt": optimizer, "step": tf.Variable(3)}):
+  for objects in ({
+      "model": model
+  }, {
+      "optimizer": optimizer
+  }, {
+      "net": model,
+      "opt": optimizer,
+      "step": tf.Variable(3)
+  }):
     name = "_".join(sorted(objects))
-    paths = {impl: tl.write(impl, tmp_path / name / impl, **objects)
-             for impl in tl.IMPLS}
+    paths = {
+        impl: tl.write(impl, tmp_path / name / impl, **objects)
+        for impl in tl.IMPLS
+    }
     tl.assert_same_checkpoint(paths["tf"], paths["ours"])
 
 
@@ -156,7 +166,8 @@ def _keras3_variables(fill):
   module.overridden = keras.Variable(np.full([2], fill, np.float32))
   overridden = module.overridden
   overridden._serialize_to_tensors = lambda: {  # pylint: disable=protected-access
-      "VARIABLE_VALUE": overridden.value + 1.}
+      "VARIABLE_VALUE": overridden.value + 1.
+  }
   overridden._restore_from_tensors = lambda tensors: overridden.assign(  # pylint: disable=protected-access
       tensors["VARIABLE_VALUE"] - 1.)
   return module
@@ -176,5 +187,6 @@ def test_keras3_variables_keep_their_own_save_logic(tmp_path, writer):
   tl.IMPLS[tl.other(writer)].Checkpoint(module=fresh).read(
       paths[writer]).assert_consumed()
   for name in ("plain", "scaled", "overridden"):
-    np.testing.assert_array_equal(getattr(fresh, name).numpy(),
-                                  getattr(saved, name).numpy())
+    np.testing.assert_array_equal(
+        getattr(fresh, name).numpy(),
+        getattr(saved, name).numpy())

@@ -42,8 +42,12 @@ def build_nested(offset=0.0):
   root.auto = tf_objckpt.AutoTrackable()
   root.auto.v = _var(1.0, offset)
   root.auto.vectors = [_var([2.0, 3.0], offset), _var([[4.0]], offset)]
-  root.auto.table = {"b": _var(5.0, offset),
-                     "a": [_var(6.0, offset), {"deep": _var(7.0, offset)}]}
+  root.auto.table = {
+      "b": _var(5.0, offset),
+      "a": [_var(6.0, offset), {
+          "deep": _var(7.0, offset)
+      }]
+  }
   root.auto.pair = (_var(8.0, offset), tf_objckpt.AutoTrackable())
   root.auto.pair[1].w = _var(9.0, offset)
   inner = tf.Module(name="inner")
@@ -62,26 +66,33 @@ def build_nested(offset=0.0):
   shared_variable = _var(15.0, offset)
   root.auto.sv = shared_variable
   root.modules[0].sv_again = shared_variable
-  root.by_name = {"shared": shared,
-                  "count": _var(16, int(offset), dtype=tf.int64)}
-  leaves = [root.auto.v, *root.auto.vectors, root.auto.table["b"],
-            root.auto.table["a"][0], root.auto.table["a"][1]["deep"],
-            root.auto.pair[0], root.auto.pair[1].w, inner.k, inner.auto.z,
-            inner.auto.module.deepest, shared.s, root.modules[0].m,
-            shared_variable, root.by_name["count"]]
+  root.by_name = {
+      "shared": shared,
+      "count": _var(16, int(offset), dtype=tf.int64)
+  }
+  leaves = [
+      root.auto.v, *root.auto.vectors, root.auto.table["b"],
+      root.auto.table["a"][0], root.auto.table["a"][1]["deep"],
+      root.auto.pair[0], root.auto.pair[1].w, inner.k, inner.auto.z,
+      inner.auto.module.deepest, shared.s, root.modules[0].m, shared_variable,
+      root.by_name["count"]
+  ]
   return root, leaves
 
 
-_DTYPES = [tf.float16, tf.float32, tf.float64, tf.bfloat16, tf.int8,
-           tf.int16, tf.int32, tf.int64, tf.uint8, tf.uint16, tf.uint32,
-           tf.uint64, tf.bool, tf.complex64, tf.complex128, tf.string]
+_DTYPES = [
+    tf.float16, tf.float32, tf.float64, tf.bfloat16, tf.int8, tf.int16,
+    tf.int32, tf.int64, tf.uint8, tf.uint16, tf.uint32, tf.uint64, tf.bool,
+    tf.complex64, tf.complex128, tf.string
+]
 
 
 def _dtype_value(dtype, offset):
   """A (2, 3) value of `dtype` that differs for different offsets."""
   if dtype == tf.string:
     return tf.constant([[b"", b"a", "\u00e9t\u00e9".encode()],
-                        [b"\x00\xff", b"x" * 100, str(offset).encode()]])
+                        [b"\x00\xff", b"x" * 100,
+                         str(offset).encode()]])
   if dtype == tf.bool:
     value = np.array([[True, False, True], [False, True, False]])
     return tf.constant(value if offset == 0 else ~value)
@@ -131,22 +142,24 @@ def test_write_gives_tensorflows_checkpoint(tmp_path, structure):
 
 
 @pytest.mark.parametrize("structure", sorted(STRUCTURES))
-def test_save_gives_tensorflows_checkpoint_and_state_file(tmp_path,
-                                                          structure):
+def test_save_gives_tensorflows_checkpoint_and_state_file(tmp_path, structure):
   root, _ = STRUCTURES[structure]()
-  checkpoints = {impl: lib.Checkpoint(tree=root)
-                 for impl, lib in tl.IMPLS.items()}
+  checkpoints = {
+      impl: lib.Checkpoint(tree=root) for impl, lib in tl.IMPLS.items()
+  }
   paths = {impl: [] for impl in tl.IMPLS}
   for _ in range(2):
     for impl, checkpoint in checkpoints.items():
       paths[impl].append(checkpoint.save(os.fspath(tmp_path / impl / "ckpt")))
   for impl in tl.IMPLS:
-    assert paths[impl] == [os.fspath(tmp_path / impl / f"ckpt-{n}")
-                           for n in (1, 2)]
+    assert paths[impl] == [
+        os.fspath(tmp_path / impl / f"ckpt-{n}") for n in (1, 2)
+    ]
   for tf_path, our_path in zip(paths["tf"], paths["ours"]):
     tl.assert_same_checkpoint(tf_path, our_path)
-  assert int(tl.values(paths["ours"][1])[
-      "save_counter/.ATTRIBUTES/VARIABLE_VALUE"]) == 2
+  assert int(
+      tl.values(
+          paths["ours"][1])["save_counter/.ATTRIBUTES/VARIABLE_VALUE"]) == 2
   # The `checkpoint` state files say the same, relative paths included.
   states = {}
   for impl in tl.IMPLS:
@@ -224,9 +237,11 @@ def _module(offset, attach=True):
   return module, leaves + (_attach_ours(module, offset) if attach else [])
 
 
-CONTAINERS = {"keras3_layer": functools.partial(_dense_layer, keras),
-              "tf_keras_layer": functools.partial(_dense_layer, tf_keras),
-              "tf_module": _module}
+CONTAINERS = {
+    "keras3_layer": functools.partial(_dense_layer, keras),
+    "tf_keras_layer": functools.partial(_dense_layer, tf_keras),
+    "tf_module": _module
+}
 
 
 @pytest.mark.parametrize("container", sorted(CONTAINERS))
@@ -272,14 +287,18 @@ def _build_stateful(offset=0):
     for _ in range(3):
       next(iterator)
     table.insert(tf.constant(["a", "b"]), tf.constant([1, 2], tf.int64))
-  objects = {"iterator": iterator, "table": table,
-             "counter": tl.Counter(7 if offset == 0 else 0),
-             "v": tf.Variable(1.0 + offset)}
+  objects = {
+      "iterator": iterator,
+      "table": table,
+      "counter": tl.Counter(7 if offset == 0 else 0),
+      "v": tf.Variable(1.0 + offset)
+  }
 
   def state():
     return (int(next(iterator).numpy()),
             table.lookup(tf.constant(["a", "b", "c"])).numpy().tolist(),
             objects["counter"].count, float(objects["v"].numpy()))
+
   return objects, state
 
 
@@ -328,19 +347,23 @@ def test_v1_optimizer_slot_variables(tmp_path):
   for writer in tl.IMPLS:
     for reader in tl.IMPLS:
       fresh, fresh_optimizer = _v1_optimizer_setup(10.0)
-      status = tl.IMPLS[reader].Checkpoint(
-          module=fresh, optimizer=fresh_optimizer).read(paths[writer])
+      status = tl.IMPLS[reader].Checkpoint(module=fresh,
+                                           optimizer=fresh_optimizer).read(
+                                               paths[writer])
       # The slots were created from the checkpoint when the variables were
       # bound; the beta powers wait for the optimizer to create them.
       assert fresh_optimizer.get_slot(fresh.w, "m") is not None
       # pylint: disable=protected-access
       fresh_optimizer._create_slots([fresh.w, fresh.b])
       fresh_optimizer._prepare()
-      fresh_optimizer._create_non_slot_variable(
-          initial_value=0.9, name="beta1_power", colocate_with=fresh.w)
-      fresh_optimizer._create_non_slot_variable(
-          initial_value=0.999, name="beta2_power", colocate_with=fresh.w)
+      fresh_optimizer._create_non_slot_variable(initial_value=0.9,
+                                                name="beta1_power",
+                                                colocate_with=fresh.w)
+      fresh_optimizer._create_non_slot_variable(initial_value=0.999,
+                                                name="beta2_power",
+                                                colocate_with=fresh.w)
       # pylint: enable=protected-access
       status.assert_consumed()
-      tl.assert_values_equal(expected, tl.snapshot(
-          tmp_path, module=fresh, optimizer=fresh_optimizer))
+      tl.assert_values_equal(
+          expected,
+          tl.snapshot(tmp_path, module=fresh, optimizer=fresh_optimizer))

@@ -93,25 +93,36 @@ def _describe_result(result):
     return None
   if isinstance(result, (bool, int, str, float)):
     return result
-  return (type(result).__name__, isinstance(result, list),
-          isinstance(result, dict), isinstance(result, tuple),
-          isinstance(result, tf_base.Trackable))
+  return (type(result).__name__, isinstance(result,
+                                            list), isinstance(result, dict),
+          isinstance(result, tuple), isinstance(result, tf_base.Trackable))
 
 
 def _set(name, make):
   """A step assigning `make(env)` to `env.root.<name>`."""
+
   def step(env):
     setattr(env.root, name, make(env))
+
   return step
 
 
 SCENARIOS = {
     "nested_structures": [
         _set("a", lambda e: e.v[0]),
-        _set("l", lambda e: [e.v[1], [e.v[2], {"k": e.v[3]}], (e.v[4], 1), 5,
-                             None, [], {}]),
-        _set("d", lambda e: {"x": e.v[0], "y": [e.v[1]], "z": (e.v[2],),
-                             "n": 3, "e": []}),
+        _set(
+            "l", lambda e:
+            [e.v[1], [e.v[2], {
+                "k": e.v[3]
+            }], (e.v[4], 1), 5, None, [], {}]),
+        _set(
+            "d", lambda e: {
+                "x": e.v[0],
+                "y": [e.v[1]],
+                "z": (e.v[2],),
+                "n": 3,
+                "e": []
+            }),
         _set("t", lambda e: (e.v[0], (e.v[1],), [], (1, 2), "s")),
         _set("p", lambda e: Point(x=e.v[3], y=[e.v[4]])),
         _set("od", lambda e: collections.OrderedDict(b=e.v[1], a=e.v[2])),
@@ -149,10 +160,15 @@ SCENARIOS = {
         _set("nd", lambda e: e.ds.NoDependency({"a": e.v[1]})),
         lambda e: e.root.nl,
         lambda e: e.root.nd,
-        _set("l", lambda e: [e.ds.NoDependency(e.v[0]), e.v[1],
-                             e.ds.NoDependency([e.v[2]])]),
+        _set(
+            "l", lambda e:
+            [e.ds.NoDependency(e.v[0]), e.v[1],
+             e.ds.NoDependency([e.v[2]])]),
         lambda e: e.root.l[2],
-        _set("d", lambda e: {"a": e.ds.NoDependency(e.v[0]), "b": e.v[1]}),
+        _set("d", lambda e: {
+            "a": e.ds.NoDependency(e.v[0]),
+            "b": e.v[1]
+        }),
         lambda e: e.root.d["a"] is e.v[0],
         _set("t", lambda e: (e.ds.NoDependency(e.v[0]), e.v[1])),
         lambda e: e.root.t[0] is e.v[0],
@@ -268,7 +284,10 @@ SCENARIOS = {
         lambda e: e.root.l.append(e.v[2]),
     ],
     "dict_string_keys": [
-        _set("d", lambda e: {"a": e.v[0], "b": 1}),
+        _set("d", lambda e: {
+            "a": e.v[0],
+            "b": 1
+        }),
         lambda e: e.root.d.__setitem__("c", e.v[1]),
         lambda e: e.root.d.__setitem__("a", e.v[2]),  # Overwrite is fine.
         lambda e: e.root.d.update({"u": e.v[3]}, w=[e.v[4]]),
@@ -282,7 +301,10 @@ SCENARIOS = {
         lambda e: len(e.root.d),
     ],
     "dict_non_string_key_in_constructor": [
-        _set("d", lambda e: {1: e.v[0], "a": e.v[1]}),
+        _set("d", lambda e: {
+            1: e.v[0],
+            "a": e.v[1]
+        }),
         lambda e: e.root.d._checkpoint_dependencies[0].name,
     ],
     "dict_non_string_key_set_later": [
@@ -293,12 +315,19 @@ SCENARIOS = {
         lambda e: e.root.d.__setitem__("b", e.v[2]),
     ],
     "dict_non_string_key_plain_values": [
-        _set("d", lambda e: {1: 2, (3, 4): "x", "a": e.v[0]}),
+        _set("d", lambda e: {
+            1: 2,
+            (3, 4): "x",
+            "a": e.v[0]
+        }),
         _set("e", lambda e: {1: e.ds.NoDependency(e.v[1])}),
         _set("f", lambda e: {1: []}),  # A list becomes a trackable wrapper.
     ],
     "dict_mutation_through_forwarded_methods": [
-        _set("d", lambda e: {"a": e.v[0], "b": 1}),
+        _set("d", lambda e: {
+            "a": e.v[0],
+            "b": 1
+        }),
         _set("d2", lambda e: {"a": 1}),
         _set("d3", lambda e: {"a": 1}),
         lambda e: e.root.d.pop("b"),
@@ -313,7 +342,8 @@ SCENARIOS = {
     "dict_from_pairs_and_empty": [
         lambda e: setattr(e.root, "d",
                           type(e.ds.wrap_or_unwrap({}))([("a", e.v[0])])),
-        lambda e: setattr(e.root, "e", type(e.ds.wrap_or_unwrap({}))()),
+        lambda e: setattr(e.root, "e",
+                          type(e.ds.wrap_or_unwrap({}))()),
         lambda e: dict(e.root.d),
     ],
     "tuple_variants": [
@@ -348,7 +378,9 @@ SCENARIOS = {
         _set("child", lambda e: e.AutoTrackable()),
         lambda e: setattr(e.root.child, "v", e.v[0]),
         _set("l", lambda e: [e.root.child, e.AutoTrackable()]),
-        lambda e: setattr(e.root.l[1], "w", [e.v[1], {"z": e.v[2]}]),
+        lambda e: setattr(e.root.l[1], "w", [e.v[1], {
+            "z": e.v[2]
+        }]),
         _set("m", lambda e: tf.Module()),
         lambda e: setattr(e.root.m, "v", e.v[3]),
         _set("ml", lambda e: {"mod": e.root.m}),
@@ -386,8 +418,8 @@ SCENARIOS = {
         lambda e: e.ds.wrap_or_unwrap(e.ds.NoDependency([1])),
         lambda e: e.ds.wrap_or_unwrap(e.v[0]) is e.v[0],
         lambda e: e.ds.sticky_attribute_assignment(e.root, "s", [e.v[1]]),
-        lambda e: e.ds.sticky_attribute_assignment(
-            e.root, "n", e.ds.NoDependency(e.v[2])),
+        lambda e: e.ds.sticky_attribute_assignment(e.root, "n",
+                                                   e.ds.NoDependency(e.v[2])),
         lambda e: e.ds.sticky_attribute_assignment(e.root, "i", 4),
         lambda e: e.ds.sticky_attribute_assignment(e.root, "s", e.v[3]),
     ],
@@ -430,7 +462,10 @@ def _wrappers(module):
   v = _VARIABLES[0]
   return {
       "list": module.wrap_or_unwrap([v, 1]),
-      "dict": module.wrap_or_unwrap({"a": v, "b": 1}),
+      "dict": module.wrap_or_unwrap({
+          "a": v,
+          "b": 1
+      }),
       "tuple": module.wrap_or_unwrap((v, 1)),
   }
 
@@ -476,8 +511,8 @@ def test_copies_keep_contents_and_type(kind):
   assert observed["ours"]["types"] == [True, True]
   assert observed["ours"]["shallow shares"] == [True, True]
   # The deep copy's variable is a new one (no `v0` label) with v0's value.
-  assert observed["ours"]["deep"] == [
-      ("ResourceVariable", "ResourceVariable"), ("int", "int")]
+  assert observed["ours"]["deep"] == [("ResourceVariable", "ResourceVariable"),
+                                      ("int", "int")]
   assert observed["ours"]["deep variable"] == 0.
   assert observed["ours"].get("original after", True)
 
@@ -545,8 +580,11 @@ def test_layer_collections_of_containers():
     frozen = tf.Variable(2.0, trainable=False, name="frozen")
     lst = module.List([inner, frozen, _VARIABLES[1]])
     names = lambda vs: [v.name for v in vs]  # pylint: disable=cell-var-from-loop
-    row = [names(lst.trainable_weights), names(lst.non_trainable_weights),
-           names(lst.variables)]
+    row = [
+        names(lst.trainable_weights),
+        names(lst.non_trainable_weights),
+        names(lst.variables)
+    ]
     lst.trainable = False
     row += [names(lst.trainable_weights), names(lst.non_trainable_weights)]
     results[key] = row

@@ -42,8 +42,11 @@ def test_sharding_callbacks_are_checked(tmp_path):
     description = "Drops the first key."
 
     def __call__(self, shardable_tensors):
-      return [{tensor.checkpoint_key: {tensor.slice_spec: tensor.tensor}
-               for tensor in shardable_tensors[1:]}]
+      return [{
+          tensor.checkpoint_key: {
+              tensor.slice_spec: tensor.tensor
+          } for tensor in shardable_tensors[1:]
+      }]
 
   options = tf.train.CheckpointOptions(
       experimental_sharding_callback=DropsTheFirstKey())
@@ -51,8 +54,8 @@ def test_sharding_callbacks_are_checked(tmp_path):
   for impl, lib in tl.IMPLS.items():
     checkpoint = lib.Checkpoint(a=tf.Variable(1.), b=tf.Variable(2.))
     prefix = str(tmp_path / impl / "ckpt")
-    outcomes[impl] = (tl.outcome(checkpoint.write, prefix, options=options),
-                      prefix)
+    outcomes[impl] = (tl.outcome(checkpoint.write, prefix,
+                                 options=options), prefix)
   assert outcomes["tf"][0].error is None
   assert "a/.ATTRIBUTES/VARIABLE_VALUE" not in tl.signature(outcomes["tf"][1])
   error = outcomes["ours"][0].error
@@ -67,16 +70,14 @@ def test_graph_mode_saves_apply_each_saves_sharding_callback(tmp_path):
   num_shards = {}
   for impl in tl.IMPLS:
     with tl.GraphProgram(impl) as program:
-      checkpoint = program.lib.CheckpointV1(
-          v=program.variable("v", [1.] * 100))
+      checkpoint = program.lib.CheckpointV1(v=program.variable("v", [1.] * 100))
       program.initialize()
-      checkpoint.write(str(tmp_path / impl / "first"),
-                       session=program.session)
+      checkpoint.write(str(tmp_path / impl / "first"), session=program.session)
       path = checkpoint.write(
-          str(tmp_path / impl / "second"), session=program.session,
-          options=tf.train.CheckpointOptions(
-              experimental_sharding_callback=(
-                  tf.train.experimental.MaxShardSizePolicy(100))))
+          str(tmp_path / impl / "second"),
+          session=program.session,
+          options=tf.train.CheckpointOptions(experimental_sharding_callback=(
+              tf.train.experimental.MaxShardSizePolicy(100))))
       num_shards[impl] = tl.file_layout(path)["num_shards"]
   assert num_shards == {"tf": 1, "ours": 4}  # 400 bytes in 100-byte files.
 

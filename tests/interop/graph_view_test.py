@@ -19,8 +19,10 @@ from tensorflow.python.util import object_identity
 import testlib as tl
 from tf_objckpt import graph_view
 
-_VIEWS = {"tf": tf_graph_view.ObjectGraphView,
-          "ours": graph_view.ObjectGraphView}
+_VIEWS = {
+    "tf": tf_graph_view.ObjectGraphView,
+    "ours": graph_view.ObjectGraphView
+}
 
 
 def _program():
@@ -33,8 +35,8 @@ def _program():
   root.layers[0].shared = root.dense.bias
   root.state = tl.Counter()
   root.optimizer = tf.compat.v1.train.MomentumOptimizer(0.1, momentum=0.9)
-  root.optimizer.apply_gradients(
-      [(tf.ones_like(root.dense.kernel), root.dense.kernel)])
+  root.optimizer.apply_gradients([(tf.ones_like(root.dense.kernel),
+                                   root.dense.kernel)])
   extra = tf.Variable(7.)
   return root, [tf_base.TrackableReference("extra", extra)]
 
@@ -42,8 +44,10 @@ def _program():
 @pytest.fixture(name="views")
 def _views():
   root, attached = _program()  # Views hold the root weakly: kept alive here.
-  yield {impl: view(root, attached_dependencies=attached)
-         for impl, view in _VIEWS.items()}
+  yield {
+      impl: view(root, attached_dependencies=attached)
+      for impl, view in _VIEWS.items()
+  }
   del root
 
 
@@ -57,8 +61,8 @@ def _ids(objects):
 
 def test_root_and_attached_dependencies(views):
   assert views["ours"].root is views["tf"].root
-  assert (_refs(views["ours"].attached_dependencies) ==
-          _refs(views["tf"].attached_dependencies))
+  assert (_refs(views["ours"].attached_dependencies) == _refs(
+      views["tf"].attached_dependencies))
 
 
 def test_descendants_in_breadth_first_order(views):
@@ -70,17 +74,19 @@ def test_children_of_every_object(views):
     expected = _refs(views["tf"].list_children(obj))
     children = views["ours"].list_children(obj)
     assert _refs(children) == expected, obj
-    assert all(isinstance(child, tf_base.TrackableReference)
-               for child in children)
-    assert ({name: id(child) for name, child in
-             views["ours"].children(obj).items()} ==
-            {name: id(child) for name, child in
-             views["tf"].children(obj).items()})
+    assert all(
+        isinstance(child, tf_base.TrackableReference) for child in children)
+    assert ({
+        name: id(child) for name, child in views["ours"].children(obj).items()
+    } == {
+        name: id(child) for name, child in views["tf"].children(obj).items()
+    })
 
 
 def test_breadth_first_traversal_paths(views):
-  results = {impl: view.breadth_first_traversal()
-             for impl, view in views.items()}
+  results = {
+      impl: view.breadth_first_traversal() for impl, view in views.items()
+  }
   assert _ids(results["ours"][0]) == _ids(results["tf"][0])
   paths = results["ours"][1]  # By identity: some objects are unhashable.
   assert len(paths) == len(results["tf"][1])
@@ -89,7 +95,8 @@ def test_breadth_first_traversal_paths(views):
 
 
 def _saveable_names(saveables):
-  return [(saveable.name, [spec.name for spec in saveable.specs])
+  return [(saveable.name, [spec.name
+                           for spec in saveable.specs])
           for saveable in saveables]
 
 
@@ -97,14 +104,13 @@ def _assert_same_serialization(results):
   saveables, proto, feed_additions = results["ours"]
   assert proto == results["tf"][1], "ours (left), TensorFlow's (right)"
   assert any(node.slot_variables for node in proto.nodes)
-  assert (sorted(_saveable_names(saveables)) ==
-          sorted(_saveable_names(results["tf"][0])))
+  assert (sorted(_saveable_names(saveables)) == sorted(
+      _saveable_names(results["tf"][0])))
   return feed_additions
 
 
 def test_serialize_object_graph(views):
-  results = {impl: view.serialize_object_graph()
-             for impl, view in views.items()}
+  results = {impl: view.serialize_object_graph() for impl, view in views.items()}
   assert not _assert_same_serialization(results)
 
 
@@ -115,20 +121,21 @@ def test_serialize_object_graph_with_a_saveables_cache():
     results = {}
     for impl, view in _VIEWS.items():
       cache = object_identity.ObjectIdentityWeakKeyDictionary()
-      results[impl] = view(root, attached).serialize_object_graph(
-          saveables_cache=cache)
+      results[impl] = view(
+          root, attached).serialize_object_graph(saveables_cache=cache)
       assert cache, impl
     feed_additions = _assert_same_serialization(results)
     assert list(feed_additions.values()) == list(results["tf"][2].values())
 
 
 def test_frozen_saveable_objects(views):
-  results = {impl: view.frozen_saveable_objects()
-             for impl, view in views.items()}
-  assert (_saveable_names(results["ours"]) ==
-          _saveable_names(results["tf"]))
-  graphs = [saveables[-1].specs[0].tensor.numpy()
-            for saveables in results.values()]
+  results = {
+      impl: view.frozen_saveable_objects() for impl, view in views.items()
+  }
+  assert (_saveable_names(results["ours"]) == _saveable_names(results["tf"]))
+  graphs = [
+      saveables[-1].specs[0].tensor.numpy() for saveables in results.values()
+  ]
   assert graphs[0] == graphs[1]
 
 
@@ -143,7 +150,8 @@ class _SavedByARegisteredSaver(tl.IMPLS["ours"].AutoTrackable):
 
 
 registration.register_checkpoint_saver(
-    package="tf_objckpt_test", name="GraphViewTest",
+    package="tf_objckpt_test",
+    name="GraphViewTest",
     predicate=lambda obj: isinstance(obj, _SavedByARegisteredSaver),
     save_fn=lambda trackables, file_prefix: [],
     restore_fn=lambda trackables, merged_prefix: None)
@@ -157,20 +165,26 @@ def test_frozen_saveables_of_mapped_copies():
   copies = object_identity.ObjectIdentityDictionary()
   copies[root.v] = tf.Variable(1.)
   copies[root.registered] = _SavedByARegisteredSaver()
-  results = {impl: view(root).frozen_saveable_objects(object_map=copies)
-             for impl, view in _VIEWS.items()}
-  assert (_saveable_names(results["ours"][:1]) ==
-          _saveable_names(results["tf"][:1]))
+  results = {
+      impl: view(root).frozen_saveable_objects(object_map=copies)
+      for impl, view in _VIEWS.items()
+  }
+  assert (_saveable_names(results["ours"][:1]) == _saveable_names(
+      results["tf"][:1]))
   assert results["ours"][0].op is copies[root.v]
   assert results["tf"][0].op is copies[root.v]
-  registered, = [saveable for saveable in results["ours"]
-                 if hasattr(saveable, "registered_saver_name")]
+  registered, = [
+      saveable for saveable in results["ours"]
+      if hasattr(saveable, "registered_saver_name")
+  ]
   assert registered.trackables == {"registered": copies[root.registered]}
 
 
 def test_tensorflows_save_util_reads_our_view(views):
   """TensorFlow's save code walks a view through its public methods."""
-  results = {impl: save_util_v1.serialize_gathered_objects(view)
-             for impl, view in views.items()}
+  results = {
+      impl: save_util_v1.serialize_gathered_objects(view)
+      for impl, view in views.items()
+  }
   assert results["ours"][1] == results["tf"][1]
   assert results["ours"][1] == views["tf"].serialize_object_graph()[1]

@@ -34,8 +34,10 @@ def _v1_checkpoint(tmp_path, hidden_units=8, names=("dense", "dense_1")):
 
 
 def _sequential(names=("dense", "dense_1"), built=True):
-  layers = [keras.layers.Dense(8, activation="relu", name=names[0]),
-            keras.layers.Dense(2, name=names[1])]
+  layers = [
+      keras.layers.Dense(8, activation="relu", name=names[0]),
+      keras.layers.Dense(2, name=names[1])
+  ]
   if built:
     layers.insert(0, keras.Input((3,)))
   return keras.Sequential(layers, name="sequential")
@@ -44,7 +46,8 @@ def _sequential(names=("dense", "dense_1"), built=True):
 def _functional():
   inputs = keras.Input((3,))
   hidden = keras.layers.Dense(8, activation="relu", name="dense")(inputs)
-  return keras.Model(inputs, keras.layers.Dense(2, name="dense_1")(hidden),
+  return keras.Model(inputs,
+                     keras.layers.Dense(2, name="dense_1")(hidden),
                      name="functional")
 
 
@@ -76,7 +79,8 @@ def test_v1_checkpoint_into_keras3_predicts_the_same(tmp_path, kind):
   status.assert_consumed()
   report = status.report()
   assert sorted(value.key for value in report.restored) == [
-      "dense/bias", "dense/kernel", "dense_1/bias", "dense_1/kernel"]
+      "dense/bias", "dense/kernel", "dense_1/bias", "dense_1/kernel"
+  ]
   assert not report.unmatched and not report.objects_without_values
   # TensorFlow's Checkpoint, in the same process, matches nothing.
   tf_model = MODELS[kind]()
@@ -86,8 +90,7 @@ def test_v1_checkpoint_into_keras3_predicts_the_same(tmp_path, kind):
 
 
 def test_assignment_map_names_the_rest(tmp_path):
-  path, expected = _v1_checkpoint(tmp_path, names=("encoder/hidden",
-                                                   "dense_1"))
+  path, expected = _v1_checkpoint(tmp_path, names=("encoder/hidden", "dense_1"))
   model = _sequential(names=("hidden", "dense_1"))
   options = tf_objckpt.CheckpointOptions(
       assignment_map={"encoder/": "sequential/"})
@@ -95,8 +98,10 @@ def test_assignment_map_names_the_rest(tmp_path):
   np.testing.assert_allclose(model(_X), expected, rtol=1e-6, atol=1e-6)
   status.assert_consumed()
   keys = {value.key for value in status.report().restored}
-  assert keys == {"encoder/hidden/kernel", "encoder/hidden/bias",
-                  "dense_1/kernel", "dense_1/bias"}
+  assert keys == {
+      "encoder/hidden/kernel", "encoder/hidden/bias", "dense_1/kernel",
+      "dense_1/bias"
+  }
 
 
 def test_report_names_what_did_not_match(tmp_path):
@@ -105,11 +110,14 @@ def test_report_names_what_did_not_match(tmp_path):
   status = tf_objckpt.Checkpoint(model=model).restore(path)
   report = status.report()
   assert sorted(value.key for value in report.restored) == [
-      "dense_1/bias", "dense_1/kernel"]
+      "dense_1/bias", "dense_1/kernel"
+  ]
   assert sorted(value.key for value in report.unmatched) == [
-      "dense/bias", "dense/kernel"]
-  assert any(text.endswith("_kernel (3, 8) float32")
-             for text in report.objects_without_values), report
+      "dense/bias", "dense/kernel"
+  ]
+  assert any(
+      text.endswith("_kernel (3, 8) float32")
+      for text in report.objects_without_values), report
   with pytest.raises(AssertionError, match="renamed"):
     status.assert_consumed()
 

@@ -18,8 +18,8 @@ KEYS = ["dense/kernel", "dense/bias", "old/w", "encoder/layer/w", "step"]
 def test_rules_are_tried_in_order():
   matcher = name_matching.NameMatcher(KEYS, {"old/": "new/"})
   assert matcher.match("dense/kernel") == ("dense/kernel", "exact")
-  assert matcher.match("sequential/dense/kernel") == (
-      "dense/kernel", "without_model_name")
+  assert matcher.match("sequential/dense/kernel") == ("dense/kernel",
+                                                      "without_model_name")
   assert matcher.match("new/w") == ("old/w", "assignment_map")
   # The model name is stripped before the map applies too.
   assert matcher.match("sequential/new/w") == ("old/w", "assignment_map")
@@ -32,8 +32,7 @@ def test_exact_name_wins_over_the_stripped_path():
 
 
 def test_single_names_and_the_root_scope():
-  matcher = name_matching.NameMatcher(KEYS, {"step": "counter",
-                                             "/": "root/"})
+  matcher = name_matching.NameMatcher(KEYS, {"step": "counter", "/": "root/"})
   assert matcher.match("counter") == ("step", "assignment_map")
   assert matcher.match("root/encoder/layer/w") == ("encoder/layer/w",
                                                    "without_model_name")
@@ -53,7 +52,8 @@ def test_report_lists_matched_unmatched_and_unused():
       ["seq/dense/kernel", "seq/dense/bias", "seq/other/w"], KEYS)
   assert report.matched == {
       "seq/dense/kernel": ("dense/kernel", "without_model_name"),
-      "seq/dense/bias": ("dense/bias", "without_model_name")}
+      "seq/dense/bias": ("dense/bias", "without_model_name")
+  }
   assert report.unmatched_names == ["seq/other/w"]
   assert report.unused_keys == ["encoder/layer/w", "old/w", "step"]
 
@@ -67,12 +67,18 @@ def test_variables_are_named_by_keras_path_or_graph_name():
 
 
 @pytest.mark.parametrize("assignment_map", [
-    {"old/": "new/"},
-    {"old/w": "new/w"},
-    {"/": "new/"},
+    {
+        "old/": "new/"
+    },
+    {
+        "old/w": "new/w"
+    },
+    {
+        "/": "new/"
+    },
 ])
-def test_assignment_map_agrees_with_init_from_checkpoint(tmp_path,
-                                                         assignment_map):
+def test_assignment_map_agrees_with_init_from_checkpoint(
+    tmp_path, assignment_map):
   """The map picks the key TensorFlow's init_from_checkpoint reads."""
   with tf.Graph().as_default():
     for name in ("old/w", "w", "new/w"):
@@ -89,7 +95,8 @@ def test_assignment_map_agrees_with_init_from_checkpoint(tmp_path,
       tf_value = sess.run(target)
   found = name_matching.NameMatcher(keys, assignment_map).match("new/w")
   if found.rule == "exact":  # "new/w" is in the checkpoint; map it away.
-    found = [m for m in name_matching.NameMatcher(
-        keys, assignment_map).candidates("new/w")
-             if m.rule == "assignment_map"][0]
+    found = [
+        m for m in name_matching.NameMatcher(keys, assignment_map).candidates(
+            "new/w") if m.rule == "assignment_map"
+    ][0]
   assert tf_value == len(found.checkpoint_key)

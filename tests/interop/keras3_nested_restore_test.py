@@ -30,15 +30,17 @@ class Scale(keras.layers.Layer):
 
   def build(self, input_shape):
     self.scale = self.add_weight(shape=(input_shape[-1],),
-                                 initializer="ones", name="scale")
+                                 initializer="ones",
+                                 name="scale")
 
   def call(self, inputs):
     return inputs * self.scale
 
 
 def _feed_forward(width):
-  return keras.Sequential([keras.layers.Dense(8, activation="relu"),
-                           keras.layers.Dense(width)])
+  return keras.Sequential(
+      [keras.layers.Dense(8, activation="relu"),
+       keras.layers.Dense(width)])
 
 
 class EncoderBlock(keras.layers.Layer):
@@ -141,8 +143,11 @@ class Normalized(keras.Model):
   def __init__(self):
     super().__init__()
     self.body = keras.Sequential([
-        keras.layers.Dense(6), keras.layers.BatchNormalization(),
-        keras.layers.LayerNormalization(), keras.layers.Dense(2)])
+        keras.layers.Dense(6),
+        keras.layers.BatchNormalization(),
+        keras.layers.LayerNormalization(),
+        keras.layers.Dense(2)
+    ])
 
   def call(self, inputs, training=False):
     return self.body(inputs, training=training)
@@ -171,10 +176,14 @@ def _values_by_place(model, optimizer):
 
   Keyed by place, not by path: Keras numbers the layers of each new model.
   """
-  values = {("model", index, w.path): w.numpy()
-            for index, w in enumerate(model.weights)}
-  values.update({("optimizer", index, v.path): v.numpy()
-                 for index, v in enumerate(optimizer.variables)})
+  values = {
+      ("model", index, w.path): w.numpy()
+      for index, w in enumerate(model.weights)
+  }
+  values.update({
+      ("optimizer", index, v.path): v.numpy()
+      for index, v in enumerate(optimizer.variables)
+  })
   return values
 
 
@@ -215,15 +224,18 @@ def _written_by_tensorflow(tmp_path, model_name, how="read", use_ema=False):
   model, optimizer = make_model(), _adam(use_ema)
   _train(model, optimizer, inputs)
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-  path = getattr(checkpoint, "save" if how == "restore" else "write")(
-      tmp_path / "tf")
+  path = getattr(checkpoint,
+                 "save" if how == "restore" else "write")(tmp_path / "tf")
   return model, optimizer, path
 
 
 def _model_and_optimizer_values(path):
   """The checkpoint's values, without the save counter."""
-  return {key: value for key, value in tl.values(path).items()
-          if not key.startswith("save_counter/")}
+  return {
+      key: value
+      for key, value in tl.values(path).items()
+      if not key.startswith("save_counter/")
+  }
 
 
 def _load(impl, how, path, **objects):
@@ -245,7 +257,7 @@ def test_restore_then_build_gets_every_value(tmp_path, model_name, how):
   status.assert_existing_objects_matched()
   assert status.report().complete
   _assert_same_by_place(_values_by_place(trained, trained_optimizer),
-               _values_by_place(model, optimizer))
+                        _values_by_place(model, optimizer))
   # What we write after the restore, TensorFlow reads back in full.
   ours = tl.write("ours", tmp_path / "ours", model=model, optimizer=optimizer)
   tl.assert_values_equal(_model_and_optimizer_values(path),
@@ -256,7 +268,7 @@ def test_restore_then_build_gets_every_value(tmp_path, model_name, how):
   _load("tf", "read", ours, model=reader,
         optimizer=reader_optimizer).assert_consumed()
   _assert_same_by_place(_values_by_place(trained, trained_optimizer),
-               _values_by_place(reader, reader_optimizer))
+                        _values_by_place(reader, reader_optimizer))
 
 
 def _loses_values(impl, path, model_name):
@@ -272,13 +284,15 @@ def _loses_values(impl, path, model_name):
 @pytest.mark.parametrize("model_name", ["encoder", "flat_feed_forward"])
 def test_tensorflow_leaves_nested_values_fresh(tmp_path, model_name):
   """TensorFlow's restore-then-build loses these values: why we test ours."""
-  trained, trained_optimizer, path = _written_by_tensorflow(tmp_path,
-                                                            model_name)
+  trained, trained_optimizer, path = _written_by_tensorflow(
+      tmp_path, model_name)
   with pytest.raises(AssertionError):
-    _assert_same_by_place(_values_by_place(trained, trained_optimizer),
-                 _values_by_place(*_loses_values("tf", path, model_name)))
-  _assert_same_by_place(_values_by_place(trained, trained_optimizer),
-               _values_by_place(*_loses_values("ours", path, model_name)))
+    _assert_same_by_place(
+        _values_by_place(trained, trained_optimizer),
+        _values_by_place(*_loses_values("tf", path, model_name)))
+  _assert_same_by_place(
+      _values_by_place(trained, trained_optimizer),
+      _values_by_place(*_loses_values("ours", path, model_name)))
 
 
 def _trained_once(path, make_model, inputs, built_first, how):
@@ -290,7 +304,11 @@ def _trained_once(path, make_model, inputs, built_first, how):
   status = _load("ours", "restore", path, model=model, optimizer=optimizer)
   if how == "fit":
     model.compile(optimizer, "mse")
-    model.fit(inputs, _TARGETS, batch_size=4, epochs=1, shuffle=False,
+    model.fit(inputs,
+              _TARGETS,
+              batch_size=4,
+              epochs=1,
+              shuffle=False,
               verbose=0)
   else:
     _train(model, optimizer, inputs, steps=1)
@@ -304,7 +322,7 @@ def test_first_training_step_builds_everything(tmp_path, how):
   """Restored, then trained: as if the model and Adam were built first."""
   _, _, path = _written_by_tensorflow(tmp_path, "encoder", "restore")
   _assert_same_by_place(_trained_once(path, Encoder, _TOKENS, True, how),
-               _trained_once(path, Encoder, _TOKENS, False, how))
+                        _trained_once(path, Encoder, _TOKENS, False, how))
 
 
 def test_weights_saved_only_under_the_optimizer_come_with_it(tmp_path):
@@ -320,7 +338,9 @@ def test_weights_saved_only_under_the_optimizer_come_with_it(tmp_path):
              for message in logs)
 
 
-def _tower_with_optimizer_built_on(tmp_path, variables_of, use_ema=False,
+def _tower_with_optimizer_built_on(tmp_path,
+                                   variables_of,
+                                   use_ema=False,
                                    built_first=False):
   """Restores the tower and Adam, built on `variables_of(model)`.
 
@@ -329,8 +349,9 @@ def _tower_with_optimizer_built_on(tmp_path, variables_of, use_ema=False,
   Returns:
     The written slots (`_slots_by_weight`), the model, Adam and the status.
   """
-  trained, trained_optimizer, path = _written_by_tensorflow(
-      tmp_path, "residual_tower", use_ema=use_ema)
+  trained, trained_optimizer, path = _written_by_tensorflow(tmp_path,
+                                                            "residual_tower",
+                                                            use_ema=use_ema)
   model, optimizer = ResidualTower(), _adam(use_ema)
   if not built_first:
     status = _load("ours", "read", path, model=model, optimizer=optimizer)
@@ -360,16 +381,18 @@ def test_slots_follow_their_variable_not_their_position(tmp_path, use_ema,
 
 _OPTIMIZERS = {
     # Slots of one kind after another in `_variables`.
-    "rmsprop": lambda: keras.optimizers.RMSprop(0.01, momentum=0.9,
-                                                centered=True),
-    "sgd": lambda: keras.optimizers.SGD(0.01, momentum=0.9),
+    "rmsprop":
+        lambda: keras.optimizers.RMSprop(0.01, momentum=0.9, centered=True),
+    "sgd":
+        lambda: keras.optimizers.SGD(0.01, momentum=0.9),
 }
 
 
 def _momentums_written_in_full(path):
   """Whether the checkpoint's optimizer lists its momentum slots."""
   nodes = tl.object_graph(path).nodes
-  optimizer = next(child.node_id for child in nodes[0].children
+  optimizer = next(child.node_id
+                   for child in nodes[0].children
                    if child.local_name == "optimizer")
   return any(nodes[child.node_id].children
              for child in nodes[optimizer].children
@@ -388,7 +411,9 @@ def test_slots_of_other_optimizers_follow_their_variable(
   make_optimizer = _OPTIMIZERS[optimizer_name]
   trained, trained_optimizer = ResidualTower(), make_optimizer()
   _train(trained, trained_optimizer, _FEATURES)
-  path = tl.write("tf", tmp_path / "tf", model=trained,
+  path = tl.write("tf",
+                  tmp_path / "tf",
+                  model=trained,
                   optimizer=trained_optimizer)
   model, optimizer = ResidualTower(), make_optimizer()
   if not built_first:

@@ -30,9 +30,9 @@ class ScaleAndOffset(keras.layers.Layer):
 
   def build(self, input_shape):
     self.scale = self.add_weight(shape=(input_shape[-1],),
-                                 initializer="ones", name="scale")
-    self.offset = self.add_weight(shape=(), initializer="zeros",
-                                  name="offset")
+                                 initializer="ones",
+                                 name="scale")
+    self.offset = self.add_weight(shape=(), initializer="zeros", name="offset")
 
   def call(self, inputs):
     return inputs * self.scale + self.offset
@@ -81,8 +81,11 @@ class Transformer(keras.Model):
 
 
 def _sequential():
-  return keras.Sequential([keras.layers.Dense(4, activation="relu"),
-                           ScaleAndOffset(), keras.layers.Dense(2)])
+  return keras.Sequential([
+      keras.layers.Dense(4, activation="relu"),
+      ScaleAndOffset(),
+      keras.layers.Dense(2)
+  ])
 
 
 def _functional():
@@ -99,12 +102,17 @@ MODELS = {
 }
 
 OPTIMIZERS = {
-    "adam": lambda: keras.optimizers.Adam(0.01),
-    "adamw": lambda: keras.optimizers.AdamW(0.01, weight_decay=0.1),
-    "sgd_momentum": lambda: keras.optimizers.SGD(0.01, momentum=0.9),
-    "adam_ema": lambda: keras.optimizers.Adam(0.01, use_ema=True),
-    "loss_scale": lambda: keras.mixed_precision.LossScaleOptimizer(
-        keras.optimizers.Adam(0.01)),
+    "adam":
+        lambda: keras.optimizers.Adam(0.01),
+    "adamw":
+        lambda: keras.optimizers.AdamW(0.01, weight_decay=0.1),
+    "sgd_momentum":
+        lambda: keras.optimizers.SGD(0.01, momentum=0.9),
+    "adam_ema":
+        lambda: keras.optimizers.Adam(0.01, use_ema=True),
+    "loss_scale":
+        lambda: keras.mixed_precision.LossScaleOptimizer(
+            keras.optimizers.Adam(0.01)),
 }
 
 
@@ -140,8 +148,8 @@ def _trained_checkpoint(tmp_path, model_name, optimizer_name):
 def _restore_then_build(impl, path, model_name, optimizer_name):
   """Restores into a new model, which the first call then builds."""
   model, optimizer = MODELS[model_name](), OPTIMIZERS[optimizer_name]()
-  status = tl.IMPLS[impl].Checkpoint(model=model, optimizer=optimizer).read(
-      path)
+  status = tl.IMPLS[impl].Checkpoint(model=model,
+                                     optimizer=optimizer).read(path)
   model(_X)
   optimizer.build(model.trainable_variables)
   return model, optimizer, status
@@ -151,8 +159,8 @@ def _build_then_restore(path, model_name, optimizer_name):
   model, optimizer = MODELS[model_name](), OPTIMIZERS[optimizer_name]()
   model(_X)
   optimizer.build(model.trainable_variables)
-  tl.IMPLS["ours"].Checkpoint(model=model, optimizer=optimizer).read(
-      path).assert_consumed()
+  tl.IMPLS["ours"].Checkpoint(model=model,
+                              optimizer=optimizer).read(path).assert_consumed()
   return model, optimizer
 
 
@@ -163,10 +171,10 @@ def _restored_by_tensorflow(path, model_name, optimizer_name, trained):
   status.expect_partial()
   values = _model_and_optimizer_arrays(model, optimizer)
   return (len(values[0]), [
-      len(got) == len(want) and all(
-          a.shape == b.shape and np.array_equal(a, b)
-          for a, b in zip(got, want))
-      for got, want in zip(values, trained)])
+      len(got) == len(want) and all(a.shape == b.shape and np.array_equal(a, b)
+                                    for a, b in zip(got, want))
+      for got, want in zip(values, trained)
+  ])
 
 
 @pytest.mark.parametrize("model_name", sorted(MODELS))
@@ -174,8 +182,7 @@ def _restored_by_tensorflow(path, model_name, optimizer_name, trained):
 def test_restore_then_build_equals_build_then_restore(tmp_path, model_name,
                                                       optimizer_name):
   trained, path = _trained_checkpoint(tmp_path, model_name, optimizer_name)
-  tf_before = _restored_by_tensorflow(path, model_name, optimizer_name,
-                                      trained)
+  tf_before = _restored_by_tensorflow(path, model_name, optimizer_name, trained)
   model, optimizer, status = _restore_then_build("ours", path, model_name,
                                                  optimizer_name)
   status.assert_consumed()
@@ -222,8 +229,7 @@ def test_restore_then_fit_builds_everything(tmp_path):
   model.compile(optimizer, "mse")
   model.fit(_X, _Y, batch_size=6, epochs=1, shuffle=False, verbose=0)
   status.assert_consumed()
-  eager_model, eager_optimizer = _build_then_restore(path, "subclassed",
-                                                     "adam")
+  eager_model, eager_optimizer = _build_then_restore(path, "subclassed", "adam")
   eager_model.compile(eager_optimizer, "mse")
   eager_model.fit(_X, _Y, batch_size=6, epochs=1, shuffle=False, verbose=0)
   _assert_same_values(_model_and_optimizer_arrays(eager_model, eager_optimizer),
@@ -252,8 +258,7 @@ def _mismatched_checkpoint(tmp_path):
   return tl.write("tf", tmp_path / "ckpt", model=model)
 
 
-def test_shape_mismatch_raises_at_creation_naming_key_path_and_shapes(
-    tmp_path):
+def test_shape_mismatch_raises_at_creation_naming_key_path_and_shapes(tmp_path):
   path = _mismatched_checkpoint(tmp_path)
   model = OneDense()
   tl.IMPLS["ours"].Checkpoint(model=model).read(path)

@@ -20,22 +20,27 @@ import tensorflow as tf
 import testlib as tl
 
 _KERAS3_OPTIMIZERS = {
-    "sgd_momentum": lambda: keras.optimizers.SGD(0.01, momentum=0.9,
-                                                 nesterov=True),
-    "rmsprop_centered": lambda: keras.optimizers.RMSprop(
-        0.01, momentum=0.5, centered=True),
-    "adam_amsgrad_ema": lambda: keras.optimizers.Adam(0.01, amsgrad=True,
-                                                      use_ema=True),
-    "adamw_schedule": lambda: keras.optimizers.AdamW(
-        keras.optimizers.schedules.ExponentialDecay(0.01, 10, 0.9)),
-    "loss_scale": lambda: keras.mixed_precision.LossScaleOptimizer(
-        keras.optimizers.Adam(0.01)),
+    "sgd_momentum":
+        lambda: keras.optimizers.SGD(0.01, momentum=0.9, nesterov=True),
+    "rmsprop_centered":
+        lambda: keras.optimizers.RMSprop(0.01, momentum=0.5, centered=True),
+    "adam_amsgrad_ema":
+        lambda: keras.optimizers.Adam(0.01, amsgrad=True, use_ema=True),
+    "adamw_schedule":
+        lambda: keras.optimizers.AdamW(
+            keras.optimizers.schedules.ExponentialDecay(0.01, 10, 0.9)),
+    "loss_scale":
+        lambda: keras.mixed_precision.LossScaleOptimizer(
+            keras.optimizers.Adam(0.01)),
 }
 
 
 def _model(built=True):
-  layers = [keras.layers.Dense(3), keras.layers.BatchNormalization(),
-            keras.layers.Dense(2)]
+  layers = [
+      keras.layers.Dense(3),
+      keras.layers.BatchNormalization(),
+      keras.layers.Dense(2)
+  ]
   if built:
     return keras.Sequential([keras.Input((4,))] + layers)
   return keras.Sequential(layers)
@@ -96,9 +101,11 @@ def test_keras3_restore_then_fit_continues_like_tensorflow(tmp_path):
 
 
 def _sequence_model(built=True):
-  layers = [keras.layers.Embedding(10, 3),
-            keras.layers.Bidirectional(keras.layers.LSTM(4)),
-            keras.layers.Dense(2)]
+  layers = [
+      keras.layers.Embedding(10, 3),
+      keras.layers.Bidirectional(keras.layers.LSTM(4)),
+      keras.layers.Dense(2)
+  ]
   if built:
     return keras.Sequential([keras.Input((5,), dtype="int32")] + layers)
   return keras.Sequential(layers)

@@ -19,14 +19,17 @@ import tf_keras
 import testlib as tl
 
 _OPTIMIZERS = {
-    "legacy_adam": lambda: tf_keras.mixed_precision.LossScaleOptimizer(
-        tf_keras.optimizers.legacy.Adam(0.01)),
-    "adam": lambda: tf_keras.mixed_precision.LossScaleOptimizer(
-        tf_keras.optimizers.Adam(0.01)),
-    "legacy_sgd_fixed_scale": lambda: (
-        tf_keras.mixed_precision.LossScaleOptimizer(
+    "legacy_adam":
+        lambda: tf_keras.mixed_precision.LossScaleOptimizer(
+            tf_keras.optimizers.legacy.Adam(0.01)),
+    "adam":
+        lambda: tf_keras.mixed_precision.LossScaleOptimizer(
+            tf_keras.optimizers.Adam(0.01)),
+    "legacy_sgd_fixed_scale":
+        lambda: (tf_keras.mixed_precision.LossScaleOptimizer(
             tf_keras.optimizers.legacy.SGD(0.01, momentum=0.5),
-            dynamic=False, initial_scale=8.0)),
+            dynamic=False,
+            initial_scale=8.0)),
 }
 
 
@@ -55,9 +58,12 @@ def test_mixed_precision_model_cross_restore(tmp_path, name):
   policy = tf_keras.mixed_precision.global_policy()
   tf_keras.mixed_precision.set_global_policy("mixed_float16")
   try:
+
     def compiled(built):
-      layers = [tf_keras.layers.Dense(3), tf_keras.layers.Dense(2,
-                                                               dtype="float32")]
+      layers = [
+          tf_keras.layers.Dense(3),
+          tf_keras.layers.Dense(2, dtype="float32")
+      ]
       if built:
         layers.insert(0, tf_keras.layers.InputLayer((4,)))
       model = tf_keras.Sequential(layers)

@@ -62,14 +62,15 @@ def _dictionary_scenario(impl):
   for i, obj in enumerate(objects[:3]):
     mapping[obj] = i
   mapping[objects[0]] = 10  # Replaces, as the key is the same object.
-  seen.append((len(mapping), _indices(mapping, objects),
-               [obj in mapping for obj in objects]))
+  seen.append(
+      (len(mapping), _indices(mapping,
+                              objects), [obj in mapping for obj in objects]))
   seen.append([mapping[obj] for obj in objects[:3]])
   del mapping[objects[1]]
   seen.append((len(mapping), _indices(mapping, objects),
                tl.outcome(mapping.__getitem__, objects[1]).name,
-               tl.outcome(mapping.__delitem__, objects[3]).name,
-               mapping.get(objects[3], "default")))
+               tl.outcome(mapping.__delitem__,
+                          objects[3]).name, mapping.get(objects[3], "default")))
   return seen
 
 
@@ -80,15 +81,15 @@ def _set_scenario(impl):
   members = module.ObjectIdentitySet(objects[:2])
   members.add(objects[2])
   members.add(objects[0])
-  seen.append((len(members), _indices(members, objects),
-               [obj in members for obj in objects]))
+  seen.append(
+      (len(members), _indices(members,
+                              objects), [obj in members for obj in objects]))
   members.discard(objects[1])
   members.discard(objects[3])  # Not a member: nothing happens.
   seen.append(_indices(members, objects))
   members.update(objects[3:])
   seen.append(_indices(members, objects))
-  seen.append(_indices(_unwrapped(members.intersection(objects[2:])),
-                       objects))
+  seen.append(_indices(_unwrapped(members.intersection(objects[2:])), objects))
   seen.append(_indices(members.difference(objects[:1]), objects))
   seen.append(isinstance(members.difference([]), module.ObjectIdentitySet))
   members.clear()
@@ -109,9 +110,12 @@ def _weak_scenario(impl):
   del dropped, obj
   gc.collect()
   listed = tl.outcome(lambda: [(key is kept, mapping[key]) for key in mapping])
-  return {"before": before, "set": (len(members), _indices(members, [kept])),
-          "kept": (kept in members, kept in mapping, mapping[kept]),
-          "dictionary": (len(mapping), listed.name, listed.result)}
+  return {
+      "before": before,
+      "set": (len(members), _indices(members, [kept])),
+      "kept": (kept in members, kept in mapping, mapping[kept]),
+      "dictionary": (len(mapping), listed.name, listed.result)
+  }
 
 
 def test_dictionaries_key_on_identity_like_tensorflows():

@@ -30,15 +30,15 @@ _TF = tl.IMPLS["tf"]
 # Public names: (TensorFlow's object, ours).
 _PUBLIC = {
     "train.Checkpoint": (_TF.Checkpoint, tf_objckpt.Checkpoint),
-    "train.CheckpointManager": (_TF.CheckpointManager,
-                                tf_objckpt.CheckpointManager),
+    "train.CheckpointManager":
+        (_TF.CheckpointManager, tf_objckpt.CheckpointManager),
     "compat.v1.train.Checkpoint": (_TF.CheckpointV1, tf_objckpt.CheckpointV1),
-    "compat.v1.train.CheckpointManager": (_TF.CheckpointManager,
-                                          tf_objckpt.CheckpointManager),
+    "compat.v1.train.CheckpointManager":
+        (_TF.CheckpointManager, tf_objckpt.CheckpointManager),
     "compat.v1.train.Saver": (_TF.Saver, tl.IMPLS["ours"].Saver),
     "compat.v2.train.Checkpoint": (_TF.Checkpoint, tf_objckpt.Checkpoint),
-    "compat.v2.train.CheckpointManager": (_TF.CheckpointManager,
-                                          tf_objckpt.CheckpointManager),
+    "compat.v2.train.CheckpointManager":
+        (_TF.CheckpointManager, tf_objckpt.CheckpointManager),
 }
 
 
@@ -51,8 +51,10 @@ def _public(name):
 
 def _target_values():
   """What every patched attribute holds now."""
-  return [getattr(patching._module(t.module), t.attribute)  # pylint: disable=protected-access
-          for t in patching._TARGETS]  # pylint: disable=protected-access
+  return [
+      getattr(patching._module(t.module), t.attribute)  # pylint: disable=protected-access
+      for t in patching._TARGETS
+  ]  # pylint: disable=protected-access
 
 
 def _ours():
@@ -221,8 +223,8 @@ def test_tensorflow_internals_look_up_our_classes(patched):
                         "Checkpoint"),
                        ("tensorflow.python.checkpoint.checkpoint_management",
                         "CheckpointManager")]:
-    assert getattr(importlib.import_module(module), name).__module__.startswith(
-        "tf_objckpt.")
+    assert getattr(importlib.import_module(module),
+                   name).__module__.startswith("tf_objckpt.")
   with tf.Graph().as_default():
     tf.compat.v1.get_variable("v", shape=[2])
     saver = tf.compat.v1.train.Scaffold().finalize().saver
@@ -243,7 +245,10 @@ def _save_dataset(directory):
   dataset = tf.data.Dataset.range(6)
   checkpoints = os.path.join(directory, "progress")
   dataset.save(os.path.join(directory, "data"),
-               checkpoint_args={"directory": checkpoints, "max_to_keep": 2})
+               checkpoint_args={
+                   "directory": checkpoints,
+                   "max_to_keep": 2
+               })
   return tf.train.latest_checkpoint(checkpoints)
 
 
@@ -285,8 +290,9 @@ def test_tensorflows_name_based_restore_runs_our_saver(tmp_path, patched):
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     variable = tf.compat.v1.get_variable("w", initializer=[3., 4.])
     session.run(variable.initializer)
-    prefix = tf.compat.v1.train.Saver([variable]).save(
-        session, str(tmp_path / "name_based"))
+    prefix = tf.compat.v1.train.Saver([variable
+                                      ]).save(session,
+                                              str(tmp_path / "name_based"))
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     variable = tf.compat.v1.get_variable("w", initializer=[0., 0.])
     # TensorFlow's checkpoint (made with TensorFlow's class): its

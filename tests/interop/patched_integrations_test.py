@@ -27,13 +27,15 @@ from tf_objckpt.api import load_status
 def _saved_paths(messages):
   """The checkpoints our transfer log says were saved."""
   prefix = "Saved checkpoint "
-  return [m[len(prefix):].split(": ")[0] for m in messages
-          if m.startswith(prefix)]
+  return [
+      m[len(prefix):].split(": ")[0] for m in messages if m.startswith(prefix)
+  ]
 
 
 def _assert_weights_equal(expected, actual):
   for expected_value, actual_value in zip(expected.get_weights(),
-                                          actual.get_weights(), strict=True):
+                                          actual.get_weights(),
+                                          strict=True):
     np.testing.assert_array_equal(expected_value, actual_value)
 
 
@@ -50,8 +52,11 @@ def _train_monitored(directory, steps):
     train_op = tf.group(weight.assign_add(1.), global_step.assign_add(1))
     scaffold = tf.compat.v1.train.Scaffold()
     with tf.compat.v1.train.MonitoredTrainingSession(
-        checkpoint_dir=directory, scaffold=scaffold, save_checkpoint_steps=2,
-        save_summaries_steps=None, save_summaries_secs=None,
+        checkpoint_dir=directory,
+        scaffold=scaffold,
+        save_checkpoint_steps=2,
+        save_summaries_steps=None,
+        save_summaries_secs=None,
         log_step_count_steps=None) as session:
       first_step = session.run(global_step)
       for _ in range(steps):
@@ -68,8 +73,9 @@ def test_monitored_training_session_saves_and_resumes_through_ours(
   assert first_step == 0
   assert type(saver) is tl.IMPLS["ours"].Saver
   prefix = os.path.join(directory, "model.ckpt")
-  assert _saved_paths(messages) == [f"{prefix}-0", f"{prefix}-2", f"{prefix}-4",
-                                    f"{prefix}-5"]
+  assert _saved_paths(messages) == [
+      f"{prefix}-0", f"{prefix}-2", f"{prefix}-4", f"{prefix}-5"
+  ]
   # Restarted on the same directory, it resumes where it stopped.
   first_step, _ = _train_monitored(directory, 3)
   assert first_step == 5
@@ -197,10 +203,16 @@ def test_model_checkpoint_and_backup_and_restore_in_fit(tmp_path, resumed_by):
   try:
     with tl.captured_logs(level="INFO") as messages:
       with pytest.raises(RuntimeError, match="interrupted"):
-        _compiled_model().fit(x, y, epochs=4, verbose=0, callbacks=[
-            tf_keras.callbacks.ModelCheckpoint(weights,
-                                               save_weights_only=True),
-            tf_keras.callbacks.BackupAndRestore(backup), interrupt])
+        _compiled_model().fit(
+            x,
+            y,
+            epochs=4,
+            verbose=0,
+            callbacks=[
+                tf_keras.callbacks.ModelCheckpoint(weights,
+                                                   save_weights_only=True),
+                tf_keras.callbacks.BackupAndRestore(backup), interrupt
+            ])
   finally:
     if resumed_by == "tf":
       tf_objckpt.unpatch_tensorflow()
@@ -211,17 +223,23 @@ def test_model_checkpoint_and_backup_and_restore_in_fit(tmp_path, resumed_by):
     assert os.path.join(backup, "chief", "ckpt-2") in saved
     # Fit again: BackupAndRestore restores the backup, at epoch 2.
     first_epoch = _FirstEpoch()
-    _compiled_model().fit(x, y, epochs=4, verbose=0, callbacks=[
-        tf_keras.callbacks.BackupAndRestore(backup), first_epoch])
+    _compiled_model().fit(
+        x,
+        y,
+        epochs=4,
+        verbose=0,
+        callbacks=[tf_keras.callbacks.BackupAndRestore(backup), first_epoch])
   finally:
     tf_objckpt.unpatch_tensorflow()
   assert first_epoch.epoch == 2
-  for expected, actual in zip(interrupt.weights, first_epoch.weights,
+  for expected, actual in zip(interrupt.weights,
+                              first_epoch.weights,
                               strict=True):
     np.testing.assert_array_equal(expected, actual)
   reference = _compiled_model()  # TensorFlow's classes read the weights.
   reference.load_weights(weights.format(epoch=2)).expect_partial()
-  for expected, actual in zip(interrupt.weights, reference.get_weights(),
+  for expected, actual in zip(interrupt.weights,
+                              reference.get_weights(),
                               strict=True):
     np.testing.assert_array_equal(expected, actual)
 
@@ -272,7 +290,8 @@ def test_preemption_handler_saves_through_ours_and_the_rerun_resumes(tmp_path):
   process = _run_patched(script, directory, 1000)
   try:
     assert process.stdout.readline().split() == [
-        "tf_objckpt.checkpoint_management", "0"]
+        "tf_objckpt.checkpoint_management", "0"
+    ]
     code, stderr = tl.terminate_after_line(process, "step 3")
   finally:
     tl.kill_group(process)
@@ -286,6 +305,8 @@ def test_preemption_handler_saves_through_ours_and_the_rerun_resumes(tmp_path):
   code, stdout, stderr = tl.finish(process, timeout=120)
   assert code == 0, stderr[-5000:]
   lines = stdout.splitlines()
-  assert lines[0].split() == ["tf_objckpt.checkpoint_management",
-                              str(saved_step)]
+  assert lines[0].split() == [
+      "tf_objckpt.checkpoint_management",
+      str(saved_step)
+  ]
   assert lines[-1] == f"step {saved_step + 2}"

@@ -80,8 +80,10 @@ MIRRORED = [
     ("ListWrapper", data_structures.ListWrapper,
      tf_data_structures.ListWrapper),
     ("Mapping", data_structures.Mapping, tf_data_structures.Mapping),
-    ("_DictWrapper", data_structures._DictWrapper,  # pylint: disable=protected-access
-     tf_data_structures._DictWrapper),  # pylint: disable=protected-access
+    (
+        "_DictWrapper",
+        data_structures._DictWrapper,  # pylint: disable=protected-access
+        tf_data_structures._DictWrapper),  # pylint: disable=protected-access
     ("NoDependency", data_structures.NoDependency,
      tf_data_structures.NoDependency),
     ("Trackable", base.Trackable, tf_base.Trackable),
@@ -105,23 +107,34 @@ ACCEPTED = {
     # Our engine is built from saveables (`Saver.from_saveables` is
     # TensorFlow's way too); TensorFlow's constructor takes each object's
     # serialized tensors.
-    ("module functional_saver", "MultiDeviceSaver"): "constructor",
+    ("module functional_saver", "MultiDeviceSaver"):
+        "constructor",
     # Load statuses are made by `restore()`, never by users: their
     # constructors take our restore coordinator.
-    ("module checkpoint", "CheckpointLoadStatus"): "constructor",
-    ("module checkpoint", "InitializationOnlyStatus"): "constructor",
-    ("module checkpoint", "NameBasedSaverStatus"): "constructor",
+    ("module checkpoint", "CheckpointLoadStatus"):
+        "constructor",
+    ("module checkpoint", "InitializationOnlyStatus"):
+        "constructor",
+    ("module checkpoint", "NameBasedSaverStatus"):
+        "constructor",
     # `CheckpointPosition` (restore.py) is the restore walk's node: it
     # reads values through our coordinator, not a `CheckpointReader`, and
     # TensorFlow's resharding callbacks and registered-saver lookups are
     # done by our walk itself.
-    ("CheckpointPosition", "restore_ops"): "no reader argument",
-    ("CheckpointPosition", "callback"): "resharding",
-    ("CheckpointPosition", "has_non_trivial_reshard_callback"): "resharding",
-    ("CheckpointPosition", "update_resharding_callback"): "resharding",
-    ("CheckpointPosition", "create_child_position"): "walk",
-    ("CheckpointPosition", "create_slot_variable_position"): "walk",
-    ("CheckpointPosition", "get_registered_saver_name"): "walk",
+    ("CheckpointPosition", "restore_ops"):
+        "no reader argument",
+    ("CheckpointPosition", "callback"):
+        "resharding",
+    ("CheckpointPosition", "has_non_trivial_reshard_callback"):
+        "resharding",
+    ("CheckpointPosition", "update_resharding_callback"):
+        "resharding",
+    ("CheckpointPosition", "create_child_position"):
+        "walk",
+    ("CheckpointPosition", "create_slot_variable_position"):
+        "walk",
+    ("CheckpointPosition", "get_registered_saver_name"):
+        "walk",
 }
 
 
@@ -163,11 +176,9 @@ def _accepts_calls_of(ours, theirs):
     if (their.default is not inspect.Parameter.empty and
         our.default != their.default):
       return False
-  return all(
-      extra.default is not inspect.Parameter.empty or
-      extra.kind in (inspect.Parameter.VAR_POSITIONAL,
-                     inspect.Parameter.VAR_KEYWORD)
-      for extra in our_parameters[len(their_parameters):])
+  return all(extra.default is not inspect.Parameter.empty or extra.kind in (
+      inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+             for extra in our_parameters[len(their_parameters):])
 
 
 def _differences(label, ours, theirs):
@@ -190,7 +201,8 @@ def _differences(label, ours, theirs):
   return differences
 
 
-@pytest.mark.parametrize("label,ours,theirs", MIRRORED,
+@pytest.mark.parametrize("label,ours,theirs",
+                         MIRRORED,
                          ids=[label for label, _, _ in MIRRORED])
 def test_public_names_and_signatures_match_tensorflows(label, ours, theirs):
   assert not _differences(label, ours, theirs)
@@ -247,8 +259,8 @@ def test_multi_device_saver_from_saveables_and_its_saver_def(tmp_path):
       session.run(saver_def.restore_op_name,
                   {saver_def.filename_tensor_name: prefixes["tf"]})
       assert session.run(variable).tolist() == [1., 2.]
-  assert (tf.train.load_checkpoint(prefixes["ours"]).get_tensor("v").tolist()
-          == [1., 2.])
+  assert (tf.train.load_checkpoint(
+      prefixes["ours"]).get_tensor("v").tolist() == [1., 2.])
 
 
 @pytest.mark.parametrize("function", ["set_list_item", "set_tuple_item"])

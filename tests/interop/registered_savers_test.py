@@ -44,7 +44,8 @@ def _save_fn(trackables, file_prefix):
   CALLS.append(("save", sorted(trackables)))
   names = sorted(trackables)
   tf.raw_ops.SaveV2(
-      prefix=file_prefix, tensor_names=[f"{name}-values" for name in names],
+      prefix=file_prefix,
+      tensor_names=[f"{name}-values" for name in names],
       shape_and_slices=[""] * len(names),
       tensors=[trackables[name].values.read_value() for name in names])
   return [file_prefix]
@@ -54,20 +55,28 @@ def _restore_fn(trackables, merged_prefix):
   CALLS.append(("restore", sorted(trackables)))
   names = sorted(trackables)
   values = tf.raw_ops.RestoreV2(
-      prefix=merged_prefix, tensor_names=[f"{name}-values" for name in names],
-      shape_and_slices=[""] * len(names), dtypes=[tf.float32] * len(names))
+      prefix=merged_prefix,
+      tensor_names=[f"{name}-values" for name in names],
+      shape_and_slices=[""] * len(names),
+      dtypes=[tf.float32] * len(names))
   for name, value in zip(names, values):
     trackables[name].values.assign(value)
 
 
 registration.register_checkpoint_saver(
-    package="tf_objckpt_test", name="Table",
+    package="tf_objckpt_test",
+    name="Table",
     predicate=lambda obj: type(obj) is Table,  # pylint: disable=unidiomatic-typecheck
-    save_fn=_save_fn, restore_fn=_restore_fn, strict_predicate_restore=False)
+    save_fn=_save_fn,
+    restore_fn=_restore_fn,
+    strict_predicate_restore=False)
 registration.register_checkpoint_saver(
-    package="tf_objckpt_test", name="StrictTable",
+    package="tf_objckpt_test",
+    name="StrictTable",
     predicate=lambda obj: isinstance(obj, StrictTable),
-    save_fn=_save_fn, restore_fn=_restore_fn, strict_predicate_restore=True)
+    save_fn=_save_fn,
+    restore_fn=_restore_fn,
+    strict_predicate_restore=True)
 
 
 def _model(table_type=Table):
@@ -93,11 +102,13 @@ def test_saves_match_tensorflow(tmp_path):
   assert tl.object_graph(paths["ours"]) == tl.object_graph(paths["tf"])
   tl.assert_values_equal(tl.values(paths["tf"]), tl.values(paths["ours"]),
                          tl.TENSORFLOWS_AND_OURS)
-  registered = [node.registered_saver for node
-                in tl.object_graph(paths["ours"]).nodes
-                if node.registered_saver.name]
-  assert [saver.object_name for saver in registered] == [
-      "model/tables/0", "model/tables/1"]
+  registered = [
+      node.registered_saver
+      for node in tl.object_graph(paths["ours"]).nodes
+      if node.registered_saver.name
+  ]
+  assert [saver.object_name for saver in registered
+         ] == ["model/tables/0", "model/tables/1"]
   assert registered[0].name == "tf_objckpt_test.Table"
 
 

@@ -56,6 +56,7 @@ def _name_based_checkpoint(scenario):
 
 # Scenarios: (what to do, TensorFlow's phrase).
 
+
 def _track_twice(s):
   owner = _TRACKABLE[s.impl]()
   owner._track_trackable(tf.Variable(1.), "x")  # pylint: disable=protected-access
@@ -68,11 +69,13 @@ def _track_non_trackable(s):
 
 def _saved_list_after(operation):
   """Saves a root whose list of variables went through `operation`."""
+
   def scenario(s):
     root = s.lib.AutoTrackable()
     root.l = [tf.Variable(1.), tf.Variable(2.)]
     operation(root.l)
     s.write(root=root)
+
   return scenario
 
 
@@ -131,9 +134,11 @@ def _dict_with_non_string_key(s):
 
 
 def _list_multiplied_in_place(times):
+
   def scenario(s):
     values = s.lib.data_structures.List([tf.Variable(1.)])
     values *= times
+
   return scenario
 
 
@@ -153,6 +158,7 @@ def _list_of_non_trackable(s):
 
 def _saver_restore_of_another_dtype(graph):
   """A v1 `Saver` restores a float checkpoint into an int32 variable."""
+
   def scenario(s):
     path = _name_based_checkpoint(s)
     if not graph:
@@ -161,12 +167,12 @@ def _saver_restore_of_another_dtype(graph):
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
       variable = tf.compat.v1.get_variable("v", initializer=1)
       s.lib.Saver([variable]).restore(session, path)
+
   return scenario
 
 
 def _unresolved_object(s):
-  path = _tensorflow_checkpoint(s, "two", v=tf.Variable(1.),
-                                w=tf.Variable(2.))
+  path = _tensorflow_checkpoint(s, "two", v=tf.Variable(1.), w=tf.Variable(2.))
   s.lib.Checkpoint(v=tf.Variable(1.)).read(path).assert_consumed()
 
 
@@ -177,8 +183,10 @@ class _Attributes(tf_base.Trackable):
     self._values = {name: tf.Variable(1.) for name in names}
 
   def _gather_saveables_for_checkpoint(self):
-    return {name: functools.partial(tf_su.ResourceVariableSaveable, value, "")
-            for name, value in self._values.items()}
+    return {
+        name: functools.partial(tf_su.ResourceVariableSaveable, value, "")
+        for name, value in self._values.items()
+    }
 
 
 def _unused_attribute(s):
@@ -236,93 +244,97 @@ def _eager_saveable_of_a_constant(s):
 
 
 SCENARIOS = {
-    "name_already_tracked": (
-        _track_twice, "but a Trackable with this name is already declared "
-        "as a dependency"),
-    "track_non_trackable": (
-        _track_non_trackable, "Trackable._track_trackable() can only be used "
-        "to track objects of type Trackable"),
-    **{f"list_wrapper_{name}": (_saved_list_after(operation), _REPLACED)
-       for name, operation in _LIST_OPERATIONS.items()},
-    "list_changed_outside_wrapper": (
-        _list_changed_outside, "(a list wrapper constructed to track "
-        "trackable TensorFlow objects). The wrapped list was modified outside "
-        "the wrapper"),
-    "dict_changed_outside_wrapper": (
-        _dict_changed_outside, "(a dictionary wrapper constructed "
-        "automatically on attribute assignment). The wrapped dictionary was "
-        "modified outside the wrapper"),
-    "dict_with_non_string_key": (
-        _dict_with_non_string_key, "The wrapped dictionary contains a "
-        "non-string key which maps to a trackable object or mutable data "
-        "structure"),
-    "list_times_zero": (
-        _list_multiplied_in_place(0), "List only supports append, "
-        "multiplying in place by 0 removes elements"),
-    "list_times_minus_one": (
-        _list_multiplied_in_place(-1), "List only supports append, "
-        "multiplying in place by -1 removes elements"),
-    "mapping_overwritten": (
-        _mapping_overwritten, "Mappings are an append-only data structure. "
-        "Tried to overwrite the key 'a' with value"),
-    "mapping_non_string_key": (
-        _mapping_with_non_string_key, "Mapping accepts only string keys, but "
-        "got a key 1"),
-    "list_of_non_trackable": (
-        _list_of_non_trackable, "Only trackable objects (such as Layers or "
-        "Optimizers) may be stored in a List object. Got 3"),
-    "saver_dtype_graph": (
-        _saver_restore_of_another_dtype(graph=True),
-        "expected dtype int32 does not equal original dtype float"),
-    "saver_dtype_eager": (
-        _saver_restore_of_another_dtype(graph=False),
-        "expected dtype int32 does not equal original dtype float"),
-    "unresolved_object": (
-        _unresolved_object, "Unresolved object in checkpoint (root).w"),
-    "unused_attributes": (
-        _unused_attribute, "Unused attributes in these objects (the "
-        "attributes exist in the checkpoint but were not restored):"),
-    "only_the_root_matched": (
-        _only_the_root_matched, "Nothing except the root object matched a "
-        "checkpointed value. Typically this means that the checkpoint does "
-        "not match the Python program"),
-    "metadata_of_name_based": (
-        _metadata_of_name_based, "does not appear to be object-based (saved "
-        "with TF2) since it is missing the key"),
-    "streaming_restore_of_name_based": (
-        _streaming_restore_of_name_based, "Streaming restore not supported "
-        "from name-based checkpoints when graph building"),
-    "slot_also_a_dependency": (
-        _slot_also_a_dependency, "A slot variable was re-used as a dependency "
-        "of a Trackable object"),
-    "slot_with_dependencies": (
-        _slot_with_dependencies, "Currently only variables with no "
-        "dependencies can be saved as slot variables"),
-    "eager_saveable_of_a_constant": (
-        _eager_saveable_of_a_constant, "Can only save/restore "
-        "ResourceVariables when executing eagerly"),
-    "checkpoint_argument_not_trackable": (
-        lambda s: s.lib.Checkpoint(x=3), "`Checkpoint` was expecting x to "
-        "be a trackable object (an object derived from `Trackable`), got 3"),
-    "checkpoint_v1_argument_not_trackable": (
-        lambda s: s.lib.CheckpointV1(x=3), "`Checkpoint` was expecting a "
-        "trackable object (an object derived from `Trackable`), got 3"),
-    "state_timestamps_do_not_match_paths": (
-        lambda s: s.lib.checkpoint_management.generate_checkpoint_state_proto(
-            s.directory, "a", all_model_checkpoint_paths=["a", "b"],
+    "name_already_tracked":
+        (_track_twice, "but a Trackable with this name is already declared "
+         "as a dependency"),
+    "track_non_trackable":
+        (_track_non_trackable, "Trackable._track_trackable() can only be used "
+         "to track objects of type Trackable"),
+    **{
+        f"list_wrapper_{name}": (_saved_list_after(operation), _REPLACED) for name, operation in _LIST_OPERATIONS.items(
+        )
+    },
+    "list_changed_outside_wrapper":
+        (_list_changed_outside, "(a list wrapper constructed to track "
+         "trackable TensorFlow objects). The wrapped list was modified outside "
+         "the wrapper"),
+    "dict_changed_outside_wrapper":
+        (_dict_changed_outside, "(a dictionary wrapper constructed "
+         "automatically on attribute assignment). The wrapped dictionary was "
+         "modified outside the wrapper"),
+    "dict_with_non_string_key":
+        (_dict_with_non_string_key, "The wrapped dictionary contains a "
+         "non-string key which maps to a trackable object or mutable data "
+         "structure"),
+    "list_times_zero":
+        (_list_multiplied_in_place(0), "List only supports append, "
+         "multiplying in place by 0 removes elements"),
+    "list_times_minus_one":
+        (_list_multiplied_in_place(-1), "List only supports append, "
+         "multiplying in place by -1 removes elements"),
+    "mapping_overwritten":
+        (_mapping_overwritten, "Mappings are an append-only data structure. "
+         "Tried to overwrite the key 'a' with value"),
+    "mapping_non_string_key":
+        (_mapping_with_non_string_key, "Mapping accepts only string keys, but "
+         "got a key 1"),
+    "list_of_non_trackable":
+        (_list_of_non_trackable, "Only trackable objects (such as Layers or "
+         "Optimizers) may be stored in a List object. Got 3"),
+    "saver_dtype_graph":
+        (_saver_restore_of_another_dtype(graph=True),
+         "expected dtype int32 does not equal original dtype float"),
+    "saver_dtype_eager":
+        (_saver_restore_of_another_dtype(graph=False),
+         "expected dtype int32 does not equal original dtype float"),
+    "unresolved_object":
+        (_unresolved_object, "Unresolved object in checkpoint (root).w"),
+    "unused_attributes":
+        (_unused_attribute, "Unused attributes in these objects (the "
+         "attributes exist in the checkpoint but were not restored):"),
+    "only_the_root_matched":
+        (_only_the_root_matched, "Nothing except the root object matched a "
+         "checkpointed value. Typically this means that the checkpoint does "
+         "not match the Python program"),
+    "metadata_of_name_based":
+        (_metadata_of_name_based, "does not appear to be object-based (saved "
+         "with TF2) since it is missing the key"),
+    "streaming_restore_of_name_based":
+        (_streaming_restore_of_name_based, "Streaming restore not supported "
+         "from name-based checkpoints when graph building"),
+    "slot_also_a_dependency":
+        (_slot_also_a_dependency, "A slot variable was re-used as a dependency "
+         "of a Trackable object"),
+    "slot_with_dependencies":
+        (_slot_with_dependencies, "Currently only variables with no "
+         "dependencies can be saved as slot variables"),
+    "eager_saveable_of_a_constant":
+        (_eager_saveable_of_a_constant, "Can only save/restore "
+         "ResourceVariables when executing eagerly"),
+    "checkpoint_argument_not_trackable":
+        (lambda s: s.lib.Checkpoint(x=3), "`Checkpoint` was expecting x to "
+         "be a trackable object (an object derived from `Trackable`), got 3"),
+    "checkpoint_v1_argument_not_trackable":
+        (lambda s: s.lib.CheckpointV1(x=3), "`Checkpoint` was expecting a "
+         "trackable object (an object derived from `Trackable`), got 3"),
+    "state_timestamps_do_not_match_paths":
+        (lambda s: s.lib.checkpoint_management.generate_checkpoint_state_proto(
+            s.directory,
+            "a",
+            all_model_checkpoint_paths=["a", "b"],
             all_model_checkpoint_timestamps=[1.]),
-        "Checkpoint timestamps, if provided, must match checkpoint paths"),
-    "save_path_is_the_state_file": (
-        lambda s: s.lib.checkpoint_management.update_checkpoint_state(
+         "Checkpoint timestamps, if provided, must match checkpoint paths"),
+    "save_path_is_the_state_file":
+        (lambda s: s.lib.checkpoint_management.update_checkpoint_state(
             s.directory, os.path.join(s.directory, "checkpoint")),
-        "conflicts with path used for checkpoint state"),
+         "conflicts with path used for checkpoint state"),
 }
 
 
 def _public_type(error):
   """The error's type, or its first public base for a private error class."""
-  return next(cls for cls in type(error).__mro__
-              if not cls.__name__.startswith("_"))
+  return next(
+      cls for cls in type(error).__mro__ if not cls.__name__.startswith("_"))
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -379,13 +391,13 @@ def _async_save_in_a_graph(s):
     variable = tf.compat.v1.get_variable("v", initializer=1.)
     session.run(variable.initializer)
     s.lib.Checkpoint(v=variable).write(
-        s.path("async"), options=tf.train.CheckpointOptions(
+        s.path("async"),
+        options=tf.train.CheckpointOptions(
             experimental_enable_async_checkpoint=True))
 
 
 def _name_based_restore_of_object_based(s):
-  path = _tensorflow_checkpoint(s, "object_based",
-                                v=tf.Variable(1., name="v"))
+  path = _tensorflow_checkpoint(s, "object_based", v=tf.Variable(1., name="v"))
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     variable = tf.compat.v1.get_variable("v", initializer=2.)
     s.lib.Saver({"v": variable}).restore(session, path)
@@ -394,13 +406,13 @@ def _name_based_restore_of_object_based(s):
 WARNINGS = {
     "eager_saver": (_eager_saver, "Saver is deprecated, please switch to "
                     "tf.train.Checkpoint"),
-    "async_save_in_a_graph": (
-        _async_save_in_a_graph, "Saving async checkpoint in graph mode is "
-        "currently not supported; switching to regular sync checkpoint "
-        "instead"),
-    "name_based_restore_of_object_based": (
-        _name_based_restore_of_object_based, "Restoring an object-based "
-        "checkpoint using a name-based saver."),
+    "async_save_in_a_graph":
+        (_async_save_in_a_graph, "Saving async checkpoint in graph mode is "
+         "currently not supported; switching to regular sync checkpoint "
+         "instead"),
+    "name_based_restore_of_object_based":
+        (_name_based_restore_of_object_based, "Restoring an object-based "
+         "checkpoint using a name-based saver."),
 }
 
 

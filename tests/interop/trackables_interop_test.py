@@ -50,7 +50,8 @@ def test_documented_numpy_wrapper_round_trips(tmp_path, writer, deferred):
       holder.numpy = target
       status = lib.Checkpoint(holder=holder).restore(path)
     status.assert_consumed()
-    np.testing.assert_array_equal(target.array, source.numpy.array,
+    np.testing.assert_array_equal(target.array,
+                                  source.numpy.array,
                                   err_msg=impl)
 
 
@@ -123,7 +124,8 @@ def test_mirrored_strategy_variables(tmp_path):
       module = tf.Module()
       module.v = tf.Variable([1.0 + offset, 2.0])
       module.on_read = tf.Variable(
-          5.0 + offset, synchronization=tf.VariableSynchronization.ON_READ,
+          5.0 + offset,
+          synchronization=tf.VariableSynchronization.ON_READ,
           aggregation=tf.VariableAggregation.SUM)
     return module
 
@@ -164,10 +166,11 @@ def test_tensorflows_no_dependency_is_unwrapped():
 def test_checkpoint_argument_wrapped_in_tensorflows_no_dependency(tmp_path):
   keys = {}
   for impl, lib in tl.IMPLS.items():
-    checkpoint = lib.Checkpoint(
-        x=data_structures.NoDependency(tf.Variable(1.0)), y=tf.Variable(2.0))
-    keys[impl] = sorted(tl.signature(
-        checkpoint.write(os.fspath(tmp_path / impl))))
+    checkpoint = lib.Checkpoint(x=data_structures.NoDependency(
+        tf.Variable(1.0)),
+                                y=tf.Variable(2.0))
+    keys[impl] = sorted(
+        tl.signature(checkpoint.write(os.fspath(tmp_path / impl))))
   assert keys["ours"] == keys["tf"]
 
 
@@ -215,10 +218,11 @@ def _mutate(name, obj):
     raise ValueError(name)
 
 
-_MUTATIONS = ["dict_setitem", "dict_del", "dict_pop", "dict_int_key",
-              "dict_int_key_plain_value", "list_append", "list_setitem",
-              "list_pop", "list_setitem_plain", "list_imul", "nested",
-              "aliased_list"]
+_MUTATIONS = [
+    "dict_setitem", "dict_del", "dict_pop", "dict_int_key",
+    "dict_int_key_plain_value", "list_append", "list_setitem", "list_pop",
+    "list_setitem_plain", "list_imul", "nested", "aliased_list"
+]
 
 
 @pytest.mark.parametrize("mutation", _MUTATIONS)
@@ -229,8 +233,7 @@ def test_changed_containers_save_like_tensorflows(tmp_path, mutation):
     obj = lib.AutoTrackable()
     _mutate(mutation, obj)
     prefix = os.fspath(tmp_path / impl / "ckpt")
-    outcomes[impl] = tl.outcome(tf.train.Checkpoint(obj=obj).write,
-                                prefix).name
+    outcomes[impl] = tl.outcome(tf.train.Checkpoint(obj=obj).write, prefix).name
     if outcomes[impl] == "ok":
       paths[impl] = prefix
   assert outcomes["ours"] == outcomes["tf"]

@@ -57,8 +57,7 @@ def build(impl, value_offset=0.0):
 
   def var(name, value):
     if isinstance(value, tf.Tensor):  # Strings: change them another way.
-      return tf.Variable(tf.strings.join([value, str(value_offset)]),
-                         name=name)
+      return tf.Variable(tf.strings.join([value, str(value_offset)]), name=name)
     return tf.Variable(value + value_offset, name=name)
 
   root = lib.AutoTrackable()
@@ -70,8 +69,11 @@ def build(impl, value_offset=0.0):
   root.module = tf.Module()
   root.module.w = var("module_w", 5.0)
   root.items = [var("item0", 6.0), 7, [var("item2_0", 8.0)], (1, 2)]
-  root.table = {"b": var("table_b", 9.0), "a": [var("table_a0", 10.0)],
-                "c": "text"}
+  root.table = {
+      "b": var("table_b", 9.0),
+      "a": [var("table_a0", 10.0)],
+      "c": "text"
+  }
   root.pair = Pair(var("first", 11.0), (var("second0", 12.0), 3))
   root.shared = root.child  # One object reached by two paths.
   root.items.append(root.child.v)
@@ -82,10 +84,12 @@ def build(impl, value_offset=0.0):
 
 def _leaf_values(root):
   """Variable values of `build()`'s structure, in a fixed order."""
-  leaves = [root.scalar, root.matrix, root.child.v, root.child.more[0],
-            root.child.more[1]["deep"], root.module.w, root.items[0],
-            root.items[2][0], root.table["b"], root.table["a"][0],
-            root.pair.first, root.pair.second[0], root.hidden, root.strings]
+  leaves = [
+      root.scalar, root.matrix, root.child.v, root.child.more[0],
+      root.child.more[1]["deep"], root.module.w, root.items[0],
+      root.items[2][0], root.table["b"], root.table["a"][0], root.pair.first,
+      root.pair.second[0], root.hidden, root.strings
+  ]
   return [v.numpy().tolist() for v in leaves]
 
 
@@ -97,8 +101,9 @@ def test_dependency_tree_matches_tensorflow():
   ours = tree(build("ours"))
   assert ours == tree(build("tf"))
   assert [entry[0] for entry in ours] == [
-      "scalar", "matrix", "child", "module", "items", "table", "pair",
-      "shared", "strings"]
+      "scalar", "matrix", "child", "module", "items", "table", "pair", "shared",
+      "strings"
+  ]
 
 
 def test_tracks_tensorflow_trackables_and_wraps_containers():
@@ -123,9 +128,10 @@ def test_savedmodel_save_type_lists_the_same_children():
   checkpoint = root._trackable_children()  # pylint: disable=protected-access
   savedmodel = root._trackable_children(save_type="savedmodel", cache={})  # pylint: disable=protected-access
   assert list(savedmodel.items()) == list(checkpoint.items())
-  assert list(root._trackable_children(  # pylint: disable=protected-access
-      save_type=tf_base.SaveType.SAVEDMODEL).items()) == list(
-          checkpoint.items())
+  assert list(
+      root._trackable_children(  # pylint: disable=protected-access
+          save_type=tf_base.SaveType.SAVEDMODEL).items()) == list(
+              checkpoint.items())
 
 
 @pytest.mark.parametrize("impl", ["tf", "ours"])
@@ -158,6 +164,7 @@ def test_delete_untracked_attribute_keeps_dependencies():
 
 
 def test_setattr_tracking_flag_and_decorators():
+
   class Builder(OURS):
 
     @base.no_automatic_dependency_tracking

@@ -55,12 +55,17 @@ class _Epochs:
 
 
 def _fit(keras, backup, epochs):
-  model = keras.Sequential([keras.layers.Dense(3, input_shape=(4,)),
-                            keras.layers.Dense(1)])
+  model = keras.Sequential(
+      [keras.layers.Dense(3, input_shape=(4,)),
+       keras.layers.Dense(1)])
   model.compile(optimizer="adam", loss="mse")
   x = np.linspace(0, 1, 32, dtype=np.float32).reshape(8, 4)
-  model.fit(x, x[:, :1], epochs=4, verbose=0, callbacks=[
-      keras.callbacks.BackupAndRestore(backup), epochs.callback])
+  model.fit(
+      x,
+      x[:, :1],
+      epochs=4,
+      verbose=0,
+      callbacks=[keras.callbacks.BackupAndRestore(backup), epochs.callback])
 
 
 def _interrupted_fit(keras, backup, aside):
@@ -79,7 +84,8 @@ def _interrupted_fit(keras, backup, aside):
   with pytest.raises(RuntimeError, match="interrupted"):
     _fit(keras, backup, epochs)
   assert sorted(os.listdir(chief)) == [
-      "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+      "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"
+  ]
   return epochs.weights
 
 
@@ -110,8 +116,7 @@ def test_fit_resumes_from_the_newest_intact_backup(tmp_path, keras_name):
   assert "data file is truncated" in warnings[0]
   # Resumed at epoch 1, from the weights it began with the first time.
   assert min(resumed.weights) == 1
-  for expected, actual in zip(interrupted[1], resumed.weights[1],
-                              strict=True):
+  for expected, actual in zip(interrupted[1], resumed.weights[1], strict=True):
     np.testing.assert_array_equal(expected, actual)
 
 
@@ -131,4 +136,3 @@ def test_only_damaged_backups_stop_fit(tmp_path, keras_name, patched):
     if patched:
       assert isinstance(error, tf.errors.DataLossError)
       assert os.path.join(chief, "ckpt-2") in str(error)
-

@@ -36,10 +36,14 @@ def _assert_op_error_like_tensorflow(errors):
 
 
 @pytest.mark.parametrize(
-    "value",
-    [1, "text", None, 2.5, tf.constant(1.0), np.ones(2), object(), ()],
-    ids=["int", "str", "none", "float", "tensor", "ndarray", "object",
-         "empty_tuple"])
+    "value", [1, "text", None, 2.5,
+              tf.constant(1.0),
+              np.ones(2),
+              object(), ()],
+    ids=[
+        "int", "str", "none", "float", "tensor", "ndarray", "object",
+        "empty_tuple"
+    ])
 def test_non_trackable_argument_is_a_value_error(value):
   errors = tl.errors_by_impl(lambda cls: cls(x=value))
   tl.assert_same_error_type(errors, ValueError)
@@ -47,10 +51,10 @@ def test_non_trackable_argument_is_a_value_error(value):
 
 
 @pytest.mark.parametrize(
-    "value, keys",
-    [([1], []), ({"a": 1}, []),
-     ((tf.Variable(1.0),), ["x/0/.ATTRIBUTES/VARIABLE_VALUE"]),
-     (tf.Variable(1.0), ["x/.ATTRIBUTES/VARIABLE_VALUE"])],
+    "value, keys", [([1], []), ({
+        "a": 1
+    }, []), ((tf.Variable(1.0),), ["x/0/.ATTRIBUTES/VARIABLE_VALUE"]),
+                    (tf.Variable(1.0), ["x/.ATTRIBUTES/VARIABLE_VALUE"])],
     ids=["list", "dict", "tuple", "variable"])
 def test_trackable_arguments_are_accepted(tmp_path, value, keys):
   paths = tl.write_both(tmp_path, x=value)
@@ -77,16 +81,18 @@ def _saved(tmp_path):
   """A checkpoint of `_program()`'s structure with other values."""
   module = _program()
   for variable in (module.a, module.b, module.c):
-    variable.assign(tf.cast(tf.reshape(
-        tf.range(tf.size(variable)), variable.shape) + 1, variable.dtype))
+    variable.assign(
+        tf.cast(
+            tf.reshape(tf.range(tf.size(variable)), variable.shape) + 1,
+            variable.dtype))
   return tl.write("tf", tmp_path / "saved" / "ckpt", module=module)
 
 
 @pytest.mark.parametrize("method", ["read", "restore"])
 def test_missing_checkpoint_is_not_found(tmp_path, method):
   path = os.fspath(tmp_path / "no" / "such" / "ckpt")
-  errors = tl.errors_by_impl(
-      lambda cls: getattr(cls(module=_program()), method)(path))
+  errors = tl.errors_by_impl(lambda cls: getattr(cls(module=_program()), method)
+                             (path))
   tl.assert_same_error_type(errors, tf.errors.NotFoundError)
   assert path in str(errors["ours"])
 
@@ -158,8 +164,9 @@ def test_damaged_data_found_when_creating_a_variable(saved):
   for impl, lib in tl.IMPLS.items():
     module = tf.Module()
     lib.Checkpoint(module=module).read(saved)  # The index is fine.
-    errors[impl] = tl.outcome(setattr, module, "a", tf.Variable(
-        np.zeros((300, 40), np.float32))).error
+    errors[impl] = tl.outcome(setattr, module, "a",
+                              tf.Variable(np.zeros((300, 40),
+                                                   np.float32))).error
   _assert_op_error_like_tensorflow(errors)
   assert damaged_file in str(errors["ours"])
   assert "module/a/.ATTRIBUTES/VARIABLE_VALUE" in str(errors["ours"])
@@ -190,8 +197,10 @@ def _two_layer_model(units, dtype="float32", built=True, flavor="tf_keras"):
 
 
 # Object paths of the layers' weights in a checkpoint of `model=`.
-_LAYER_PATHS = {"tf_keras": "model/layer_with_weights-{}/",
-                "keras3": "model/_functional/_operations/{}/_"}
+_LAYER_PATHS = {
+    "tf_keras": "model/layer_with_weights-{}/",
+    "keras3": "model/_functional/_operations/{}/_"
+}
 _LAYER_NUMBERS = {"tf_keras": (0, 1), "keras3": (1, 2)}
 
 
@@ -207,7 +216,8 @@ def _saved_model_of(tmp_path, flavor):
     weight.assign(tf.fill(weight.shape, 7.0))
   path = tl.write("tf", tmp_path / "model" / "ckpt", model=model)
   assert all(p + "/.ATTRIBUTES/VARIABLE_VALUE" in tl.signature(path)
-             for layer in (0, 1) for p in _weight_paths(flavor, layer))
+             for layer in (0, 1)
+             for p in _weight_paths(flavor, layer))
   return path
 
 
@@ -242,7 +252,9 @@ def test_shape_mismatch_is_a_value_error_and_assigns_nothing(tmp_path, flavor):
 def test_dtype_mismatch_is_an_invalid_argument_error_and_assigns_nothing(
     tmp_path, flavor):
   saved_model = _saved_model_of(tmp_path, flavor)
-  errors, assigned = _read_into_a_misfit(saved_model, flavor, units=2,
+  errors, assigned = _read_into_a_misfit(saved_model,
+                                         flavor,
+                                         units=2,
                                          dtype="float64")
   tl.assert_same_error_type(errors, tf.errors.InvalidArgumentError)
   tl.assert_names_the_value(errors["ours"], saved_model,
@@ -303,7 +315,11 @@ def test_dtype_mismatch_on_add_variable(tmp_path):
     target = tf_objckpt.AutoTrackable()
     lib.Checkpoint(tree=target).read(path)
     errors[impl] = tl.outcome(
-        tf_objckpt.add_variable, target, "v", shape=(2, 3), dtype=tf.float64,
+        tf_objckpt.add_variable,
+        target,
+        "v",
+        shape=(2, 3),
+        dtype=tf.float64,
         initializer=tf.compat.v1.zeros_initializer()).error
   tl.assert_same_error_type(errors, ValueError)
 
@@ -321,7 +337,10 @@ def test_shape_mismatch_on_add_variable(tmp_path, reader, owner):
   path = tl.write("tf", tmp_path / "ckpt", tree=source)
   target = tl.OWNERS[owner]()
   tl.IMPLS[reader].Checkpoint(tree=target).read(path)
-  error = tl.outcome(tf_objckpt.add_variable, target, "v", shape=(3, 2),
+  error = tl.outcome(tf_objckpt.add_variable,
+                     target,
+                     "v",
+                     shape=(3, 2),
                      initializer=tf.compat.v1.zeros_initializer()).error
   assert isinstance(error, ValueError), error
   if reader == "ours" and owner == "ours":
@@ -360,8 +379,8 @@ def test_damaged_value_only_fails_its_own_variable(tmp_path):
     lib.Checkpoint(tree=target).read(path)
     target.good = tf.Variable([0.0, 0.0])  # Restored: its value is fine.
     good = target.good.numpy().tolist()
-    error = tl.outcome(setattr, target, "bad", tf.Variable(
-        np.zeros((4096,), np.float32))).error
+    error = tl.outcome(setattr, target, "bad",
+                       tf.Variable(np.zeros((4096,), np.float32))).error
     results[impl] = (good, type(error).__name__)
     if impl == "ours":
       assert path in str(error)

@@ -24,8 +24,7 @@ from tf_objckpt.api import checkpoint_polling
 from tf_objckpt.engine import bundle_index
 
 # TensorFlow 2.21 asks `timeout_fn` after each checkpoint it yields too.
-_ASKS_AFTER_EACH_CHECKPOINT = not tf.__version__.startswith(("2.15.",
-                                                             "2.16."))
+_ASKS_AFTER_EACH_CHECKPOINT = not tf.__version__.startswith(("2.15.", "2.16."))
 
 
 def _utils(impl):
@@ -39,7 +38,8 @@ class _Trainer:
     self.directory = str(directory)
     self.variable = tf.Variable(np.zeros([64], np.float32))
     self.checkpoint = tf.train.Checkpoint(v=self.variable)
-    self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory,
+    self.manager = tf.train.CheckpointManager(self.checkpoint,
+                                              self.directory,
                                               max_to_keep=None)
 
   def save(self):
@@ -53,8 +53,10 @@ class _Trainer:
 def _iterate(impl, directory, timeout_fn, **kwargs):
   """The prefixes `impl`'s iterator yields, as numbers ("ckpt-3" -> 3)."""
   utils = _utils(impl)
-  return [int(path.rsplit("-", 1)[1]) for path in utils.checkpoints_iterator(
-      directory, timeout=0, timeout_fn=timeout_fn, **kwargs)]
+  return [
+      int(path.rsplit("-", 1)[1]) for path in utils.checkpoints_iterator(
+          directory, timeout=0, timeout_fn=timeout_fn, **kwargs)
+  ]
 
 
 def _saving_while_waiting(trainer, saves, damage=None):
@@ -97,35 +99,43 @@ def _flip_value(prefix):
 
 
 def test_yields_each_new_checkpoint_then_times_out(tmp_path):
+
   def scenario(impl, trainer):
     trainer.save()
     return _iterate(impl, trainer.directory,
                     _saving_while_waiting(trainer, saves=3))
 
   assert _in_fresh_directories(tmp_path, scenario) == {
-      "tf": [1, 2, 3, 4], "ours": [1, 2, 3, 4]}
+      "tf": [1, 2, 3, 4],
+      "ours": [1, 2, 3, 4]
+  }
 
 
 def test_timeout_without_timeout_fn_ends_the_iterator(tmp_path):
   empty = tmp_path / "empty"
   empty.mkdir()
   assert tl.agreed(_iterate, str(empty), None) == []
+
   def scenario(impl, trainer):
     trainer.save()
     trainer.save()
     return _iterate(impl, trainer.directory, None)
 
   # Only the latest, then the timeout.
-  assert tl.by_impl(lambda impl: scenario(
-      impl, _Trainer(tmp_path / impl))) == {"tf": [2], "ours": [2]}
+  assert tl.by_impl(lambda impl: scenario(impl, _Trainer(tmp_path / impl))) == {
+      "tf": [2],
+      "ours": [2]
+  }
 
 
 def test_timeout_fn_is_asked_after_each_checkpoint_as_in_2_21(tmp_path):
+
   def save_after_each_yield(impl, trainer):
     trainer.save()
     seen = []
     utils = _utils(impl)
-    for path in utils.checkpoints_iterator(trainer.directory, timeout=0,
+    for path in utils.checkpoints_iterator(trainer.directory,
+                                           timeout=0,
                                            timeout_fn=lambda: True):
       seen.append(path)
       if len(seen) < 3:
@@ -154,15 +164,17 @@ class _FakeClock:
 
 
 def test_min_interval_secs_spaces_the_checkpoints(tmp_path, monkeypatch):
+
   def scenario(impl, trainer):
     clock = _FakeClock()
-    module = (checkpoint_polling if impl == "ours"
-              else _utils("tf"))
+    module = (checkpoint_polling if impl == "ours" else _utils("tf"))
     monkeypatch.setattr(module, "time", clock)
     trainer.save()
     seen = []
     for path in _utils(impl).checkpoints_iterator(
-        trainer.directory, min_interval_secs=30, timeout=0,
+        trainer.directory,
+        min_interval_secs=30,
+        timeout=0,
         timeout_fn=lambda: len(seen) >= 2):
       seen.append(path)
       clock.now += 5  # The evaluation takes 5 s.
@@ -171,7 +183,9 @@ def test_min_interval_secs_spaces_the_checkpoints(tmp_path, monkeypatch):
     return len(seen), clock.slept
 
   assert _in_fresh_directories(tmp_path, scenario) == {
-      "tf": (2, [25.0, 25.0]), "ours": (2, [25.0, 25.0])}
+      "tf": (2, [25.0, 25.0]),
+      "ours": (2, [25.0, 25.0])
+  }
 
 
 def test_waits_for_a_checkpoint_whose_index_is_not_there_yet(tmp_path):
@@ -180,9 +194,11 @@ def test_waits_for_a_checkpoint_whose_index_is_not_there_yet(tmp_path):
   def scenario(impl, trainer):
     trainer.save()
     prefix_2 = trainer.save()
-    hidden = {name: name + ".hidden" for name in
-              (bundle_index.index_file_name(prefix_2),
-               bundle_index.data_file_name(prefix_2, 0, 1))}
+    hidden = {
+        name: name + ".hidden"
+        for name in (bundle_index.index_file_name(prefix_2),
+                     bundle_index.data_file_name(prefix_2, 0, 1))
+    }
     for name, hidden_name in hidden.items():
       os.rename(name, hidden_name)
     calls = []
@@ -197,8 +213,7 @@ def test_waits_for_a_checkpoint_whose_index_is_not_there_yet(tmp_path):
     # Not found by the first wait, nor after the first timeout.
     return _iterate(impl, trainer.directory, timeout_fn)
 
-  assert _in_fresh_directories(tmp_path, scenario) == {"tf": [2],
-                                                        "ours": [2]}
+  assert _in_fresh_directories(tmp_path, scenario) == {"tf": [2], "ours": [2]}
 
 
 def test_waits_for_data_files_to_be_complete(tmp_path):
@@ -221,7 +236,8 @@ def test_waits_for_data_files_to_be_complete(tmp_path):
       return seen.count("timeout") > 3
 
     utils = _utils(impl)
-    for path in utils.checkpoints_iterator(trainer.directory, timeout=0,
+    for path in utils.checkpoints_iterator(trainer.directory,
+                                           timeout=0,
                                            timeout_fn=timeout_fn):
       seen.append(path)
     return seen
@@ -235,6 +251,7 @@ def test_waits_for_data_files_to_be_complete(tmp_path):
 
 
 def test_skips_a_damaged_checkpoint_with_one_warning(tmp_path):
+
   def scenario(impl, trainer):
     trainer.save()
     damaged = []
@@ -307,8 +324,10 @@ def test_a_damaged_checkpoint_saved_again_is_judged_again(tmp_path):
 
   with tl.captured_logs(logging.WARNING) as messages:
     utils = _utils("ours")
-    seen = list(utils.checkpoints_iterator(
-        trainer.directory, timeout=0, timeout_fn=timeout_fn))
+    seen = list(
+        utils.checkpoints_iterator(trainer.directory,
+                                   timeout=0,
+                                   timeout_fn=timeout_fn))
   assert seen == [prefix_2]
   assert len(_skipped(messages)) == 1
 
@@ -322,8 +341,12 @@ def test_wait_for_new_checkpoint(tmp_path, damage):
     _flip_value(second)
   elif damage == "unfinished":
     os.remove(bundle_index.data_file_name(second, 0, 1))
-  waits = {impl: _utils(impl).wait_for_new_checkpoint(
-      trainer.directory, first, timeout=0) for impl in tl.IMPLS}
+  waits = {
+      impl:
+          _utils(impl).wait_for_new_checkpoint(trainer.directory,
+                                               first,
+                                               timeout=0) for impl in tl.IMPLS
+  }
   assert waits["tf"] == second
   assert waits["ours"] == (second if damage == "intact" else None)
   assert tl.agreed(lambda impl: _utils(impl).wait_for_new_checkpoint(

@@ -25,23 +25,28 @@ _SAVES_PER_THREAD = 20
 def _in_threads(save):
   """Calls `save(thread, index)` from each thread; returns the results."""
   with concurrent.futures.ThreadPoolExecutor(_THREADS) as pool:
-    futures = [pool.submit(lambda t=thread: [save(t, index) for index in
-                                             range(_SAVES_PER_THREAD)])
-               for thread in range(_THREADS)]
+    futures = [
+        pool.submit(lambda t=thread:
+                    [save(t, index)
+                     for index in range(_SAVES_PER_THREAD)])
+        for thread in range(_THREADS)
+    ]
     return [path for future in futures for path in future.result()]
 
 
 def _save_counter(path):
-  return int(tf.train.load_checkpoint(path).get_tensor(
-      "save_counter/.ATTRIBUTES/VARIABLE_VALUE"))
+  return int(
+      tf.train.load_checkpoint(path).get_tensor(
+          "save_counter/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
 def _saved_values(path):
   """The value each thread's variable has in the checkpoint at `path`."""
   reader = tf.train.load_checkpoint(path)
-  return [float(reader.get_tensor(f"values/{thread}/.ATTRIBUTES/"
-                                  "VARIABLE_VALUE"))
-          for thread in range(_THREADS)]
+  return [
+      float(reader.get_tensor(f"values/{thread}/.ATTRIBUTES/"
+                              "VARIABLE_VALUE")) for thread in range(_THREADS)
+  ]
 
 
 def test_concurrent_checkpoint_saves_are_serialized(tmp_path):
@@ -65,7 +70,8 @@ def test_concurrent_checkpoint_saves_are_serialized(tmp_path):
     assert _save_counter(path) == int(path.rsplit("-", 1)[1])
     assert _saved_values(path)[thread] == value, path
   assert sorted(_save_counter(path) for path in paths) == list(
-      range(1, len(paths) + 1))
+      range(1,
+            len(paths) + 1))
   in_order = [_saved_values(f"{prefix}-{n}") for n in range(1, len(paths) + 1)]
   for older, newer in zip(in_order, in_order[1:]):
     assert all(map(float.__le__, older, newer)), in_order
@@ -75,7 +81,8 @@ def test_concurrent_checkpoint_saves_are_serialized(tmp_path):
 
 def test_concurrent_manager_saves_are_serialized(tmp_path):
   checkpoint = tf_objckpt.Checkpoint(value=tf.Variable(1.))
-  manager = tf_objckpt.CheckpointManager(checkpoint, str(tmp_path),
+  manager = tf_objckpt.CheckpointManager(checkpoint,
+                                         str(tmp_path),
                                          max_to_keep=None)
   paths = _in_threads(lambda thread, index: manager.save())
   assert len(set(paths)) == len(paths) == _THREADS * _SAVES_PER_THREAD
@@ -89,13 +96,16 @@ def test_concurrent_manager_saves_are_serialized(tmp_path):
 def test_concurrent_writes_each_write_their_own_values(tmp_path):
   """`write()` from threads: every file holds what its caller wrote."""
   values = {thread: tf.Variable(float(thread)) for thread in range(_THREADS)}
-  checkpoints = {thread: tl.IMPLS["ours"].Checkpoint(value=values[thread])
-                 for thread in values}
+  checkpoints = {
+      thread: tl.IMPLS["ours"].Checkpoint(value=values[thread])
+      for thread in values
+  }
 
   def write(thread, index):
     path = str(tmp_path / f"thread{thread}-{index}")
     return thread, checkpoints[thread].write(path)
 
   for thread, path in _in_threads(write):
-    assert float(tf.train.load_checkpoint(path).get_tensor(
-        "value/.ATTRIBUTES/VARIABLE_VALUE")) == float(thread)
+    assert float(
+        tf.train.load_checkpoint(path).get_tensor(
+            "value/.ATTRIBUTES/VARIABLE_VALUE")) == float(thread)

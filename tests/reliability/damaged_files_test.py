@@ -32,11 +32,13 @@ _CONFIG = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
 def _graph_variables():
   """Variables `a` on /cpu:0 and `b` on /cpu:1, each of distinct values."""
   with tf.device("/cpu:0"):
-    a = tf.compat.v1.get_variable(
-        "a", initializer=np.arange(64, dtype=np.float32))
+    a = tf.compat.v1.get_variable("a",
+                                  initializer=np.arange(64, dtype=np.float32))
   with tf.device("/cpu:1"):
-    b = tf.compat.v1.get_variable(
-        "b", initializer=np.arange(100, 132, dtype=np.float32))
+    b = tf.compat.v1.get_variable("b",
+                                  initializer=np.arange(100,
+                                                        132,
+                                                        dtype=np.float32))
   return a, b
 
 
@@ -70,8 +72,9 @@ def _flip_value_of(prefix, key):
 def test_index_matches_tensorflow_reader_across_blocks_and_shards(tmp_path):
   # Many long keys fill several table blocks; a sharded Saver makes shards.
   module = tf.Module()
-  module.values = [tf.Variable(np.full([i % 7 + 1], i, np.float32))
-                   for i in range(600)]
+  module.values = [
+      tf.Variable(np.full([i % 7 + 1], i, np.float32)) for i in range(600)
+  ]
   many = tf.train.Checkpoint(module=module).write(str(tmp_path / "many"))
   sharded = _write_with_saver(str(tmp_path / "sharded"), sharded=True)
   for prefix, shards in ((many, 1), (sharded, 2)):
@@ -84,10 +87,10 @@ def test_index_matches_tensorflow_reader_across_blocks_and_shards(tmp_path):
     for key, entry in index.entries.items():
       assert [d.size for d in entry.shape.dim] == shapes[key], key
       assert tf.as_dtype(entry.dtype) == dtypes[key], key
-      assert (entry.offset + entry.size <=
-              os.path.getsize(index.data_file_of(key))), key
-    assert {entry.shard_id for entry in index.entries.values()} == set(
-        range(shards))
+      assert (entry.offset + entry.size
+              <= os.path.getsize(index.data_file_of(key))), key
+    assert {entry.shard_id for entry in index.entries.values()
+           } == set(range(shards))
 
 
 def test_damaged_index_table_is_a_data_loss_error_naming_it(tmp_path):
@@ -114,8 +117,7 @@ def _small_module(a, b):
   return module
 
 
-def test_every_damaged_index_byte_is_data_loss_naming_it_or_harmless(
-    tmp_path):
+def test_every_damaged_index_byte_is_data_loss_naming_it_or_harmless(tmp_path):
   """Each flipped byte and each truncation of a small checkpoint's `.index`
   restores exactly the saved values (padding, unused bits) or raises a
   `DataLossError` naming the index file and assigns nothing. TensorFlow's
@@ -132,8 +134,7 @@ def test_every_damaged_index_byte_is_data_loss_naming_it_or_harmless(
     with open(damaged + ".index", "wb") as f:
       f.write(contents)
     module = _small_module([0., 0., 0.], 0)
-    error = tl.outcome(tf_objckpt.Checkpoint(module=module).read,
-                       damaged).error
+    error = tl.outcome(tf_objckpt.Checkpoint(module=module).read, damaged).error
     restored = (list(module.a.numpy()), int(module.b.numpy()))
     if error is None:
       assert restored == ([1.5, 2.5, 3.5], 7), what
@@ -164,11 +165,15 @@ def _restore_errors(prefix, how):
       a, b = _graph_variables()
       with tf.compat.v1.Session(config=_CONFIG) as sess:
         if how == "graph":
-          errors[impl] = tl.outcome(_run_object_based_restore, lib, prefix,
-                                    sess, a=a, b=b).error
+          errors[impl] = tl.outcome(_run_object_based_restore,
+                                    lib,
+                                    prefix,
+                                    sess,
+                                    a=a,
+                                    b=b).error
         else:
-          errors[impl] = tl.outcome(lib.Saver(sharded=True).restore, sess,
-                                    prefix).error
+          errors[impl] = tl.outcome(
+              lib.Saver(sharded=True).restore, sess, prefix).error
   return errors
 
 
@@ -180,14 +185,16 @@ def _write_for(how, prefix):
       a, b = _graph_variables()
       with tf.compat.v1.Session(config=_CONFIG) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
-        return tf.compat.v1.train.Checkpoint(a=a, b=b).write(
-            prefix, session=sess)
+        return tf.compat.v1.train.Checkpoint(a=a, b=b).write(prefix,
+                                                             session=sess)
   return _write_with_saver(prefix, sharded=True)
 
 
-_DAMAGED_KEY = {"eager": "module/b/.ATTRIBUTES/VARIABLE_VALUE",
-                "graph": "b/.ATTRIBUTES/VARIABLE_VALUE",
-                "saver": "b"}
+_DAMAGED_KEY = {
+    "eager": "module/b/.ATTRIBUTES/VARIABLE_VALUE",
+    "graph": "b/.ATTRIBUTES/VARIABLE_VALUE",
+    "saver": "b"
+}
 
 
 @pytest.mark.parametrize("how", sorted(_DAMAGED_KEY))
@@ -213,7 +220,8 @@ def test_truncated_data_file_is_named(tmp_path, how):
   errors = _restore_errors(prefix, how)
   # TensorFlow raises OutOfRangeError (the Saver) or IndexError (reading the
   # object graph); damage is a DataLossError here, as eagerly (API.md).
-  assert isinstance(errors["tf"], (tf.errors.OutOfRangeError, IndexError)), (
-      repr(errors["tf"]))
+  assert isinstance(errors["tf"],
+                    (tf.errors.OutOfRangeError, IndexError)), (repr(
+                        errors["tf"]))
   assert type(errors["ours"]) is tf.errors.DataLossError, repr(errors["ours"])
   assert repr(data_file) in str(errors["ours"]), str(errors["ours"])

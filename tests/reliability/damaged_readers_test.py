@@ -26,9 +26,11 @@ import testlib as tl
 from tf_objckpt.engine import bundle_index
 
 # Sorted by key, as `init_from_checkpoint` assigns them; "b" is damaged.
-_VALUES = {"a": np.arange(40, dtype=np.float32),
-           "b": np.arange(100, 164, dtype=np.float32),
-           "c": np.arange(-16, 0, dtype=np.float32)}
+_VALUES = {
+    "a": np.arange(40, dtype=np.float32),
+    "b": np.arange(100, 164, dtype=np.float32),
+    "c": np.arange(-16, 0, dtype=np.float32)
+}
 _BROKEN = "b"
 
 
@@ -64,9 +66,11 @@ def _damage_value(path, damage):
 
 
 def _both(function_name, *args):
-  return {impl: tl.outcome(
-      getattr(tl.IMPLS[impl].checkpoint_utils, function_name), *args)
-          for impl in tl.IMPLS}
+  return {
+      impl:
+          tl.outcome(getattr(tl.IMPLS[impl].checkpoint_utils, function_name),
+                     *args) for impl in tl.IMPLS
+  }
 
 
 @pytest.mark.parametrize("damage", ["truncated", "corrupted"])
@@ -92,11 +96,12 @@ def test_damaged_value_names_its_file_and_key(tmp_path, damage):
   _damage_value(path, damage)
   # The index is intact: both list the values.
   tl.agreed(lambda impl: tl.IMPLS[impl].checkpoint_utils.list_variables(path))
-  readers = {impl: tl.IMPLS[impl].checkpoint_utils.load_checkpoint(path)
-             for impl in tl.IMPLS}
-  for read in (lambda impl: readers[impl].get_tensor(_BROKEN),
-               lambda impl: tl.IMPLS[impl].checkpoint_utils.load_variable(
-                   path, _BROKEN)):
+  readers = {
+      impl: tl.IMPLS[impl].checkpoint_utils.load_checkpoint(path)
+      for impl in tl.IMPLS
+  }
+  for read in (lambda impl: readers[impl].get_tensor(_BROKEN), lambda impl: tl.
+               IMPLS[impl].checkpoint_utils.load_variable(path, _BROKEN)):
     outcomes = {impl: tl.outcome(read, impl) for impl in tl.IMPLS}
     # TensorFlow: an IndexError for a short file, else a bare OpError.
     assert isinstance(outcomes["tf"].error, (IndexError, tf.errors.OpError))
@@ -106,8 +111,7 @@ def test_damaged_value_names_its_file_and_key(tmp_path, damage):
     assert f"checkpoint {path!r}" in str(error)
     assert repr(_data_file(path)) in str(error)
   if damage != "missing":  # The value before it is intact.
-    np.testing.assert_array_equal(readers["ours"].get_tensor("a"),
-                                  _VALUES["a"])
+    np.testing.assert_array_equal(readers["ours"].get_tensor("a"), _VALUES["a"])
 
 
 @pytest.mark.parametrize("damage", ["truncated", "corrupted"])
@@ -117,8 +121,10 @@ def test_eager_warm_start_assigns_nothing_from_a_damaged_checkpoint(
   _damage_value(path, damage)
 
   def warm_start(impl):
-    variables = {name: tf.Variable(tf.zeros_like(value))
-                 for name, value in _VALUES.items()}
+    variables = {
+        name: tf.Variable(tf.zeros_like(value))
+        for name, value in _VALUES.items()
+    }
     error = tl.outcome(tl.IMPLS[impl].checkpoint_utils.init_from_checkpoint,
                        path, variables).error
     return error, {name: v.numpy() for name, v in variables.items()}
@@ -126,8 +132,10 @@ def test_eager_warm_start_assigns_nothing_from_a_damaged_checkpoint(
   results = tl.by_impl(warm_start)
   # RestoreV2's error type (OutOfRange for a short file, DataLoss for a bad
   # checksum), ours naming the file and the key.
-  tl.assert_same_error_type({impl: error for impl, (error, _) in
-                             results.items()}, tf.errors.OpError)
+  tl.assert_same_error_type(
+      {
+          impl: error for impl, (error, _) in results.items()
+      }, tf.errors.OpError)
   error, after = results["ours"]
   assert f"checkpoint key {_BROKEN!r}" in str(error)
   assert repr(_data_file(path)) in str(error)

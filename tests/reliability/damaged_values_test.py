@@ -26,8 +26,7 @@ def _module(base):
 
 
 def test_damaged_value_is_named_by_its_key(tmp_path):
-  path = tf_objckpt.Checkpoint(module=_module(0.)).write(
-      str(tmp_path / "ckpt"))
+  path = tf_objckpt.Checkpoint(module=_module(0.)).write(str(tmp_path / "ckpt"))
   data_file = path + ".data-00000-of-00001"
   with open(data_file, "rb") as f:
     data = f.read()

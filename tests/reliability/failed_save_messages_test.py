@@ -81,9 +81,14 @@ _SCENARIOS = textwrap.dedent("""
 """)
 
 # The prefix each scenario writes, in its directory.
-_PREFIXES = {"checkpoint_write": "ckpt", "checkpoint_save": "ckpt-1",
-             "manager_save": "ckpt-1", "async_save": "ckpt-1",
-             "saver": "model", "graph_checkpoint_v1_save": "ckpt-1"}
+_PREFIXES = {
+    "checkpoint_write": "ckpt",
+    "checkpoint_save": "ckpt-1",
+    "manager_save": "ckpt-1",
+    "async_save": "ckpt-1",
+    "saver": "model",
+    "graph_checkpoint_v1_save": "ckpt-1"
+}
 _DISK_BYTES = 64 << 10
 
 
@@ -95,12 +100,15 @@ def _run_scenarios(impl, root, fault):
         f"mkdir -p {root}/{name} && "
         f"mount -t tmpfs -o size={_DISK_BYTES} tmpfs {root}/{name}"
         for name in _PREFIXES)
-    wrapper = ["unshare", "--mount", "--map-root-user", "sh", "-c",
-               f'{mounts} && exec "$0" "$@"']
+    wrapper = [
+        "unshare", "--mount", "--map-root-user", "sh", "-c",
+        f'{mounts} && exec "$0" "$@"'
+    ]
   result = tl.run_python(_SCENARIOS, impl, root, fault, wrapper=wrapper)
   assert result.returncode == 0, result.stderr[-3000:]
-  line, = [line for line in result.stdout.splitlines()
-           if line.startswith("RESULTS ")]
+  line, = [
+      line for line in result.stdout.splitlines() if line.startswith("RESULTS ")
+  ]
   return json.loads(line.split(" ", 1)[1])
 
 
@@ -161,8 +169,8 @@ def test_a_file_where_the_directory_should_be(tmp_path):
       _errors(lambda lib: lib.Checkpoint(v=tf.Variable(1.)).save(prefix)),
       prefix + "-1", reason)
   manager_error = _errors(lambda lib: lib.CheckpointManager(
-      lib.Checkpoint(v=tf.Variable(1.)), os.path.dirname(prefix),
-      max_to_keep=1).save())
+      lib.Checkpoint(v=tf.Variable(1.)), os.path.dirname(prefix), max_to_keep=1)
+                          .save())
   _assert_explained(manager_error, prefix, reason)
 
 
@@ -170,8 +178,9 @@ def test_a_directory_where_the_state_file_goes(tmp_path):
   errors = {}
   for impl, lib in tl.IMPLS.items():
     (tmp_path / impl / "checkpoint").mkdir(parents=True)
-    errors[impl] = tl.outcome(lib.Checkpoint(v=tf.Variable(1.)).save,
-                              str(tmp_path / impl / "ckpt")).error
+    errors[impl] = tl.outcome(
+        lib.Checkpoint(v=tf.Variable(1.)).save,
+        str(tmp_path / impl / "ckpt")).error
   state_file = str(tmp_path / "ours" / "checkpoint")
   assert type(errors["ours"]) is type(errors["tf"])
   assert errors["ours"].message.startswith(
@@ -180,8 +189,7 @@ def test_a_directory_where_the_state_file_goes(tmp_path):
       f"{state_file}.tmp")
 
 
-def test_the_v1_saver_into_a_missing_directory_fails_as_in_tensorflow(
-    tmp_path):
+def test_the_v1_saver_into_a_missing_directory_fails_as_in_tensorflow(tmp_path):
   prefix = str(tmp_path / "missing" / "names" / "model")
 
   def save(lib):

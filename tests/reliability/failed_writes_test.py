@@ -160,14 +160,16 @@ _TF_LEFTOVERS = {
     "manager_save": ["ckpt-2_temp"],
     # A complete checkpoint the state file does not list, and the state
     # file's temporary copy.
-    "manager_state_file": ["<name>.data-00000-of-00001", "<name>.index",
-                           "checkpoint.tmp<hex>"],
+    "manager_state_file": [
+        "<name>.data-00000-of-00001", "<name>.index", "checkpoint.tmp<hex>"
+    ],
     "saver": [],  # SaveV2 removes its temporary file.
     "saver_sharded": ["model-2_temp"],
     "saver_index": ["model-2.data-00000-of-00001"],  # Without its index.
     # A complete checkpoint, and its meta graph's temporary file.
-    "saver_meta_graph": ["model-2.data-00000-of-00001", "model-2.index",
-                         "model-2.meta.tmp<hex>"],
+    "saver_meta_graph": [
+        "model-2.data-00000-of-00001", "model-2.index", "model-2.meta.tmp<hex>"
+    ],
 }
 # Where TensorFlow fails after its state file lists the new checkpoint and
 # the old one is deleted (it writes the meta graph last).
@@ -177,9 +179,10 @@ _TF_FAILS_AFTER_THE_STATE_FILE = {"saver_meta_graph"}
 def _normalized(names, before):
   """The names not in `before`, with numbers and hex digits that vary out."""
   new = sorted(set(names) - set(before))
-  return [re.sub(r"c{200}-\d+", "<name>",
-                 re.sub(r"\.tmp[0-9a-f]{32}$", ".tmp<hex>", name))
-          for name in new]
+  return [
+      re.sub(r"c{200}-\d+", "<name>",
+             re.sub(r"\.tmp[0-9a-f]{32}$", ".tmp<hex>", name)) for name in new
+  ]
 
 
 # Each scenario of a full disk writes into a file system of its own, of
@@ -195,19 +198,28 @@ def _run_script(impl, root, fault):
     mounts = " && ".join(
         f"mkdir -p {root}/{name} && "
         f"mount -t tmpfs -o size={_DISK_BYTES} tmpfs {root}/{name}"
-        for name in _TF_LEFTOVERS if name != "manager_state_file")
-    result = tl.run_python(
-        _SCRIPT, impl, root, _DISK_BYTES, fault,
-        wrapper=["unshare", "--mount", "--map-root-user", "sh", "-c",
-                 f'{mounts} && exec "$0" "$@"'])
+        for name in _TF_LEFTOVERS
+        if name != "manager_state_file")
+    result = tl.run_python(_SCRIPT,
+                           impl,
+                           root,
+                           _DISK_BYTES,
+                           fault,
+                           wrapper=[
+                               "unshare", "--mount", "--map-root-user", "sh",
+                               "-c", f'{mounts} && exec "$0" "$@"'
+                           ])
   assert result.returncode == 0, result.stderr[-3000:]
-  line, = [line for line in result.stdout.splitlines()
-           if line.startswith("RESULTS ")]
+  line, = [
+      line for line in result.stdout.splitlines() if line.startswith("RESULTS ")
+  ]
   return json.loads(line.split(" ", 1)[1])
 
 
-_ERRORS = {"file_size": "OutOfRangeError",  # EFBIG
-           "disk_full": "ResourceExhaustedError"}  # ENOSPC
+_ERRORS = {
+    "file_size": "OutOfRangeError",  # EFBIG
+    "disk_full": "ResourceExhaustedError"
+}  # ENOSPC
 
 
 @pytest.fixture(scope="module", params=sorted(_ERRORS))
@@ -215,7 +227,8 @@ def results(request, tmp_path_factory):
   """What each library's failed saves did, by library and scenario."""
   return request.param, {
       impl: _run_script(impl, tmp_path_factory.mktemp(impl), request.param)
-      for impl in tl.IMPLS}
+      for impl in tl.IMPLS
+  }
 
 
 @pytest.mark.parametrize("scenario", sorted(_TF_LEFTOVERS))
@@ -259,18 +272,18 @@ def _save_with_blocked_state_file(impl, directory):
         saver = lib.Saver()
         with tf.compat.v1.Session() as sess:
           sess.run(tf.compat.v1.global_variables_initializer())
-          error = tl.outcome(saver.save, sess,
+          error = tl.outcome(saver.save,
+                             sess,
                              os.path.join(subdirectory, "model"),
                              global_step=1).error
           extra = saver.last_checkpoints
     else:
       checkpoint = lib.Checkpoint(v=tf.Variable(1.))
       if how == "checkpoint_save":
-        error = tl.outcome(checkpoint.save,
-                           os.path.join(subdirectory, "ckpt")).error
+        error = tl.outcome(checkpoint.save, os.path.join(subdirectory,
+                                                         "ckpt")).error
       else:
-        manager = lib.CheckpointManager(checkpoint, subdirectory,
-                                        max_to_keep=1)
+        manager = lib.CheckpointManager(checkpoint, subdirectory, max_to_keep=1)
         error = tl.outcome(manager.save).error
         extra = manager.checkpoints
     found[how] = (type(error).__name__,
@@ -279,8 +292,10 @@ def _save_with_blocked_state_file(impl, directory):
 
 
 def test_state_file_that_cannot_be_replaced(tmp_path):
-  found = {impl: _save_with_blocked_state_file(impl, str(tmp_path / impl))
-           for impl in tl.IMPLS}
+  found = {
+      impl: _save_with_blocked_state_file(impl, str(tmp_path / impl))
+      for impl in tl.IMPLS
+  }
   for how in found["ours"]:
     assert found["ours"][how][0] == found["tf"][how][0] != "NoneType"
     assert found["ours"][how][1] == []  # Nothing new, and nothing listed.
@@ -288,13 +303,14 @@ def test_state_file_that_cannot_be_replaced(tmp_path):
   # TensorFlow leaves a complete checkpoint no state file lists, and keeps
   # it in its lists.
   assert found["tf"]["checkpoint_save"][1] == [
-      "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
-  assert found["tf"]["manager_save"][1:] == (
-      ["ckpt-1.data-00000-of-00001", "ckpt-1.index"],
-      [os.path.join(str(tmp_path / "tf"), "manager_save", "ckpt-1")])
-  assert found["tf"]["saver"][1:] == (
-      ["model-1.data-00000-of-00001", "model-1.index"],
-      [os.path.join(str(tmp_path / "tf"), "saver", "model-1")])
+      "ckpt-1.data-00000-of-00001", "ckpt-1.index"
+  ]
+  assert found["tf"]["manager_save"][1:] == ([
+      "ckpt-1.data-00000-of-00001", "ckpt-1.index"
+  ], [os.path.join(str(tmp_path / "tf"), "manager_save", "ckpt-1")])
+  assert found["tf"]["saver"][1:] == ([
+      "model-1.data-00000-of-00001", "model-1.index"
+  ], [os.path.join(str(tmp_path / "tf"), "saver", "model-1")])
 
 
 _PERMISSIONS_SCRIPT = textwrap.dedent("""
@@ -361,8 +377,10 @@ def test_save_into_a_directory_it_may_not_write():
     with tempfile.TemporaryDirectory() as root:
       result = tl.run_python(_PERMISSIONS_SCRIPT, impl, root)
     assert result.returncode == 0, result.stderr[-3000:]
-    line, = [line for line in result.stdout.splitlines()
-             if line.startswith("RESULTS ")]
+    line, = [
+        line for line in result.stdout.splitlines()
+        if line.startswith("RESULTS ")
+    ]
     found[impl] = json.loads(line.split(" ", 1)[1])
   for how, ours in found["ours"].items():
     theirs = found["tf"][how]

@@ -42,9 +42,11 @@ def _bad_checkpoint_restore(program, directory, problem):
     (the exception raised or None, the values of `root.a` and `root.b`
     before and after).
   """
-  path = _write_with_problem(
-      program.impl, os.path.join(directory, "ckpt"), problem,
-      a=10., b=[20., 21.] if problem == "shape" else 20.)
+  path = _write_with_problem(program.impl,
+                             os.path.join(directory, "ckpt"),
+                             problem,
+                             a=10.,
+                             b=[20., 21.] if problem == "shape" else 20.)
   root = program.lib.AutoTrackable()
   root.a = program.variable("a", 1.)
   root.b = program.variable("b", 2 if problem == "dtype" else 2.)
@@ -63,8 +65,9 @@ def test_bad_checkpoints_name_the_key_and_leave_variables_untouched(
   results = {}
   for impl in tl.IMPLS:
     with tl.GraphProgram(impl) as program:
-      results[impl] = _bad_checkpoint_restore(
-          program, os.path.join(tmp_path, impl), problem)
+      results[impl] = _bad_checkpoint_restore(program,
+                                              os.path.join(tmp_path, impl),
+                                              problem)
   error, before, after = results["ours"]
   assert f"'{_KEY}'" in str(error)
   assert "'root/b'" in str(error)
@@ -92,16 +95,19 @@ def _assign_mismatched_after_restore(impl, directory, problem):
     raised (if so, `b` is initialized by hand) and what it left
     uninitialized.
   """
-  path = _write_with_problem(
-      impl, os.path.join(directory, impl), a=1., b=[1., 2.])
+  path = _write_with_problem(impl,
+                             os.path.join(directory, impl),
+                             a=1.,
+                             b=[1., 2.])
   with tl.GraphProgram(impl) as program:
     root = program.lib.AutoTrackable()
     status = program.lib.CheckpointV1(root=root).restore(path)
     root.a = program.variable("a", 3.)
     b = program.variable("b", [1., 2., 3.] if problem == "shape" else [1, 2])
-    observed = {"assign": tl.outcome(setattr, root, "b", b).name,
-                "dependencies": [name for name, _ in
-                                 root._checkpoint_dependencies]}  # pylint: disable=protected-access
+    observed = {
+        "assign": tl.outcome(setattr, root, "b", b).name,
+        "dependencies": [name for name, _ in root._checkpoint_dependencies]
+    }  # pylint: disable=protected-access
     restored = tl.outcome(status.initialize_or_restore, program.session)
     if restored.error is not None:
       program.run(b.initializer)
@@ -110,13 +116,14 @@ def _assign_mismatched_after_restore(impl, directory, problem):
     # Assigning again must not track a second `b`.
     observed["assign_again"] = tl.outcome(setattr, root, "b", b).name
     observed["dependencies_after"] = [
-        name for name, _ in root._checkpoint_dependencies]  # pylint: disable=protected-access
+        name for name, _ in root._checkpoint_dependencies
+    ]  # pylint: disable=protected-access
   return observed
 
 
 @pytest.mark.parametrize("problem", ["shape", "dtype"])
-def test_mismatched_variable_created_after_restore_is_tracked(tmp_path,
-                                                              problem):
+def test_mismatched_variable_created_after_restore_is_tracked(
+    tmp_path, problem):
   """A deferred restore that cannot apply still leaves `root.b` tracked.
 
   Assigning the variable raises in neither, and tracks `b` once. Then
@@ -125,24 +132,32 @@ def test_mismatched_variable_created_after_restore_is_tracked(tmp_path,
   """
   theirs = _assign_mismatched_after_restore("tf", tmp_path, problem)
   assert theirs == {
-      "assign": "ok", "dependencies": ["a", "b"],
-      "initialize_or_restore": ("ok" if problem == "shape" else
-                                "InvalidArgumentError"),
+      "assign": "ok",
+      "dependencies": ["a", "b"],
+      "initialize_or_restore":
+          ("ok" if problem == "shape" else "InvalidArgumentError"),
       "uninitialized": [] if problem == "shape" else [b"save_counter"],
-      "assign_again": "ok", "dependencies_after": ["a", "b"]}
+      "assign_again": "ok",
+      "dependencies_after": ["a", "b"]
+  }
   ours = _assign_mismatched_after_restore("ours", tmp_path, problem)
-  assert ours == dict(
-      theirs, uninitialized=[b"a", b"save_counter"],
-      initialize_or_restore=("ValueError" if problem == "shape" else
-                             "InvalidArgumentError"))
+  assert ours == dict(theirs,
+                      uninitialized=[b"a", b"save_counter"],
+                      initialize_or_restore=("ValueError" if problem == "shape"
+                                             else "InvalidArgumentError"))
 
 
 def _restore_bad_after_good(directory, problem, restore_good_first):
   """Restores a good checkpoint (or none), then one that does not fit `b`."""
-  good = _write_with_problem(
-      "ours", os.path.join(directory, "good"), a=10., b=20.)
-  bad = _write_with_problem(
-      "ours", os.path.join(directory, "bad"), problem, a=30., b=_bad_b(problem))
+  good = _write_with_problem("ours",
+                             os.path.join(directory, "good"),
+                             a=10.,
+                             b=20.)
+  bad = _write_with_problem("ours",
+                            os.path.join(directory, "bad"),
+                            problem,
+                            a=30.,
+                            b=_bad_b(problem))
   with tl.GraphProgram("ours") as program:
     root = program.lib.AutoTrackable()
     checkpoint = program.lib.CheckpointV1(root=root)

@@ -126,11 +126,18 @@ _SCRIPT = textwrap.dedent("""
 def _kill_repeatedly(impl, variant, directory, seed):
   """Runs `_KILLS` workers, each killed; returns how each ended."""
   os.makedirs(directory)
-  result = tl.run_python(_SCRIPT, impl, variant, directory, _KILLS, seed,
-                         _SIZE, timeout=300)
+  result = tl.run_python(_SCRIPT,
+                         impl,
+                         variant,
+                         directory,
+                         _KILLS,
+                         seed,
+                         _SIZE,
+                         timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
-  line, = [line for line in result.stdout.splitlines()
-           if line.startswith("EXITS ")]
+  line, = [
+      line for line in result.stdout.splitlines() if line.startswith("EXITS ")
+  ]
   return json.loads(line.split(" ", 1)[1])
 
 
@@ -138,8 +145,11 @@ def _assert_nothing_torn(directory, variant):
   """Every checkpoint holds one save's values; the latest is listed."""
   latest = tf.train.latest_checkpoint(directory)
   assert latest is not None, os.listdir(directory)
-  prefixes = [name[:-len(".index")] for name in os.listdir(directory)
-              if name.endswith(".index")]
+  prefixes = [
+      name[:-len(".index")]
+      for name in os.listdir(directory)
+      if name.endswith(".index")
+  ]
   assert os.path.basename(latest) in prefixes
   for prefix in prefixes:
     reader = tf.train.load_checkpoint(os.path.join(directory, prefix))
@@ -149,16 +159,18 @@ def _assert_nothing_torn(directory, variant):
     else:
       assert reader.get_tensor(
           "save_counter/.ATTRIBUTES/VARIABLE_VALUE") == count
-      keys = [f"variables/{index}/.ATTRIBUTES/VARIABLE_VALUE"
-              for index in range(4)]
+      keys = [
+          f"variables/{index}/.ATTRIBUTES/VARIABLE_VALUE" for index in range(4)
+      ]
     for key in keys:
       np.testing.assert_array_equal(reader.get_tensor(key),
                                     np.full([_SIZE], float(count)))
 
 
-@pytest.mark.parametrize("variant",
-                         ["manager", "save", "per_device", "saver_sharded",
-                          "parallel_shards", "parallel_shards_durable"])
+@pytest.mark.parametrize("variant", [
+    "manager", "save", "per_device", "saver_sharded", "parallel_shards",
+    "parallel_shards_durable"
+])
 def test_killed_saves_leave_at_most_one_save_behind(tmp_path, variant):
   found = {}
   for impl in tl.IMPLS:
@@ -202,9 +214,10 @@ def _shards_being_written(directory):
   for name in os.listdir(directory):
     if name.endswith("_temp"):
       try:
-        found.update(entry.split(".")[0]
-                     for entry in os.listdir(os.path.join(directory, name))
-                     if ".tempstate" in entry)
+        found.update(
+            entry.split(".")[0]
+            for entry in os.listdir(os.path.join(directory, name))
+            if ".tempstate" in entry)
       except FileNotFoundError:  # Merged meanwhile.
         pass
   return found
@@ -218,8 +231,8 @@ def test_a_save_killed_while_two_shards_are_written_leaves_only_its_files(
   two such names together show the shards being written at the same time.
   """
   directory = str(tmp_path)
-  child = tl.start_python(["-c", _SAVES_WITH_PARALLEL_SHARDS, directory,
-                           1000000])
+  child = tl.start_python(
+      ["-c", _SAVES_WITH_PARALLEL_SHARDS, directory, 1000000])
   try:
     deadline = time.time() + 240
     while len(_shards_being_written(directory)) < 2:
@@ -245,7 +258,7 @@ def _assert_holds_its_save(prefix):
   count = float(prefix.rsplit("-", 1)[1])
   for lib in tl.IMPLS.values():
     variables = [tf.Variable(tf.zeros([8 << 20])) for _ in range(4)]
-    lib.Checkpoint(variables=variables).read(
-        prefix).assert_existing_objects_matched()
+    lib.Checkpoint(
+        variables=variables).read(prefix).assert_existing_objects_matched()
     for variable in variables:
       assert (variable.numpy() == count).all(), prefix

@@ -73,13 +73,13 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_killed_saves_never_leave_a_listed_checkpoint_without_files(
-    tmp_path):
+def test_killed_saves_never_leave_a_listed_checkpoint_without_files(tmp_path):
   directory = str(tmp_path / "checkpoints")
   result = tl.run_python(_SCRIPT, directory, _KILLS, 7, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
-  line, = [line for line in result.stdout.splitlines()
-           if line.startswith("TRIALS ")]
+  line, = [
+      line for line in result.stdout.splitlines() if line.startswith("TRIALS ")
+  ]
   trials = json.loads(line.split(" ", 1)[1])
   assert len(trials) == _KILLS
   assert {trial["ended"] for trial in trials} == {-9}, trials  # SIGKILL.

@@ -35,8 +35,9 @@ _ALLOWED_ERRORS = (tf.errors.OpError, ValueError)
 
 def _model_and_optimizer():
   """A small tf_keras model and a legacy Adam with slots, both built."""
-  model = tf_keras.Sequential([tf_keras.layers.Dense(3),
-                               tf_keras.layers.Dense(2)])
+  model = tf_keras.Sequential(
+      [tf_keras.layers.Dense(3),
+       tf_keras.layers.Dense(2)])
   model.build([None, 4])
   optimizer = tf_keras.optimizers.legacy.Adam(0.1)
   optimizer.apply_gradients(
@@ -51,9 +52,11 @@ def saved(tmp_path_factory):
   path = tf_objckpt.Checkpoint(model=model, optimizer=optimizer).write(
       str(tmp_path_factory.mktemp("saved") / "ckpt"))
   reader = tf.train.load_checkpoint(path)
-  values = {key: reader.get_tensor(key)
-            for key in reader.get_variable_to_shape_map()
-            if key != tl.OBJECT_GRAPH_KEY}
+  values = {
+      key: reader.get_tensor(key)
+      for key in reader.get_variable_to_shape_map()
+      if key != tl.OBJECT_GRAPH_KEY
+  }
   return path, values, tl.object_graph(path)
 
 
@@ -63,8 +66,10 @@ def _write_with_object_graph(prefix, values, proto):
   tensors = [tf.constant(values[key]) for key in keys]
   keys.append(tl.OBJECT_GRAPH_KEY)
   tensors.append(tf.constant(proto.SerializeToString()))
-  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=keys,
-                    shape_and_slices=[""] * len(keys), tensors=tensors)
+  tf.raw_ops.SaveV2(prefix=prefix,
+                    tensor_names=keys,
+                    shape_and_slices=[""] * len(keys),
+                    tensors=tensors)
   return prefix
 
 
@@ -83,8 +88,10 @@ def _negative_child(proto, rng):
 
 def _duplicate_local_name(proto, rng):
   """Gives two children referring to different nodes one local name."""
-  pairs = [(first, second) for node in proto.nodes
-           for first in node.children for second in node.children
+  pairs = [(first, second)
+           for node in proto.nodes
+           for first in node.children
+           for second in node.children
            if first.node_id != second.node_id]
   if pairs:
     first, second = rng.choice(pairs)
@@ -109,8 +116,10 @@ def _slot_at_non_variable(proto, rng):
   """Points a slot reference at the root or another node that is no variable."""
   node = rng.choice([n for n in proto.nodes if n.slot_variables])
   slot = rng.choice(node.slot_variables)
-  target = rng.choice([node_id for node_id, n in enumerate(proto.nodes)
-                       if not _is_variable(n) or node_id == 0])
+  target = rng.choice([
+      node_id for node_id, n in enumerate(proto.nodes)
+      if not _is_variable(n) or node_id == 0
+  ])
   if rng.random() < 0.5:
     slot.slot_variable_node_id = target
   else:
@@ -165,10 +174,10 @@ def _duplicate_key(proto, rng):
     second.checkpoint_key = first.checkpoint_key
 
 
-_INVALIDATING_MUTATIONS = (
-    _child_out_of_range, _negative_child, _duplicate_local_name,
-    _slot_out_of_range, _slot_at_non_variable, _missing_key, _empty_key,
-    _no_nodes)
+_INVALIDATING_MUTATIONS = (_child_out_of_range, _negative_child,
+                           _duplicate_local_name, _slot_out_of_range,
+                           _slot_at_non_variable, _missing_key, _empty_key,
+                           _no_nodes)
 _MUTATIONS = _INVALIDATING_MUTATIONS + (
     _self_cycle, _swapped_children, _redirected_child, _root_without_children,
     _dropped_attributes, _renamed_child, _duplicate_key)
@@ -187,8 +196,8 @@ def _mutated(proto, seed):
 
 
 def _is_variable(node):
-  return any(attribute.name == "VARIABLE_VALUE"
-             for attribute in node.attributes)
+  return any(
+      attribute.name == "VARIABLE_VALUE" for attribute in node.attributes)
 
 
 def _is_invalid(proto, keys):
@@ -199,21 +208,26 @@ def _is_invalid(proto, keys):
   """
   count = len(proto.nodes)
   referred = [child.node_id for node in proto.nodes for child in node.children]
-  in_slots = [node_id for node in proto.nodes for slot in node.slot_variables
-              for node_id in (slot.original_variable_node_id,
-                              slot.slot_variable_node_id)]
+  in_slots = [
+      node_id for node in proto.nodes for slot in node.slot_variables
+      for node_id in (slot.original_variable_node_id,
+                      slot.slot_variable_node_id)
+  ]
   referred += in_slots
   slots_at_variables = all(
       0 < node_id < count and _is_variable(proto.nodes[node_id])
       for node_id in in_slots)
   names_unique = all(
-      len({child.local_name for child in node.children}) ==
-      len({(child.local_name, child.node_id) for child in node.children})
+      len({child.local_name
+           for child in node.children}) == len({(child.local_name,
+                                                 child.node_id)
+                                                for child in node.children})
       for node in proto.nodes)
-  keys_held = all(
-      attribute.checkpoint_key and
-      any(key.startswith(attribute.checkpoint_key) for key in keys)
-      for node in proto.nodes for attribute in node.attributes)
+  keys_held = all(attribute.checkpoint_key and any(
+      key.startswith(attribute.checkpoint_key)
+      for key in keys)
+                  for node in proto.nodes
+                  for attribute in node.attributes)
   return (not count or not names_unique or not keys_held or
           not slots_at_variables or
           any(not 0 <= node_id < count for node_id in referred))
@@ -240,17 +254,17 @@ def _restore_into_fresh_objects(path, impl="ours"):
   return restored.error, before, [v.numpy() for v in variables]
 
 
-@pytest.mark.parametrize("seeds", [range(start, start + 60)
-                                   for start in range(0, 300, 60)],
-                         ids=lambda seeds: f"{seeds.start}-{seeds.stop - 1}")
+@pytest.mark.parametrize(
+    "seeds", [range(start, start + 60) for start in range(0, 300, 60)],
+    ids=lambda seeds: f"{seeds.start}-{seeds.stop - 1}")
 def test_generated_graphs_fail_cleanly(tmp_path, saved, seeds):
   _, values, proto = saved
   invalid_count = 0
   for seed in seeds:
     mutated = _mutated(proto, seed)
     invalid = _is_invalid(mutated, values)
-    path = _write_with_object_graph(
-        str(tmp_path / f"graph{seed}"), values, mutated)
+    path = _write_with_object_graph(str(tmp_path / f"graph{seed}"), values,
+                                    mutated)
     with tl.time_limit(_SECONDS_PER_GRAPH):
       error, before, after = _restore_into_fresh_objects(path)
     context = f"seed {seed}: {error!r}"
@@ -268,8 +282,8 @@ def test_generated_graphs_fail_cleanly(tmp_path, saved, seeds):
 def test_the_unmutated_graph_restores_everything(tmp_path, saved):
   path, _, _ = saved
   model, optimizer = _model_and_optimizer()
-  tf_objckpt.Checkpoint(model=model, optimizer=optimizer).read(
-      path).assert_consumed()
+  tf_objckpt.Checkpoint(model=model,
+                        optimizer=optimizer).read(path).assert_consumed()
 
 
 @pytest.mark.parametrize("mutation", _INVALIDATING_MUTATIONS)
@@ -296,7 +310,8 @@ def _edited(proto, edit):
   def node_id(path):
     current = 0
     for name in path.split("/") if path else ():
-      current = next(child.node_id for child in edited.nodes[current].children
+      current = next(child.node_id
+                     for child in edited.nodes[current].children
                      if child.local_name == name)
     return current
 
@@ -310,31 +325,34 @@ def _child(proto, parent_id, local_name):
 
 
 def _layer_path_to_a_variable(proto, node_id):
-  _child(proto, node_id("model"), "layer-0").node_id = node_id(
-      "model/layer_with_weights-0/kernel")
+  _child(proto, node_id("model"),
+         "layer-0").node_id = node_id("model/layer_with_weights-0/kernel")
 
 
 def _variable_path_to_the_optimizer(proto, node_id):
   optimizer_id = node_id("optimizer")
-  _child(proto, node_id("model/layer_with_weights-0"), "kernel").node_id = (
-      optimizer_id)
+  _child(proto, node_id("model/layer_with_weights-0"),
+         "kernel").node_id = (optimizer_id)
   del proto.nodes[0].children[:]
   proto.nodes[0].children.add(node_id=1, local_name="model")
 
 
-@pytest.mark.parametrize("edit, node_path, problem", [
-    # TensorFlow: AttributeError ('Dense' object has no attribute ...).
-    (_layer_path_to_a_variable, "(root).model.layer-0",
-     "its object is not a variable (Dense)"),
-    # TensorFlow: restores the kernel, skips the slots.
-    (_variable_path_to_the_optimizer,
-     "(root).model.layer_with_weights-0.kernel", "its object is a variable"),
-])
-def test_slot_objects_of_the_wrong_kind_are_data_loss(
-    tmp_path, saved, edit, node_path, problem):
+@pytest.mark.parametrize(
+    "edit, node_path, problem",
+    [
+        # TensorFlow: AttributeError ('Dense' object has no attribute ...).
+        (_layer_path_to_a_variable, "(root).model.layer-0",
+         "its object is not a variable (Dense)"),
+        # TensorFlow: restores the kernel, skips the slots.
+        (_variable_path_to_the_optimizer,
+         "(root).model.layer_with_weights-0.kernel", "its object is a variable"
+        ),
+    ])
+def test_slot_objects_of_the_wrong_kind_are_data_loss(tmp_path, saved, edit,
+                                                      node_path, problem):
   _, values, proto = saved
-  path = _write_with_object_graph(
-      str(tmp_path / "ckpt"), values, _edited(proto, edit))
+  path = _write_with_object_graph(str(tmp_path / "ckpt"), values,
+                                  _edited(proto, edit))
   error, before, after = _restore_into_fresh_objects(path)
   assert isinstance(error, tf.errors.DataLossError), repr(error)
   assert f"checkpoint {path!r}" in str(error)
@@ -345,9 +363,11 @@ def test_slot_objects_of_the_wrong_kind_are_data_loss(
 
 def _slot_and_hyperparameter_share_keys(proto, node_id):
   kernel = node_id("model/layer_with_weights-0/kernel")
-  slots = {slot.slot_name: slot.slot_variable_node_id
-           for slot in proto.nodes[node_id("optimizer")].slot_variables
-           if slot.original_variable_node_id == kernel}
+  slots = {
+      slot.slot_name: slot.slot_variable_node_id
+      for slot in proto.nodes[node_id("optimizer")].slot_variables
+      if slot.original_variable_node_id == kernel
+  }
   for source, target in ((slots["m"], slots["v"]),
                          (node_id("optimizer/beta_1"),
                           node_id("optimizer/beta_2"))):
@@ -357,12 +377,12 @@ def _slot_and_hyperparameter_share_keys(proto, node_id):
 
 def _child_listed_twice(proto, node_id):
   layer = node_id("model/layer_with_weights-0")
-  proto.nodes[layer].children.add(node_id=node_id(
-      "model/layer_with_weights-0/kernel"), local_name="kernel")
+  proto.nodes[layer].children.add(
+      node_id=node_id("model/layer_with_weights-0/kernel"), local_name="kernel")
 
 
-@pytest.mark.parametrize("edit", [_slot_and_hyperparameter_share_keys,
-                                  _child_listed_twice])
+@pytest.mark.parametrize(
+    "edit", [_slot_and_hyperparameter_share_keys, _child_listed_twice])
 def test_shared_keys_and_repeated_children_restore_as_tensorflow_does(
     tmp_path, saved, edit):
   """Two attributes naming one key both restore from it; a child listed
@@ -370,18 +390,21 @@ def test_shared_keys_and_repeated_children_restore_as_tensorflow_does(
   refer to different nodes are ambiguous: TensorFlow restores the first
   one and drops the other; ours is a `DataLossError`, tested above.)"""
   _, values, proto = saved
-  path = _write_with_object_graph(
-      str(tmp_path / "ckpt"), values, _edited(proto, edit))
-  results = {impl: _restore_into_fresh_objects(path, impl)
-             for impl in ("tf", "ours")}
+  path = _write_with_object_graph(str(tmp_path / "ckpt"), values,
+                                  _edited(proto, edit))
+  results = {
+      impl: _restore_into_fresh_objects(path, impl) for impl in ("tf", "ours")
+  }
   for impl, (error, _, _) in results.items():
     assert error is None, (impl, error)
   for expected, actual in zip(results["tf"][2], results["ours"][2]):
     np.testing.assert_array_equal(expected, actual)
-  restored = set(map(float, np.concatenate(
-      [value.ravel() for value in results["ours"][2]])))
-  assert restored <= set(map(float, np.concatenate(
-      [np.ravel(value) for value in values.values()])))
+  restored = set(
+      map(float,
+          np.concatenate([value.ravel() for value in results["ours"][2]])))
+  assert restored <= set(
+      map(float,
+          np.concatenate([np.ravel(value) for value in values.values()])))
 
 
 def _chain(length):
@@ -411,10 +434,11 @@ def test_a_100000_node_chain_restores_in_linear_time(tmp_path):
   tail.children.add(node_id=length, local_name="v")
   key = "next/" * (length - 1) + "v/.ATTRIBUTES/VARIABLE_VALUE"
   variable_node = proto.nodes.add()
-  variable_node.attributes.add(name="VARIABLE_VALUE", checkpoint_key=key,
+  variable_node.attributes.add(name="VARIABLE_VALUE",
+                               checkpoint_key=key,
                                full_name="v")
-  path = _write_with_object_graph(
-      str(tmp_path / "chain"), {key: np.float32(7.)}, proto)
+  path = _write_with_object_graph(str(tmp_path / "chain"),
+                                  {key: np.float32(7.)}, proto)
   saver = tf_objckpt.TrackableSaver(graph_view.ObjectGraphView(root))
   with tl.time_limit(120):
     status = saver.restore(path)

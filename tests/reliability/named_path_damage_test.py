@@ -43,14 +43,15 @@ def _saved_by_saver(directory, impl):
   """model-1 .. model-3 of a v1 `Saver`, each holding its number."""
   os.makedirs(directory)
   with tl.GraphProgram(impl) as program:
-    v = tf.compat.v1.get_variable("v", initializer=np.zeros([_SIZE],
-                                                            np.float32))
+    v = tf.compat.v1.get_variable("v",
+                                  initializer=np.zeros([_SIZE], np.float32))
     number = tf.compat.v1.placeholder(tf.float32, [])
     assign = v.assign(tf.fill([_SIZE], number))
     saver = tl.IMPLS[impl].Saver(max_to_keep=3)
     for step in (1, 2, 3):
       program.session.run(assign, {number: step})
-      saver.save(program.session, os.path.join(directory, "model"),
+      saver.save(program.session,
+                 os.path.join(directory, "model"),
                  global_step=step)
   return directory
 
@@ -66,20 +67,20 @@ def _restore_eagerly(impl, path, method, size=_SIZE):
 def _restore_in_graph(impl, path):
   with tl.GraphProgram(impl) as program:
     model = tf.Module()
-    model.v = tf.compat.v1.get_variable(
-        "v", initializer=np.zeros([_SIZE], np.float32))
+    model.v = tf.compat.v1.get_variable("v",
+                                        initializer=np.zeros([_SIZE],
+                                                             np.float32))
     program.session.run(model.v.initializer)
     checkpoint = tl.IMPLS[impl].CheckpointV1(model=model)
     error = tl.outcome(
-        lambda: checkpoint.restore(path).run_restore_ops(program.session)
-        ).error
+        lambda: checkpoint.restore(path).run_restore_ops(program.session)).error
     return error, program.session.run(model.v)
 
 
 def _restore_with_saver(impl, path):
   with tl.GraphProgram(impl) as program:
-    v = tf.compat.v1.get_variable("v", initializer=np.zeros([_SIZE],
-                                                            np.float32))
+    v = tf.compat.v1.get_variable("v",
+                                  initializer=np.zeros([_SIZE], np.float32))
     program.session.run(v.initializer)
     error = tl.outcome(tl.IMPLS[impl].Saver().restore, program.session,
                        path).error
@@ -87,10 +88,10 @@ def _restore_with_saver(impl, path):
 
 
 _WAYS = {
-    "restore": (_saved, "ckpt", lambda impl, path: _restore_eagerly(
-        impl, path, "restore")),
-    "read": (_saved, "ckpt", lambda impl, path: _restore_eagerly(
-        impl, path, "read")),
+    "restore": (_saved, "ckpt",
+                lambda impl, path: _restore_eagerly(impl, path, "restore")),
+    "read": (_saved, "ckpt",
+             lambda impl, path: _restore_eagerly(impl, path, "read")),
     "graph": (_saved, "ckpt", _restore_in_graph),
     "saver": (_saved_by_saver, "model", _restore_with_saver),
     # Through the names the object graph records.
@@ -133,16 +134,18 @@ def test_the_error_names_the_intact_checkpoint(tmp_path, way, how):
   np.testing.assert_array_equal(value, 0.)  # Nothing restored.
   directory = str(tmp_path / "ours")
   assert str(error).count("The state file of") == 1
-  assert _HINT.format(directory=directory, path=os.path.join(
-      directory, f"{name}-2")) in str(error), str(error)
+  assert _HINT.format(directory=directory,
+                      path=os.path.join(directory,
+                                        f"{name}-2")) in str(error), str(error)
 
 
 @pytest.mark.parametrize("way", sorted(_WAYS))
 def test_damaged_ones_are_passed_over(tmp_path, way):
   directory, name = _damaged(tmp_path, way, "ours", "flipped", [3, 2])
   error, _ = _WAYS[way][2]("ours", _latest(directory))
-  assert _HINT.format(directory=directory, path=os.path.join(
-      directory, f"{name}-1")) in str(error), str(error)
+  assert _HINT.format(directory=directory,
+                      path=os.path.join(directory,
+                                        f"{name}-1")) in str(error), str(error)
 
 
 @pytest.mark.parametrize("way", sorted(_WAYS))
@@ -155,7 +158,9 @@ def test_no_intact_checkpoint_no_pointer(tmp_path, way):
 
 def test_an_error_that_is_no_damage_has_no_pointer(tmp_path):
   directory, _ = _damaged(tmp_path, "restore", "ours", "truncated", [])
-  error, _ = _restore_eagerly("ours", os.path.join(directory, "ckpt-3"),
-                              "restore", size=_SIZE + 1)
+  error, _ = _restore_eagerly("ours",
+                              os.path.join(directory, "ckpt-3"),
+                              "restore",
+                              size=_SIZE + 1)
   assert isinstance(error, ValueError), error
   assert "The state file of" not in str(error)

@@ -91,16 +91,19 @@ _SCRIPT = textwrap.dedent("""
 def test_killed_overwrites_never_mix_values(tmp_path, impl):
   prefix = str(tmp_path / "ckpt")
   result = tl.run_python(_SCRIPT, impl, prefix, _KILLS, 7)
-  lines = [line for line in result.stdout.splitlines()
-           if line.startswith("OUTCOMES ")]
+  lines = [
+      line for line in result.stdout.splitlines()
+      if line.startswith("OUTCOMES ")
+  ]
   assert lines, result.stderr[-3000:]
   outcomes = json.loads(lines[0][len("OUTCOMES "):])
   assert len(outcomes) == _KILLS
-  assert not [outcome for outcome in outcomes
-              if outcome.startswith("mixed")], outcomes
+  assert not [outcome for outcome in outcomes if outcome.startswith("mixed")
+             ], outcomes
   if impl == "ours":
-    assert set(outcomes) <= {"one write", "DataLossError naming",
-                             "NotFoundError naming"}, outcomes
+    assert set(outcomes) <= {
+        "one write", "DataLossError naming", "NotFoundError naming"
+    }, outcomes
     # Our writes finish within the kill window; TensorFlow's first write of a
     # process may not.
     assert "one write" in outcomes, outcomes

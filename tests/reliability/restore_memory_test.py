@@ -34,8 +34,7 @@ _CGROUP_ROOT = "/sys/fs/cgroup/memory"
 
 
 def _load_benchmark():
-  path = os.path.join(tl.REPO_ROOT, "benchmarks",
-                      "restore_memory_benchmark.py")
+  path = os.path.join(tl.REPO_ROOT, "benchmarks", "restore_memory_benchmark.py")
   spec = importlib.util.spec_from_file_location("restore_memory_benchmark",
                                                 path)
   module = importlib.util.module_from_spec(spec)
@@ -46,13 +45,16 @@ def _load_benchmark():
 _BENCHMARK = _load_benchmark()
 
 
-def _added_mib(tmp_path, impl, path, gib, onednn, variable_mib=16,
-               wrapper=()):
+def _added_mib(tmp_path, impl, path, gib, onednn, variable_mib=16, wrapper=()):
   """MiB a restore along `path` adds to the peak; asserts it restored."""
   completed, result = _BENCHMARK.measure(
-      impl, path, gib, str(tmp_path),
+      impl,
+      path,
+      gib,
+      str(tmp_path),
       extra_env=tl.child_env(TF_ENABLE_ONEDNN_OPTS=onednn),
-      wrapper=wrapper, variable_mib=variable_mib)
+      wrapper=wrapper,
+      variable_mib=variable_mib)
   assert result is not None, completed.stderr[-3000:]
   assert result["restored"], result
   return result["added_mib"]
@@ -74,8 +76,7 @@ def test_eager_restores_hold_a_few_pieces_after_large_blocks_were_freed(
   """Variables of 16 MiB, a size glibc serves from its heaps here."""
   gib = 0.5
   model_mib = gib * 1024 if path == "on_create" else 0
-  added = _added_mib(tmp_path, "tf_objckpt", path, gib,
-                     _ALLOCATORS[allocator])
+  added = _added_mib(tmp_path, "tf_objckpt", path, gib, _ALLOCATORS[allocator])
   assert added < model_mib + _EAGER_BOUNDS[path] * _PIECE_MIB, added
 
 
@@ -88,8 +89,12 @@ def test_graph_restores_hold_a_few_pieces(tmp_path, path, gib):
   session's threads free within one `Session.run` stays with glibc: see
   API.md.)
   """
-  added = _added_mib(tmp_path, "tf_objckpt", path, gib,
-                     _ALLOCATORS["onednn"], variable_mib=64)
+  added = _added_mib(tmp_path,
+                     "tf_objckpt",
+                     path,
+                     gib,
+                     _ALLOCATORS["onednn"],
+                     variable_mib=64)
   assert added < 3 * _PIECE_MIB, added
 
 
@@ -122,8 +127,7 @@ def _memory_cgroup():
   os.rmdir(path)
 
 
-def test_a_model_larger_than_the_free_memory_restores(tmp_path,
-                                                      memory_cgroup):
+def test_a_model_larger_than_the_free_memory_restores(tmp_path, memory_cgroup):
   """2 GiB restore within a limit of the model plus 1 GiB.
 
   The restoring process joins the cgroup before it starts Python; the
@@ -132,12 +136,15 @@ def test_a_model_larger_than_the_free_memory_restores(tmp_path,
   gib = 2
   with open(os.path.join(memory_cgroup, "memory.limit_in_bytes"), "w") as f:
     f.write(str((gib + 1) << 30))
-  wrapper = ("sh", "-c",
-             f'echo $$ > {memory_cgroup}/cgroup.procs && exec "$@"', "sh")
+  wrapper = ("sh", "-c", f'echo $$ > {memory_cgroup}/cgroup.procs && exec "$@"',
+             "sh")
   for impl in ("tf_objckpt", "tensorflow"):
-    completed, result = _BENCHMARK.measure(
-        impl, "read", gib, str(tmp_path / impl), extra_env=tl.child_env(),
-        wrapper=wrapper)
+    completed, result = _BENCHMARK.measure(impl,
+                                           "read",
+                                           gib,
+                                           str(tmp_path / impl),
+                                           extra_env=tl.child_env(),
+                                           wrapper=wrapper)
     if impl == "tf_objckpt":
       assert completed.returncode == 0, completed.stderr[-3000:]
       assert result["restored"], result

@@ -38,13 +38,13 @@ def _assert_same_type_and_named(errors, expected_type, path, name):
 
 @pytest.mark.parametrize("owner", sorted(tl.OWNERS))
 def test_add_variable_dtype_mismatch_names_the_value(saved, owner):
+
   def restore(cls):
     sub = tl.OWNERS[owner]()
     target = tf_objckpt.AutoTrackable()
     target.sub = sub
     cls(m=target).read(saved)
-    tf_objckpt.add_variable(sub, "i", shape=(), dtype=tf.int32,
-                            initializer=0)
+    tf_objckpt.add_variable(sub, "i", shape=(), dtype=tf.int32, initializer=0)
 
   errors = tl.errors_by_impl(restore)
   _assert_same_type_and_named(errors, ValueError, saved, "i")
@@ -77,7 +77,9 @@ def test_tf_keras_add_weight_mismatch_raises_tensorflows_error(saved, change):
       if change == "shape":
         self.v = self.add_weight(name="v", shape=(3,))
       else:
-        self.i = self.add_weight(name="i", shape=(), dtype="int32",
+        self.i = self.add_weight(name="i",
+                                 shape=(),
+                                 dtype="int32",
                                  initializer="zeros")
 
   errors = tl.errors_by_impl(_restore_then_build(saved, Layer))
@@ -108,8 +110,8 @@ def test_add_variable_shape_mismatch_creates_nothing(saved, impl):
   assert v.numpy().tolist() == [1.0, 2.0]
 
 
-@pytest.mark.parametrize(
-    "dtype", [tf.int32, tf.float32, tf.string], ids=["int32", "float", "str"])
+@pytest.mark.parametrize("dtype", [tf.int32, tf.float32, tf.string],
+                         ids=["int32", "float", "str"])
 def test_immediate_dtype_mismatch_is_invalid_argument(saved, dtype):
   value = {tf.int32: 0, tf.float32: 0.0, tf.string: "x"}[dtype]
 
@@ -127,13 +129,14 @@ def test_immediate_dtype_mismatch_is_invalid_argument(saved, dtype):
 def test_write_to_a_path_under_a_file_is_an_op_error(tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("x")
-  errors = tl.errors_by_impl(lambda cls: cls(v=tf.Variable(1.0)).write(
-      os.fspath(blocker / "ckpt")))
+  errors = tl.errors_by_impl(
+      lambda cls: cls(v=tf.Variable(1.0)).write(os.fspath(blocker / "ckpt")))
   tl.assert_same_error_type(errors, tf.errors.OpError)
 
 
-@pytest.mark.parametrize("change,expected_type", [
-    ("shape", ValueError), ("dtype", tf.errors.InvalidArgumentError)])
+@pytest.mark.parametrize("change,expected_type",
+                         [("shape", ValueError),
+                          ("dtype", tf.errors.InvalidArgumentError)])
 def test_attribute_variable_mismatch_assigns_nothing(saved, change,
                                                      expected_type):
   """A variable set as an attribute after the restore, its value not fitting.
@@ -149,13 +152,13 @@ def test_attribute_variable_mismatch_assigns_nothing(saved, change,
     target = tf.Module()
     target.sub = tf.Module()
     cls(m=target).read(saved).expect_partial()
-    variable = (tf.Variable([5.0, 6.0, 7.0]) if change == "shape" else
-                tf.Variable(5, dtype=tf.int32))
+    variable = (tf.Variable([5.0, 6.0, 7.0])
+                if change == "shape" else tf.Variable(5, dtype=tf.int32))
     variables[cls] = variable
     target.sub.v = variable  # Saved as float32 [1.0, 2.0].
 
   errors = tl.errors_by_impl(restore)
   _assert_same_type_and_named(errors, expected_type, saved, "v")
   for variable in variables.values():
-    assert variable.numpy().tolist() == (
-        [5.0, 6.0, 7.0] if change == "shape" else 5)
+    assert variable.numpy().tolist() == ([5.0, 6.0, 7.0]
+                                         if change == "shape" else 5)

@@ -57,15 +57,17 @@ def _add_files(directory, names, source):
 def _files(directory):
   """Every file below `directory`, relative to it, sorted."""
   return sorted(
-      os.path.relpath(_join(root, name), directory) if "://" not in directory
-      else _join(root, name)[len(directory.rstrip("/")) + 1:]
-      for root, _, names in tf.io.gfile.walk(directory) for name in names)
+      os.path.relpath(_join(root, name), directory) if "://" not in
+      directory else _join(root, name)[len(directory.rstrip("/")) + 1:]
+      for root, _, names in tf.io.gfile.walk(directory)
+      for name in names)
 
 
 def _directory_with_leftovers(directory, impl="ours"):
   """Two managed checkpoints, then the leftovers of interrupted saves."""
   checkpoint = tl.IMPLS[impl].Checkpoint(v=tf.Variable(1.))
-  manager = tl.IMPLS[impl].CheckpointManager(checkpoint, directory,
+  manager = tl.IMPLS[impl].CheckpointManager(checkpoint,
+                                             directory,
                                              max_to_keep=2)
   manager.save()
   manager.save()
@@ -75,8 +77,10 @@ def _directory_with_leftovers(directory, impl="ours"):
 
 
 # What stays: the two checkpoints, the state file and the other files.
-_KEPT = sorted(["checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
-                "ckpt-2.data-00000-of-00001", "ckpt-2.index", *_OTHERS])
+_KEPT = sorted([
+    "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
+    "ckpt-2.data-00000-of-00001", "ckpt-2.index", *_OTHERS
+])
 
 
 def test_a_starting_manager_removes_leftovers(tmp_path):
@@ -96,8 +100,10 @@ def test_a_manager_save_removes_leftovers_of_its_prefixes(tmp_path):
   directory = str(tmp_path)
   checkpoint = _directory_with_leftovers(directory)
   manager = tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=5)
-  _add_files(directory, _LEFTOVERS,  # Left by another process meanwhile.
-             _join(directory, "ckpt-2.data-00000-of-00001"))
+  _add_files(
+      directory,
+      _LEFTOVERS,  # Left by another process meanwhile.
+      _join(directory, "ckpt-2.data-00000-of-00001"))
   manager.save(checkpoint_number=7)
   assert _files(directory) == sorted(
       _KEPT + ["ckpt-7.data-00000-of-00001", "ckpt-7.index"])
@@ -133,8 +139,9 @@ def test_leftovers_stay_while_a_save_runs_in_the_directory(tmp_path):
 
   writer = tf_objckpt.Checkpoint(v=tf.Variable(3.))
   options = tf.train.CheckpointOptions(experimental_write_callbacks=[hold])
-  thread = threading.Thread(target=writer.write, args=(
-      os.path.join(directory, "elsewhere"), options))
+  thread = threading.Thread(target=writer.write,
+                            args=(os.path.join(directory,
+                                               "elsewhere"), options))
   thread.start()
   try:
     assert saving.wait(60)
@@ -146,8 +153,7 @@ def test_leftovers_stay_while_a_save_runs_in_the_directory(tmp_path):
     thread.join()
   tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=2)
   assert _files(directory) == sorted(
-      _KEPT +
-      ["elsewhere.data-00000-of-00001", "elsewhere.index"])
+      _KEPT + ["elsewhere.data-00000-of-00001", "elsewhere.index"])
 
 
 def test_cleanup_under_ram_filesystem():
@@ -160,9 +166,10 @@ def test_cleanup_under_ram_filesystem():
   _add_files(directory, _LEFTOVERS,
              _join(directory, "ckpt-2.data-00000-of-00001"))
   manager.save()
-  assert _files(directory) == sorted(
-      ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
-       "ckpt-3.data-00000-of-00001", "ckpt-3.index", *_OTHERS])
+  assert _files(directory) == sorted([
+      "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+      "ckpt-3.data-00000-of-00001", "ckpt-3.index", *_OTHERS
+  ])
   tf.io.gfile.rmtree(directory)
 
 

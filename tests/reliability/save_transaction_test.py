@@ -103,7 +103,8 @@ def steps(tmp_path, monkeypatch):
 
 def _options(steps, durable=False, asynchronous=False):
   return tf_objckpt.CheckpointOptions(
-      durable=durable, experimental_enable_async_checkpoint=asynchronous,
+      durable=durable,
+      experimental_enable_async_checkpoint=asynchronous,
       experimental_write_callbacks=[steps.callback])
 
 
@@ -140,8 +141,7 @@ def test_manager_save(tmp_path, steps, asynchronous):
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])
-def test_manager_save_of_tensorflows_checkpoint(tmp_path, steps,
-                                                asynchronous):
+def test_manager_save_of_tensorflows_checkpoint(tmp_path, steps, asynchronous):
   checkpoint = tf.train.Checkpoint(v=tf.Variable([1., 2.]))
   manager = tf_objckpt.CheckpointManager(checkpoint, tmp_path, max_to_keep=1)
   manager.save(options=_options(steps, asynchronous=asynchronous))
@@ -172,7 +172,8 @@ def test_graph_mode_v1_saver_save(tmp_path, steps):
     saver = tl.IMPLS["ours"].Saver()
     program.initialize()
     for step in range(2):
-      saver.save(program.session, os.fspath(tmp_path / "ckpt"),
+      saver.save(program.session,
+                 os.fspath(tmp_path / "ckpt"),
                  global_step=step)
       assert steps.taken() == ["plan", "open", "write", "record"]
 

@@ -42,8 +42,9 @@ def saved(tmp_path_factory):
   directory = str(tmp_path_factory.mktemp("saved") / "checkpoints")
   model = tf.Module()
   model.v = tf.Variable(np.zeros([_SIZE], np.float32))
-  manager = tf_objckpt.CheckpointManager(
-      tf_objckpt.Checkpoint(model=model), directory, max_to_keep=3)
+  manager = tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(model=model),
+                                         directory,
+                                         max_to_keep=3)
   for number in (1, 2, 3):
     model.v.assign(np.full([_SIZE], number, np.float32))
     manager.save()
@@ -72,21 +73,28 @@ def _flip_value(prefix):
 def _damage_object_graph(prefix):
   """Rewrites the checkpoint (checksums intact) with a child out of range."""
   reader = tf.train.load_checkpoint(prefix)
-  values = {key: reader.get_tensor(key)
-            for key in reader.get_variable_to_shape_map()}
+  values = {
+      key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+  }
   graph = trackable_object_graph_pb2.TrackableObjectGraph.FromString(
       values[tl.OBJECT_GRAPH_KEY])
   graph.nodes[0].children[0].node_id = 99
   values[tl.OBJECT_GRAPH_KEY] = graph.SerializeToString()
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-    session.run(tf.raw_ops.SaveV2(
-        prefix=prefix, tensor_names=list(values),
-        shape_and_slices=[""] * len(values), tensors=list(values.values())))
+    session.run(
+        tf.raw_ops.SaveV2(prefix=prefix,
+                          tensor_names=list(values),
+                          shape_and_slices=[""] * len(values),
+                          tensors=list(values.values())))
   return "node 0"
 
 
-_DAMAGE = {"truncated": _truncate_data_file, "no_index": _remove_index,
-           "flipped": _flip_value, "object_graph": _damage_object_graph}
+_DAMAGE = {
+    "truncated": _truncate_data_file,
+    "no_index": _remove_index,
+    "flipped": _flip_value,
+    "object_graph": _damage_object_graph
+}
 
 
 def _damaged_copy(saved, tmp_path, damage, count):
@@ -149,8 +157,7 @@ def test_eager_restore_falls_back_to_newest_intact(saved, tmp_path, damage,
                                                    count, on_create):
   directory, words = _damaged_copy(saved, tmp_path, damage, count)
   with tl.captured_logs(logging.WARNING) as messages:
-    result, value, manager, checkpoint = _restore_eagerly(directory,
-                                                          on_create)
+    result, value, manager, checkpoint = _restore_eagerly(directory, on_create)
   _check_warnings(_skip_warnings(messages), directory, count, words)
   if count == 3:  # All damaged: the newest error, nothing assigned.
     assert isinstance(result, tf.errors.OpError), result
@@ -163,7 +170,8 @@ def test_eager_restore_falls_back_to_newest_intact(saved, tmp_path, damage,
   assert manager.latest_checkpoint == expected
   assert manager.checkpoints == [
       os.path.join(directory, f"ckpt-{number}")
-      for number in range(1, 4 - count)]
+      for number in range(1, 4 - count)
+  ]
   np.testing.assert_array_equal(value, 3 - count)
   assert int(checkpoint.save_counter) == 3 - count
   for number in range(4 - count, 4):  # Damaged files stay.
@@ -171,14 +179,13 @@ def test_eager_restore_falls_back_to_newest_intact(saved, tmp_path, damage,
 
 
 @pytest.mark.parametrize("damage", sorted(_DAMAGE))
-def test_graph_mode_falls_back_before_building_restore_ops(saved, tmp_path,
-                                                           damage):
+def test_graph_mode_falls_back_before_building_restore_ops(
+    saved, tmp_path, damage):
   directory, words = _damaged_copy(saved, tmp_path, damage, 2)
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     model = tf.Module()
     checkpoint = tf_objckpt.Checkpoint(model=model)
-    manager = tf_objckpt.CheckpointManager(checkpoint, directory,
-                                           max_to_keep=3)
+    manager = tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=3)
     with tl.captured_logs(logging.WARNING) as messages:
       restored = manager.restore_or_initialize()
     _check_warnings(_skip_warnings(messages), directory, 2, words)
@@ -203,9 +210,9 @@ def test_checkpoints_beyond_two_pieces_are_checked_a_piece_at_a_time(
   np.testing.assert_array_equal(value, 2.)
 
 
-@pytest.mark.parametrize("manager_class", [tf.train.CheckpointManager,
-                                           tf_objckpt.CheckpointManager],
-                         ids=["tensorflow", "ours"])
+@pytest.mark.parametrize(
+    "manager_class", [tf.train.CheckpointManager, tf_objckpt.CheckpointManager],
+    ids=["tensorflow", "ours"])
 def test_manager_of_tensorflows_checkpoint_stops_at_damaged_newest(
     saved, tmp_path, manager_class):
   """It raises, and the model keeps its values.
@@ -229,7 +236,8 @@ def test_tensorflow_classes_fall_back_while_patched(saved, tmp_path):
   model.v = tf.Variable(np.zeros([_SIZE], np.float32))
   with tl.tensorflow_patched(), tl.captured_logs(logging.WARNING) as messages:
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
-                                         directory, max_to_keep=3)
+                                         directory,
+                                         max_to_keep=3)
     restored = manager.restore_or_initialize()
   _check_warnings(_skip_warnings(messages), directory, 1, words)
   assert restored == os.path.join(directory, "ckpt-2")
@@ -263,8 +271,8 @@ def test_named_path_never_falls_back(saved, tmp_path):
 
 
 @pytest.mark.parametrize("state", ["missing", "garbage"])
-def test_missing_or_unreadable_state_file_uses_the_directory(saved, tmp_path,
-                                                              state):
+def test_missing_or_unreadable_state_file_uses_the_directory(
+    saved, tmp_path, state):
   directory, _ = _damaged_copy(saved, tmp_path, "truncated", 1)
   state_file = os.path.join(directory, "checkpoint")
   os.remove(state_file)
@@ -273,8 +281,8 @@ def test_missing_or_unreadable_state_file_uses_the_directory(saved, tmp_path,
       f.write(b"model_checkpoint_path: {not a state")
   with tl.captured_logs(logging.WARNING) as messages:
     result, value, manager, _ = _restore_eagerly(directory, on_create=False)
-  assert result == manager.latest_checkpoint == os.path.join(directory,
-                                                             "ckpt-2")
+  assert result == manager.latest_checkpoint == os.path.join(
+      directory, "ckpt-2")
   np.testing.assert_array_equal(value, 2.)
   assert any("state file" in message and "missing or unreadable" in message
              for message in messages), messages
@@ -286,8 +294,8 @@ def test_checkpoints_beyond_the_state_file_are_candidates(saved, tmp_path):
   directory, _ = _damaged_copy(saved, tmp_path, "no_index", 2)
   _unlist(directory, "ckpt-1")
   result, value, manager, _ = _restore_eagerly(directory, on_create=False)
-  assert result == manager.latest_checkpoint == os.path.join(directory,
-                                                             "ckpt-1")
+  assert result == manager.latest_checkpoint == os.path.join(
+      directory, "ckpt-1")
   assert manager.checkpoints == []
   np.testing.assert_array_equal(value, 1.)
 
@@ -297,27 +305,31 @@ def test_next_save_replaces_the_damaged_one_whole(tmp_path):
   model = tf.Module()
   model.v = tf.Variable(np.zeros([_SIZE], np.float32))
   model.w = tf.Variable(np.zeros([_SIZE], np.float32))
-  manager = tf_objckpt.CheckpointManager(
-      tf_objckpt.Checkpoint(model=model), directory, max_to_keep=3)
+  manager = tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(model=model),
+                                         directory,
+                                         max_to_keep=3)
   several_shards = tf.train.CheckpointOptions(
       experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(
           max_shard_size=_SIZE * 4))
   for number in (1, 2, 3):
     model.v.assign(np.full([_SIZE], number, np.float32))
     manager.save(options=several_shards if number == 3 else None)
-  stale = {name for name in tl.files_under(directory)
-           if name.startswith("ckpt-3.data")}
+  stale = {
+      name for name in tl.files_under(directory)
+      if name.startswith("ckpt-3.data")
+  }
   assert len(stale) > 1
   _remove_index(os.path.join(directory, "ckpt-3"))
   result, value, manager, _ = _restore_eagerly(directory, on_create=False)
   assert result.endswith("ckpt-2")
   np.testing.assert_array_equal(value, 2.)
   assert manager.save() == os.path.join(directory, "ckpt-3")
-  assert {name for name in tl.files_under(directory)
-          if name.startswith("ckpt-3")} == {
-              "ckpt-3.index", "ckpt-3.data-00000-of-00001"}
-  assert manager.checkpoints == [os.path.join(directory, f"ckpt-{number}")
-                                 for number in (1, 2, 3)]
+  assert {
+      name for name in tl.files_under(directory) if name.startswith("ckpt-3")
+  } == {"ckpt-3.index", "ckpt-3.data-00000-of-00001"}
+  assert manager.checkpoints == [
+      os.path.join(directory, f"ckpt-{number}") for number in (1, 2, 3)
+  ]
 
 
 def _write_sharded_saves(directory):
@@ -327,18 +339,23 @@ def _write_sharded_saves(directory):
     variables = []
     for index, name in enumerate("ab"):
       with tf.device(f"/cpu:{index}"):
-        variables.append(tf.compat.v1.get_variable(
-            name, initializer=np.zeros([_SIZE], np.float32)))
+        variables.append(
+            tf.compat.v1.get_variable(name,
+                                      initializer=np.zeros([_SIZE],
+                                                           np.float32)))
     number = tf.compat.v1.placeholder(tf.float32, [])
-    assign = [variable.assign(tf.fill([_SIZE], number))
-              for variable in variables]
+    assign = [
+        variable.assign(tf.fill([_SIZE], number)) for variable in variables
+    ]
     saver = tl.IMPLS["ours"].Saver(sharded=True, max_to_keep=3)
     config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
     with tf.compat.v1.Session(config=config) as session:
       for step in (1, 2, 3):
         session.run(assign, {number: step})
-        saver.save(session, os.path.join(directory, "model"),
-                   global_step=step, write_meta_graph=False)
+        saver.save(session,
+                   os.path.join(directory, "model"),
+                   global_step=step,
+                   write_meta_graph=False)
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
@@ -346,13 +363,13 @@ def test_missing_shard_of_sharded_saver_save(tmp_path, count):
   directory = str(tmp_path / "checkpoints")
   _write_sharded_saves(directory)
   for step in range(3, 3 - count, -1):
-    os.remove(os.path.join(directory,
-                           f"model-{step}.data-00001-of-00002"))
+    os.remove(os.path.join(directory, f"model-{step}.data-00001-of-00002"))
   a = tf.Variable(np.zeros([_SIZE], np.float32), name="a")
   b = tf.Variable(np.zeros([_SIZE], np.float32), name="b")
-  manager = tf_objckpt.CheckpointManager(
-      tf_objckpt.Checkpoint(a=a, b=b), directory, max_to_keep=3,
-      checkpoint_name="model")
+  manager = tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(a=a, b=b),
+                                         directory,
+                                         max_to_keep=3,
+                                         checkpoint_name="model")
   with tl.captured_logs(logging.WARNING) as messages:
     try:
       result = manager.restore_or_initialize()
@@ -372,12 +389,12 @@ def test_missing_shard_of_sharded_saver_save(tmp_path, count):
   np.testing.assert_array_equal(b.numpy(), 3 - count)
 
 
-def test_verify_all_reports_every_checkpoint_of_a_directory(saved, tmp_path,
-                                                            capsys):
+def test_verify_all_reports_every_checkpoint_of_a_directory(
+    saved, tmp_path, capsys):
   assert cli.main(["verify", saved, "--all"]) == 0
   assert capsys.readouterr().out.splitlines() == [
-      f"{os.path.join(saved, f'ckpt-{number}')}: intact"
-      for number in (3, 2, 1)]
+      f"{os.path.join(saved, f'ckpt-{number}')}: intact" for number in (3, 2, 1)
+  ]
   directory, _ = _damaged_copy(saved, tmp_path, "flipped", 1)
   _remove_index(os.path.join(directory, "ckpt-2"))
   _unlist(directory, "ckpt-1")  # Found by its files.
@@ -423,7 +440,8 @@ def test_graph_building_assigns_nothing_from_a_damaged_checkpoint(tmp_path):
   directory = str(tmp_path)
   model = _model_with_python_state()
   manager = tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(model=model),
-                                         directory, max_to_keep=3)
+                                         directory,
+                                         max_to_keep=3)
   for number in (1, 2, 3):
     model.v.assign(np.full([_SIZE], number, np.float32))
     model.number.number = number
@@ -432,8 +450,7 @@ def test_graph_building_assigns_nothing_from_a_damaged_checkpoint(tmp_path):
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     model = _model_with_python_state()
     checkpoint = tf_objckpt.Checkpoint(model=model)
-    manager = tf_objckpt.CheckpointManager(checkpoint, directory,
-                                           max_to_keep=3)
+    manager = tf_objckpt.CheckpointManager(checkpoint, directory, max_to_keep=3)
     restored = manager.restore_or_initialize()
     assert restored == os.path.join(directory, "ckpt-2")
     checkpoint.restore(restored).initialize_or_restore(session)

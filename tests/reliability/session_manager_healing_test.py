@@ -28,9 +28,11 @@ import testlib as tl
 
 _SIZE = 64
 _SKIPPED = "Skipped damaged checkpoint"
-_WORDS = {"truncated": "data file is truncated",
-          "flipped": "weight: cannot be read: DataLossError",
-          "no_index": "index file is missing"}
+_WORDS = {
+    "truncated": "data file is truncated",
+    "flipped": "weight: cannot be read: DataLossError",
+    "no_index": "index file is missing"
+}
 
 
 def _scaffold(saver_of):
@@ -49,21 +51,25 @@ def _train(directory, steps, saver_of, size=_SIZE, **session_args):
   """
   with tf.Graph().as_default():
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    weight = tf.compat.v1.get_variable(
-        "weight", initializer=np.zeros([size], np.float32))
+    weight = tf.compat.v1.get_variable("weight",
+                                       initializer=np.zeros([size], np.float32))
     train_op = tf.group(weight.assign_add(tf.ones([size])),
                         global_step.assign_add(1))
     with tf.compat.v1.train.MonitoredTrainingSession(
         checkpoint_dir=session_args.pop("checkpoint_dir", directory),
-        scaffold=_scaffold(saver_of), save_checkpoint_steps=1,
-        save_summaries_steps=None, save_summaries_secs=None,
-        log_step_count_steps=None, **session_args) as session:
+        scaffold=_scaffold(saver_of),
+        save_checkpoint_steps=1,
+        save_summaries_steps=None,
+        save_summaries_secs=None,
+        log_step_count_steps=None,
+        **session_args) as session:
       began = session.run([global_step, weight])
       for _ in range(steps):
         session.run(train_op)
   state = tf.train.get_checkpoint_state(directory)
-  return began, [os.path.basename(path)
-                 for path in state.all_model_checkpoint_paths]
+  return began, [
+      os.path.basename(path) for path in state.all_model_checkpoint_paths
+  ]
 
 
 @pytest.fixture(name="trained")
@@ -87,8 +93,8 @@ def _restart(directory, saver_of, **train_args):
     (step, weight, listed) as `_train` returns them, or the error raised;
     and the skip warnings logged.
   """
-  patched = (tl.tensorflow_patched() if saver_of == "patched" else
-             contextlib.nullcontext())
+  patched = (tl.tensorflow_patched()
+             if saver_of == "patched" else contextlib.nullcontext())
   with patched, tl.captured_logs(logging.WARNING) as messages:
     try:
       (step, weight), listed = _train(directory, 0, saver_of, **train_args)
@@ -117,8 +123,9 @@ def test_restart_resumes_from_the_newest_intact_checkpoint(
   # from the state file, and their files stay, but for data files without
   # an index, which the save removed as leftovers.
   assert listed == [f"model.ckpt-{step}" for step in range(newest_intact + 1)]
-  assert os.path.exists(os.path.join(
-      trained, "model.ckpt-3.data-00000-of-00001")) == (how != "no_index")
+  assert os.path.exists(
+      os.path.join(trained,
+                   "model.ckpt-3.data-00000-of-00001")) == (how != "no_index")
 
 
 def test_tensorflows_saver_stops_on_the_damaged_newest(trained):
@@ -143,8 +150,8 @@ def test_all_damaged_raises_the_newest_error(trained, saver_of):
 def test_a_shape_mismatch_is_raised_at_once(trained, saver_of):
   """Not damage: older checkpoints would fail the same way."""
   result, warnings = _restart(trained, saver_of, size=_SIZE + 1)
-  assert isinstance(result, (tf.errors.InvalidArgumentError, ValueError)), (
-      result)
+  assert isinstance(result,
+                    (tf.errors.InvalidArgumentError, ValueError)), (result)
   assert "model.ckpt-3" in str(result)
   assert not warnings
 
@@ -153,8 +160,8 @@ def _restore_named(path, saver_of):
   """A `MonitoredSession` whose `ChiefSessionCreator` restores `path`."""
   with tf.Graph().as_default():
     tf.compat.v1.train.get_or_create_global_step()
-    tf.compat.v1.get_variable("weight", initializer=np.zeros([_SIZE],
-                                                             np.float32))
+    tf.compat.v1.get_variable("weight",
+                              initializer=np.zeros([_SIZE], np.float32))
     creator = tf.compat.v1.train.ChiefSessionCreator(
         scaffold=_scaffold(saver_of), checkpoint_filename_with_path=path)
     with tf.compat.v1.train.MonitoredSession(session_creator=creator):
@@ -165,8 +172,8 @@ def _restore_named(path, saver_of):
 def test_a_named_checkpoint_never_falls_back(trained, saver_of):
   _damage_newest(trained, 1, "truncated")
   named = os.path.join(trained, "model.ckpt-3")
-  patched = (tl.tensorflow_patched() if saver_of == "patched" else
-             contextlib.nullcontext())
+  patched = (tl.tensorflow_patched()
+             if saver_of == "patched" else contextlib.nullcontext())
   with patched, tl.captured_logs(logging.WARNING) as messages:
     error = tl.outcome(_restore_named, named, saver_of).error
   assert isinstance(error, tf.errors.DataLossError), error

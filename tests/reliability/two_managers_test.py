@@ -22,9 +22,11 @@ import testlib as tl
 def _managers(impl, directory):
   """Two managers of one directory, each of its own checkpoint object."""
   lib = tl.IMPLS[impl]
-  return [lib.CheckpointManager(lib.Checkpoint(v=tf.Variable(float(index))),
-                                directory, max_to_keep=1)
-          for index in range(2)]
+  return [
+      lib.CheckpointManager(lib.Checkpoint(v=tf.Variable(float(index))),
+                            directory,
+                            max_to_keep=1) for index in range(2)
+  ]
 
 
 def test_second_manager_cannot_delete_the_firsts_checkpoints(tmp_path):
@@ -97,8 +99,9 @@ def test_managers_in_two_processes(tmp_path):
     state = tf.train.get_checkpoint_state(directory)
     if impl == "tf":  # The other process's checkpoint is forgotten.
       assert outcomes["tf"].error is None
-      assert [os.path.basename(path) for path in
-              state.all_model_checkpoint_paths] == ["ckpt-2"]
+      assert [
+          os.path.basename(path) for path in state.all_model_checkpoint_paths
+      ] == ["ckpt-2"]
     else:
       assert state.model_checkpoint_path.endswith("other-1")
   assert isinstance(outcomes["ours"].error, tf.errors.FailedPreconditionError)

@@ -23,10 +23,12 @@ from tensorflow.python.trackable import base as tf_base
 
 import testlib as tl
 
-_BY_NAME = {"dense/kernel": np.arange(6, dtype=np.float32).reshape(2, 3),
-            "dense/bias": np.array([1, 2, 3], np.int64),
-            "step": np.array(7, np.int64),
-            "note": np.array(b"text", dtype=object)}
+_BY_NAME = {
+    "dense/kernel": np.arange(6, dtype=np.float32).reshape(2, 3),
+    "dense/bias": np.array([1, 2, 3], np.int64),
+    "step": np.array(7, np.int64),
+    "note": np.array(b"text", dtype=object)
+}
 
 
 class _Pair(tf_base.Trackable):
@@ -73,9 +75,8 @@ def _checkpoints(tmp_path):
     with tf.device("/cpu:1"):
       tf.compat.v1.get_variable("b", initializer=np.zeros([2], np.int32))
     session.run(tf.compat.v1.global_variables_initializer())
-    paths["sharded name-based"] = tf.compat.v1.train.Saver(
-        sharded=True).save(session, str(tmp_path / "sharded" / "ckpt"),
-                           write_meta_graph=False)
+    paths["sharded name-based"] = tf.compat.v1.train.Saver(sharded=True).save(
+        session, str(tmp_path / "sharded" / "ckpt"), write_meta_graph=False)
   return paths
 
 
@@ -89,14 +90,22 @@ def _read_everything(impl, path):
   reader = utils.load_checkpoint(path)
   listed = utils.list_variables(path)
   return {
-      "listed": listed,
-      "shapes": reader.get_variable_to_shape_map(),
-      "dtypes": reader.get_variable_to_dtype_map(),
-      "has": [reader.has_tensor(key) for key, _ in listed] + [
-          reader.has_tensor("nothing")],
-      "values": {key: reader.get_tensor(key) for key, _ in listed},
-      "loaded": {key: utils.load_variable(path, key) for key, _ in listed},
-      "debug": reader.debug_string(),
+      "listed":
+          listed,
+      "shapes":
+          reader.get_variable_to_shape_map(),
+      "dtypes":
+          reader.get_variable_to_dtype_map(),
+      "has": [reader.has_tensor(key) for key, _ in listed] +
+             [reader.has_tensor("nothing")],
+      "values": {
+          key: reader.get_tensor(key) for key, _ in listed
+      },
+      "loaded": {
+          key: utils.load_variable(path, key) for key, _ in listed
+      },
+      "debug":
+          reader.debug_string(),
   }
 
 
@@ -130,8 +139,8 @@ def test_checkpoint_files_name_their_checkpoint(checkpoints):
   # TensorFlow reads the index as an empty V1 checkpoint and fails on a
   # data file.
   assert tf.train.list_variables(index) == []
-  assert isinstance(tl.outcome(tf.train.list_variables, data).error,
-                    tf.errors.DataLossError)
+  assert isinstance(
+      tl.outcome(tf.train.list_variables, data).error, tf.errors.DataLossError)
 
 
 def test_no_checkpoint_raises_tensorflows_types_naming_the_path(tmp_path):
@@ -141,33 +150,37 @@ def test_no_checkpoint_raises_tensorflows_types_naming_the_path(tmp_path):
   unlisted.mkdir()
   tl.write("tf", unlisted / "ckpt", v=tf.Variable(1.0))
   for path, error_type in ((str(tmp_path / "missing"), tf.errors.NotFoundError),
-                           (str(empty), ValueError),
-                           (str(unlisted), ValueError)):
-    errors = {impl: tl.outcome(_utils(impl).load_checkpoint,
-                               path).error for impl in tl.IMPLS}
+                           (str(empty), ValueError), (str(unlisted),
+                                                      ValueError)):
+    errors = {
+        impl: tl.outcome(_utils(impl).load_checkpoint, path).error
+        for impl in tl.IMPLS
+    }
     tl.assert_same_error_type(errors, error_type)
     assert path in str(errors["ours"])
   # A directory without a state file: ours lists the checkpoints it holds.
   assert str(unlisted / "ckpt") in str(
-      tl.outcome(_utils("ours").load_checkpoint,
-                 str(unlisted)).error)
+      tl.outcome(_utils("ours").load_checkpoint, str(unlisted)).error)
 
 
 def test_data_files_without_their_index(checkpoints):
   path = checkpoints["name-based by ours"]
   os.remove(path + ".index")
-  errors = {impl: tl.outcome(_utils(impl).list_variables,
-                             path).error for impl in tl.IMPLS}
+  errors = {
+      impl: tl.outcome(_utils(impl).list_variables, path).error
+      for impl in tl.IMPLS
+  }
   tl.assert_same_error_type(errors, tf.errors.NotFoundError)
   assert f"{path + '.index'!r} is missing" in str(errors["ours"])
 
 
 def test_missing_key_names_the_checkpoint_and_the_closest(checkpoints):
   path = checkpoints["name-based by tf"]
-  readers = {impl: _utils(impl).load_checkpoint(path)
-             for impl in tl.IMPLS}
-  errors = {impl: tl.outcome(reader.get_tensor, "dense/kernal").error
-            for impl, reader in readers.items()}
+  readers = {impl: _utils(impl).load_checkpoint(path) for impl in tl.IMPLS}
+  errors = {
+      impl: tl.outcome(reader.get_tensor, "dense/kernal").error
+      for impl, reader in readers.items()
+  }
   tl.assert_same_error_type(errors, tf.errors.NotFoundError)
   message = str(errors["ours"])
   assert message.startswith("Key dense/kernal not found in checkpoint")
@@ -180,14 +193,14 @@ def test_load_variable_takes_object_paths(checkpoints):
   key = "model/layer/kernel/.ATTRIBUTES/VARIABLE_VALUE"
   np.testing.assert_array_equal(ours.load_variable(path, "model/layer/kernel"),
                                 tf.train.load_variable(path, key))
-  np.testing.assert_array_equal(
-      ours.load_variable(path, "model/names:0"), [b"a", b"b"])
+  np.testing.assert_array_equal(ours.load_variable(path, "model/names:0"),
+                                [b"a", b"b"])
   # TensorFlow takes keys only; its reader, and ours, too.
   assert isinstance(
       tl.outcome(tf.train.load_variable, path, "model/layer/kernel").error,
       tf.errors.NotFoundError)
-  error = tl.outcome(ours.load_checkpoint(path).get_tensor,
-                     "model/layer/kernel").error
+  error = tl.outcome(
+      ours.load_checkpoint(path).get_tensor, "model/layer/kernel").error
   assert isinstance(error, tf.errors.NotFoundError)
   assert repr(key) in str(error)
 

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 import testlib as tl
 
+
 def _name_based_checkpoint(directory, with_save_counter=False):
   """A v1 Saver checkpoint holding a=[1, 2] and b=[3, 4, 5].
 
@@ -21,11 +22,14 @@ def _name_based_checkpoint(directory, with_save_counter=False):
   restores.
   """
   with tf.Graph().as_default():
-    saved = [tf.compat.v1.get_variable("a", initializer=[1., 2.]),
-             tf.compat.v1.get_variable("b", initializer=[3., 4., 5.])]
+    saved = [
+        tf.compat.v1.get_variable("a", initializer=[1., 2.]),
+        tf.compat.v1.get_variable("b", initializer=[3., 4., 5.])
+    ]
     if with_save_counter:
-      saved.append(tf.compat.v1.get_variable(
-          "save_counter", initializer=tf.constant(0, tf.int64)))
+      saved.append(
+          tf.compat.v1.get_variable("save_counter",
+                                    initializer=tf.constant(0, tf.int64)))
     saver = tf.compat.v1.train.Saver(saved)
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
@@ -49,9 +53,9 @@ def _eager_outcome(impl, path, b_shape, b_dtype=tf.float32):
 @pytest.mark.parametrize("b_shape,b_dtype,error_type", [
     ([4], tf.float32, ValueError),
     ([3], tf.float64, tf.errors.InvalidArgumentError),
-], ids=["shape", "dtype"])
-def test_eager_mismatch_assigns_nothing(tmp_path, b_shape, b_dtype,
-                                        error_type):
+],
+                         ids=["shape", "dtype"])
+def test_eager_mismatch_assigns_nothing(tmp_path, b_shape, b_dtype, error_type):
   path = _name_based_checkpoint(tmp_path)
   theirs = _eager_outcome("tf", path, b_shape, b_dtype)
   ours = _eager_outcome("ours", path, b_shape, b_dtype)

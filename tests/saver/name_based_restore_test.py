@@ -31,8 +31,12 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore:__array__ implementation:DeprecationWarning")
 
 # Who writes the name-based checkpoint, "<saver>_<mode>": (saver, eagerly).
-WRITERS = {"tf_graph": ("tf", False), "tf_eager": ("tf", True),
-           "ours_graph": ("ours", False), "ours_eager": ("ours", True)}
+WRITERS = {
+    "tf_graph": ("tf", False),
+    "tf_eager": ("tf", True),
+    "ours_graph": ("ours", False),
+    "ours_eager": ("ours", True)
+}
 TARGETS = ("module", "tf_keras", "keras3")
 
 
@@ -63,9 +67,11 @@ class _Model:
 
   def __init__(self, k, built):
     self._k = k
-    layers = [k.layers.Dense(3, kernel_initializer="zeros", name="dense"),
-              k.layers.BatchNormalization(name="bn"),
-              k.layers.Dense(2, kernel_initializer="zeros", name="out")]
+    layers = [
+        k.layers.Dense(3, kernel_initializer="zeros", name="dense"),
+        k.layers.BatchNormalization(name="bn"),
+        k.layers.Dense(2, kernel_initializer="zeros", name="out")
+    ]
     self.obj = k.Sequential(layers, name="seq")
     if built:
       self.build()
@@ -106,9 +112,9 @@ def _checkpointed_values(kind, with_save_counter, graph_mode=False):
   values = {}
   for weight in target.weights:
     dtype = weight.dtype.as_numpy_dtype
-    values[weight.name.split(":")[0]] = (
-        rng.randint(1, 100, weight.shape) if dtype == np.int64 else
-        rng.uniform(2., 3., weight.shape)).astype(dtype)
+    values[weight.name.split(":")[0]] = (rng.randint(
+        1, 100, weight.shape) if dtype == np.int64 else rng.uniform(
+            2., 3., weight.shape)).astype(dtype)
   if with_save_counter:
     values["save_counter"] = np.int64(7)
   return values
@@ -124,8 +130,10 @@ def _eager_restore(impl, kind, path, on_create, options=None):
   target = _make_target(kind, built=not on_create)
   checkpoint = tl.IMPLS[impl].Checkpoint(model=target.obj)
   status = checkpoint.restore(path, options=options)
-  observed = {"status": type(status).__name__,
-              "before": tl.assertion_outcomes(status, messages=True)}
+  observed = {
+      "status": type(status).__name__,
+      "before": tl.assertion_outcomes(status, messages=True)
+  }
   if on_create:
     target.build()
     observed["after"] = tl.assertion_outcomes(status, messages=True)
@@ -141,7 +149,9 @@ def _eager_restore(impl, kind, path, on_create, options=None):
 def test_eager_restore(tmp_path, writer, kind, on_create):
   values = _checkpointed_values(kind, with_save_counter=False)
   saver_impl, eagerly = WRITERS[writer]
-  path = tl.write_with_saver(saver_impl, tmp_path / "ckpt", values,
+  path = tl.write_with_saver(saver_impl,
+                             tmp_path / "ckpt",
+                             values,
                              eager=eagerly)
   if kind == "keras3":
     # TensorFlow looks Keras 3 variables up under the key "VARIABLE_VALUE",
@@ -175,22 +185,23 @@ def test_eager_restore_with_save_counter_and_missing_variable(tmp_path, kind):
   observed = tl.agreed(_eager_restore, kind, path, False)
   assert observed["save_counter"] == 7
   assert observed["before"] == [
-      ("AssertionError",
-       "Some objects had attributes which were not restored")] * 3
+      ("AssertionError", "Some objects had attributes which were not restored")
+  ] * 3
 
 
 def test_keras3_variable_value_key_is_restored(tmp_path):
   """A Keras 3 model with one variable takes the "VARIABLE_VALUE" key."""
   value = np.arange(6, dtype=np.float32).reshape(3, 2)
-  path = tl.write_with_saver("tf", tmp_path / "ckpt",
-                             {"VARIABLE_VALUE": value})
+  path = tl.write_with_saver("tf", tmp_path / "ckpt", {"VARIABLE_VALUE": value})
 
   def scenario(impl):
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(
-        2, use_bias=False, kernel_initializer="zeros")])
+    model = keras.Sequential([
+        keras.Input((3,)),
+        keras.layers.Dense(2, use_bias=False, kernel_initializer="zeros")
+    ])
     status = tl.IMPLS[impl].Checkpoint(model=model).restore(path)
-    return (tl.assertion_outcomes(status, messages=True),
-            model.weights[0].numpy())
+    return (tl.assertion_outcomes(status,
+                                  messages=True), model.weights[0].numpy())
 
   outcomes, restored = tl.agreed(scenario)
   assert outcomes == ["ok"] * 3
@@ -202,10 +213,12 @@ def _graph_restore(impl, kind, path, method, options=None):
     target = _make_target(kind)
     checkpoint = tl.IMPLS[impl].CheckpointV1(model=target.obj)
     # TensorFlow's CheckpointV1.restore takes no options.
-    status = (checkpoint.restore(path) if options is None else
-              checkpoint.restore(path, options=options))
-    observed = [type(status).__name__,
-                tl.assertion_outcomes(status, messages=True)]
+    status = (checkpoint.restore(path)
+              if options is None else checkpoint.restore(path, options=options))
+    observed = [
+        type(status).__name__,
+        tl.assertion_outcomes(status, messages=True)
+    ]
     if method == "run_restore_ops":
       session.run(tf.compat.v1.global_variables_initializer())
       observed.append(
@@ -228,7 +241,9 @@ def _graph_restore(impl, kind, path, method, options=None):
 def test_graph_restore(tmp_path, writer, kind, method):
   values = _checkpointed_values(kind, with_save_counter=True, graph_mode=True)
   saver_impl, eagerly = WRITERS[writer]
-  path = tl.write_with_saver(saver_impl, tmp_path / "ckpt", values,
+  path = tl.write_with_saver(saver_impl,
+                             tmp_path / "ckpt",
+                             values,
                              eager=eagerly)
   if kind == "keras3":
     by_impl = tl.by_impl(_graph_restore, kind, path, method)
@@ -256,12 +271,14 @@ def test_graph_restore_needs_the_save_counter(tmp_path, method):
     assert not np.any(observed[-1][0])
 
 
-def test_one_line_points_to_convert_where_tensorflow_warns(tmp_path,
-                                                          monkeypatch):
+def test_one_line_points_to_convert_where_tensorflow_warns(
+    tmp_path, monkeypatch):
   """TensorFlow warns the feature is deprecated; we log how to convert."""
-  path = tl.write_with_saver(
-      "tf", tmp_path / "ckpt",
-      _checkpointed_values("module", with_save_counter=False), eager=True)
+  path = tl.write_with_saver("tf",
+                             tmp_path / "ckpt",
+                             _checkpointed_values("module",
+                                                  with_save_counter=False),
+                             eager=True)
   hint = name_based.conversion_hint  # pylint: disable=protected-access
 
   def restore_twice(impl, level):
@@ -276,11 +293,12 @@ def test_one_line_points_to_convert_where_tensorflow_warns(tmp_path,
 
   assert [m for m in restore_twice("tf", None) if "is deprecated" in m]
   assert restore_twice("ours", None) == []  # Nothing at default levels.
-  assert [m for m in restore_twice("ours", py_logging.INFO)
-          if "convert" in m] == [
-              f"Restoring {path!r} by variable names: it is a name-based "
-              "checkpoint. `tf-objckpt convert` rewrites it as an "
-              "object-based checkpoint, restored by object."]
+  assert [m for m in restore_twice("ours", py_logging.INFO) if "convert" in m
+         ] == [
+             f"Restoring {path!r} by variable names: it is a name-based "
+             "checkpoint. `tf-objckpt convert` rewrites it as an "
+             "object-based checkpoint, restored by object."
+         ]
 
 
 def _streaming_restore_eagerly(impl, path):
@@ -292,10 +310,12 @@ def _streaming_restore_eagerly(impl, path):
   checkpoint.save_counter.assign(3)  # Restored: assigned since stays.
   outcome = tl.outcome(lib.checkpoint.streaming_restore, status).name
   target.build()  # Restored on creation.
-  return {"streaming_restore": outcome,
-          "status": tl.assertion_outcomes(status, messages=True),
-          "save_counter": int(checkpoint.save_counter.numpy()),
-          "values": [w.numpy() for w in target.weights]}
+  return {
+      "streaming_restore": outcome,
+      "status": tl.assertion_outcomes(status, messages=True),
+      "save_counter": int(checkpoint.save_counter.numpy()),
+      "values": [w.numpy() for w in target.weights]
+  }
 
 
 @pytest.mark.parametrize("graph_mode", [False, True], ids=["eager", "graph"])
@@ -321,16 +341,18 @@ def test_streaming_restore(tmp_path, graph_mode):
   assert tl.agreed(scenario) == "NotImplementedError"
 
 
-@pytest.mark.parametrize("method", ["initialize_or_restore", "run_restore_ops",
-                                    "eager"])
+@pytest.mark.parametrize("method",
+                         ["initialize_or_restore", "run_restore_ops", "eager"])
 def test_assignment_map_renames_checkpoint_scopes(tmp_path, method):
   """`CheckpointOptions(assignment_map=)` (ours only) in graphs and eagerly.
 
   The checkpoint's `old/...` names are restored into the module's `net/...`
   variables; without the map nothing matches them.
   """
-  values = {name.replace("net/", "old/", 1): value for name, value in
-            _checkpointed_values("module", with_save_counter=True).items()}
+  values = {
+      name.replace("net/", "old/", 1): value for name, value in
+      _checkpointed_values("module", with_save_counter=True).items()
+  }
   path = tl.write_with_saver("tf", tmp_path / "ckpt", values)
   options = tf_objckpt.CheckpointOptions(assignment_map={"old/": "net/"})
   if method == "eager":

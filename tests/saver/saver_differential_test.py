@@ -93,7 +93,8 @@ def test_unknown_write_version_raises_tensorflows_error_type(sharded):
   for impl in tl.IMPLS:
     with tf.Graph().as_default():
       v = tf.compat.v1.get_variable("v", [1])
-      observed[impl] = tl.outcome(tl.IMPLS[impl].Saver, [v], write_version=7,
+      observed[impl] = tl.outcome(tl.IMPLS[impl].Saver, [v],
+                                  write_version=7,
                                   sharded=sharded).error
   # TensorFlow fails building its message: a TypeError, not the RuntimeError
   # it documents. Ours is both.
@@ -127,9 +128,11 @@ def _custom_builder(impl):
 
     def restore_op(self, filename_tensor, saveable, preferred_shard):
       del preferred_shard  # Unused.
-      return [io_ops.restore_v2(filename_tensor, [spec.name + "_old"],
-                                [spec.slice_spec], [spec.dtype])[0]
-              for spec in saveable.specs]
+      return [
+          io_ops.restore_v2(filename_tensor, [spec.name + "_old"],
+                            [spec.slice_spec], [spec.dtype])[0]
+          for spec in saveable.specs
+      ]
 
   return OldNames()
 
@@ -197,8 +200,8 @@ def test_unreadable_checkpoint_raises_tensorflows_error(tmp_path, kind, eager):
     path = _unreadable(directory, kind)
     if eager:
       v = tf.Variable([3.], name="v")
-      observed[impl] = type(tl.outcome(tl.IMPLS[impl].Saver([v]).restore, None,
-                                       path).error)
+      observed[impl] = type(
+          tl.outcome(tl.IMPLS[impl].Saver([v]).restore, None, path).error)
       np.testing.assert_array_equal(v.numpy(), [3.])
       continue
     with _one_variable_saver(impl) as (saver, sess):
@@ -215,8 +218,10 @@ def test_unreadable_checkpoint_raises_tensorflows_error(tmp_path, kind, eager):
 def test_eager_shape_mismatch_is_a_value_error(tmp_path):
   """TensorFlow raises a ValueError when assigning a wrongly shaped value;
   ours raises it before assigning anything."""
-  path = _graph_checkpoint(str(tmp_path), {"a": np.float32([1., 2.]),
-                                           "b": np.float32([3., 4., 5.])})
+  path = _graph_checkpoint(str(tmp_path), {
+      "a": np.float32([1., 2.]),
+      "b": np.float32([3., 4., 5.])
+  })
   observed = {}
   for impl in tl.IMPLS:
     a = tf.Variable([0., 0.], name="a")
@@ -233,23 +238,28 @@ def test_eager_shape_mismatch_is_a_value_error(tmp_path):
 
 def test_eager_dtype_and_shape_mismatch_is_an_invalid_argument(tmp_path):
   """Values are read (and dtypes checked) before any shape is."""
-  path = _graph_checkpoint(str(tmp_path), {"a": np.float32([1., 2.]),
-                                           "b": np.float32([3., 4., 5.])})
+  path = _graph_checkpoint(str(tmp_path), {
+      "a": np.float32([1., 2.]),
+      "b": np.float32([3., 4., 5.])
+  })
   observed = {}
   for impl in tl.IMPLS:
     a = tf.Variable([0, 0], name="a")
     b = tf.Variable([0., 0.], name="b")
-    observed[impl] = type(tl.outcome(tl.IMPLS[impl].Saver([b, a]).restore, None,
-                                     path).error)
+    observed[impl] = type(
+        tl.outcome(tl.IMPLS[impl].Saver([b, a]).restore, None, path).error)
     assert not b.numpy().any()
   assert observed["ours"] is observed["tf"] is errors.InvalidArgumentError
 
 
 def test_eager_empty_saver_saves_nothing(tmp_path):
   """TensorFlow's empty eager saver crashes on save; ours returns None."""
-  observed = {impl: tl.outcome(lib.Saver([], allow_empty=True).save, None,
-                               str(tmp_path / impl))
-              for impl, lib in tl.IMPLS.items()}
+  observed = {
+      impl:
+          tl.outcome(
+              lib.Saver([], allow_empty=True).save, None, str(tmp_path / impl))
+      for impl, lib in tl.IMPLS.items()
+  }
   assert observed["tf"].name == "AttributeError"
   assert observed["ours"] == tl.Outcome(result=None, error=None)
   assert not os.listdir(tmp_path)

@@ -33,13 +33,15 @@ def _variables(offset):
     variables["a"] = tf.compat.v1.get_variable(
         "a", initializer=np.arange(300, dtype=np.float32) + offset)
     variables["b"] = tf.compat.v1.get_variable(
-        "b", initializer=np.arange(7, dtype=np.int64) + int(offset),
+        "b",
+        initializer=np.arange(7, dtype=np.int64) + int(offset),
         use_resource=False)
   with tf.device("/cpu:1"):
     variables["c"] = tf.compat.v1.get_variable(
         "c", initializer=np.ones([20, 5], np.float64) * offset)
     variables["d"] = tf.compat.v1.get_variable(
-        "d", initializer=np.arange(11, dtype=np.float32) - offset,
+        "d",
+        initializer=np.arange(11, dtype=np.float32) - offset,
         use_resource=False)
   return variables
 
@@ -79,7 +81,8 @@ def test_sharded_round_trip(tmp_path, writer, reader, sharded_reader):
   # One checkpoint: one index and one data file per device; no leftovers.
   assert tl.files_under(str(tmp_path)) == [
       "checkpoint", "model.data-00000-of-00002", "model.data-00001-of-00002",
-      "model.index", "model.meta"]
+      "model.index", "model.meta"
+  ]
   tl.assert_values_equal(saved, _restore_sharded(reader, path, sharded_reader))
 
 
@@ -88,15 +91,18 @@ def test_sharded_files_identical_to_tensorflow(tmp_path):
     _save_sharded(impl, str(tmp_path / impl))
   tl.assert_same_files(tmp_path)
   # Each device's variables went to their own data file.
-  sizes = [os.path.getsize(str(tmp_path / "ours" / name)) for name in (
-      "model.data-00000-of-00002", "model.data-00001-of-00002")]
+  sizes = [
+      os.path.getsize(str(tmp_path / "ours" / name))
+      for name in ("model.data-00000-of-00002", "model.data-00001-of-00002")
+  ]
   assert sizes == [300 * 4 + 7 * 8, 100 * 8 + 11 * 4]
 
 
 @pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_sharded_v1_round_trip(tmp_path, writer, reader):
-  path, saved = _save_sharded(writer, str(tmp_path),
-                      write_version=saver_pb2.SaverDef.V1)
+  path, saved = _save_sharded(writer,
+                              str(tmp_path),
+                              write_version=saver_pb2.SaverDef.V1)
   assert path == str(tmp_path / "model-?????-of-00002")
   assert "model-00000-of-00002" in tl.files_under(str(tmp_path))
   assert "model-00001-of-00002" in tl.files_under(str(tmp_path))
@@ -151,17 +157,25 @@ _EAGER_SCRIPT = textwrap.dedent("""
 
 
 def test_eager_sharded_with_two_logical_cpus(tmp_path):
-  env = dict(os.environ, PYTHONPATH=tl.REPO_ROOT + os.pathsep + os.environ.get(
-      "PYTHONPATH", ""), TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run(
-      [sys.executable, "-c", _EAGER_SCRIPT, str(tmp_path)],
-      capture_output=True, text=True, env=env, timeout=300, check=False)
+  env = dict(os.environ,
+             PYTHONPATH=tl.REPO_ROOT + os.pathsep +
+             os.environ.get("PYTHONPATH", ""),
+             TF_CPP_MIN_LOG_LEVEL="2")
+  result = subprocess.run([sys.executable, "-c", _EAGER_SCRIPT,
+                           str(tmp_path)],
+                          capture_output=True,
+                          text=True,
+                          env=env,
+                          timeout=300,
+                          check=False)
   assert result.returncode == 0, result.stderr[-3000:]
-  lines = dict(line.split(" ", 1) for line in result.stdout.splitlines()
-               if line.split(" ", 1)[0] in (
-                   "FILES", "TF_RESTORED", "OURS_RESTORED"))
+  lines = dict(
+      line.split(" ", 1)
+      for line in result.stdout.splitlines()
+      if line.split(" ", 1)[0] in ("FILES", "TF_RESTORED", "OURS_RESTORED"))
   assert lines["FILES"] == str([
       "checkpoint", "model.data-00000-of-00002", "model.data-00001-of-00002",
-      "model.index"])
+      "model.index"
+  ])
   assert lines["TF_RESTORED"] == "[0.0, 1.0, 2.0, 3.0, 4.0] [0, 1, 2]"
   assert lines["OURS_RESTORED"] == lines["TF_RESTORED"]

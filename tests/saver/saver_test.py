@@ -41,13 +41,18 @@ def _make_variables(offset=0.0):
   Their initial values are `_full_value(name, offset)` (see `_fill`).
   """
   variables = {
-      "a": tf.compat.v1.get_variable("a", [2, 3]),
-      "b": tf.compat.v1.get_variable("scope/b", [4], use_resource=False),
-      "p": tf.compat.v1.get_variable(
-          "p", [6, 2], partitioner=tf.compat.v1.fixed_size_partitioner(3)),
-      "q": tf.compat.v1.get_variable(
-          "q", [4, 3], use_resource=False,
-          partitioner=tf.compat.v1.fixed_size_partitioner(2)),
+      "a":
+          tf.compat.v1.get_variable("a", [2, 3]),
+      "b":
+          tf.compat.v1.get_variable("scope/b", [4], use_resource=False),
+      "p":
+          tf.compat.v1.get_variable(
+              "p", [6, 2], partitioner=tf.compat.v1.fixed_size_partitioner(3)),
+      "q":
+          tf.compat.v1.get_variable(
+              "q", [4, 3],
+              use_resource=False,
+              partitioner=tf.compat.v1.fixed_size_partitioner(2)),
   }
   for name, var in variables.items():
     tf.compat.v1.add_to_collection("fill_ops", _fill_op(name, var, offset))
@@ -68,8 +73,8 @@ def _fill_op(name, var, offset):
   assigns = []
   for part in var:
     info = part._get_save_slice_info()  # pylint: disable=protected-access
-    index = tuple(slice(o, o + n) for o, n in
-                  zip(info.var_offset, info.var_shape))
+    index = tuple(
+        slice(o, o + n) for o, n in zip(info.var_offset, info.var_shape))
     assigns.append(part.assign(full[index]).op)
   return tf.group(*assigns)
 
@@ -85,17 +90,25 @@ def _var_list(style, variables):
   if style == "list":
     return [variables["a"], variables["b"], variables["p"], variables["q"]]
   if style == "dict":
-    return {"A": variables["a"], "B/b": variables["b"], "P": variables["p"],
-            "Q": variables["q"]}
+    return {
+        "A": variables["a"],
+        "B/b": variables["b"],
+        "P": variables["p"],
+        "Q": variables["q"]
+    }
   if style == "slices":  # The partitions of p as a list of slices.
     return list(variables["p"]) + [variables["a"]]
   raise ValueError(style)
 
 
 def _session_values(sess, variables):
-  return {k: sess.run(tf.convert_to_tensor(v) if isinstance(
-      v, tf_variables.PartitionedVariable) else v)
-          for k, v in variables.items()}
+  return {
+      k:
+          sess.run(
+              tf.convert_to_tensor(v) if isinstance(
+                  v, tf_variables.PartitionedVariable) else v)
+      for k, v in variables.items()
+  }
 
 
 def _save_variables(impl, directory, style, offset=1.0, **saver_kwargs):
@@ -132,25 +145,48 @@ def _build_saver_def(impl, **kwargs):
     with tf.device("/cpu:1"):
       tf.compat.v1.get_variable("b", [3], use_resource=False)
     tf.compat.v1.get_variable(
-        "q", [4, 2], use_resource=False,
+        "q", [4, 2],
+        use_resource=False,
         partitioner=tf.compat.v1.fixed_size_partitioner(2))
     with tf.device("/cpu:1"):
       tf.compat.v1.get_variable(
           "r", [4, 2], partitioner=tf.compat.v1.fixed_size_partitioner(2))
     first = tl.IMPLS[impl].Saver(**kwargs).as_saver_def()
     second = tl.IMPLS[impl].Saver(**kwargs).as_saver_def()
-    ops = sorted((op.name, op.type, op.device,
-                  tuple(t.name for t in op.inputs))
+    ops = sorted((op.name, op.type, op.device, tuple(t.name
+                                                     for t in op.inputs))
                  for op in graph.get_operations())
     return first, second, ops
 
 
 @pytest.mark.parametrize("kwargs", [
-    {}, {"sharded": True}, {"name": "my_saver"}, {"reshape": True},
-    {"max_to_keep": None, "keep_checkpoint_every_n_hours": 2.5},
-    {"write_version": saver_pb2.SaverDef.V1},
-    {"write_version": saver_pb2.SaverDef.V1, "sharded": True},
-    {"builder": "base"}, {"restore_sequentially": True},
+    {},
+    {
+        "sharded": True
+    },
+    {
+        "name": "my_saver"
+    },
+    {
+        "reshape": True
+    },
+    {
+        "max_to_keep": None,
+        "keep_checkpoint_every_n_hours": 2.5
+    },
+    {
+        "write_version": saver_pb2.SaverDef.V1
+    },
+    {
+        "write_version": saver_pb2.SaverDef.V1,
+        "sharded": True
+    },
+    {
+        "builder": "base"
+    },
+    {
+        "restore_sequentially": True
+    },
 ])
 def test_saver_def_and_graph_ops_match_tensorflow(kwargs):
   results = {}
@@ -161,17 +197,19 @@ def test_saver_def_and_graph_ops_match_tensorflow(kwargs):
     results[impl] = _build_saver_def(impl, **kw)
   assert results["ours"][0] == results["tf"][0]
   assert results["ours"][1] == results["tf"][1]
+
   # Same save/restore ops, with the same names and types, in the graph.
   # (Identity and grouping NoOps are compared by the test below.)
   def main_ops(ops):
     return [op for op in ops if op[1] not in ("Identity", "NoOp")]
+
   assert main_ops(results["ours"][2]) == main_ops(results["tf"][2])
 
 
 @pytest.mark.parametrize("sharded", [False, True])
 def test_graph_ops_identical_to_tensorflow(sharded):
-  assert (_build_saver_def("ours", sharded=sharded)[2] ==
-          _build_saver_def("tf", sharded=sharded)[2])
+  assert (_build_saver_def("ours", sharded=sharded)[2] == _build_saver_def(
+      "tf", sharded=sharded)[2])
 
 
 def test_saver_def_conventional_names():
@@ -194,8 +232,8 @@ def test_builder_build_returns_saver_def():
     ours = saver_lib.BulkSaverBuilder().build([v], filename="f")
   with tf.Graph().as_default():
     v = tf.compat.v1.get_variable("v", [1])
-    theirs = tf.compat.v1.train.Saver(
-        [v], defer_build=False, filename="f").as_saver_def()
+    theirs = tf.compat.v1.train.Saver([v], defer_build=False,
+                                      filename="f").as_saver_def()
   assert ours == theirs
 
 
@@ -215,8 +253,10 @@ def test_group_by_devices():
 
       def __init__(self):
         spec = saver_lib.BaseSaverBuilder.SaveSpec
-        specs = [spec(a.value(), "", "x", device="/cpu:0"),
-                 spec(b.value(), "", "y", device="/cpu:1")]
+        specs = [
+            spec(a.value(), "", "x", device="/cpu:0"),
+            spec(b.value(), "", "y", device="/cpu:1")
+        ]
         super().__init__(a, specs, "two")
 
     with pytest.raises(ValueError, match="same device"):
@@ -230,8 +270,9 @@ def test_build_needs_save_and_restore_together_in_graph_mode(only):
     with tf.Graph().as_default() as graph:
       v = tf.compat.v1.get_variable("v", [1])
       ops_before = len(graph.get_operations())
-      error = tl.outcome(lib.saver.BulkSaverBuilder()._build_internal, [v],
-                         **{only: False}).error
+      error = tl.outcome(lib.saver.BulkSaverBuilder()._build_internal, [v], **{
+          only: False
+      }).error
       assert isinstance(error, ValueError), (impl, error)
       assert "save and restore operations need to be built together" in (
           str(error)), impl
@@ -259,8 +300,10 @@ def test_round_trip_between_implementations(tmp_path, writer, reader, style):
 
 @pytest.mark.parametrize("style", ["all", "list", "dict"])
 def test_checkpoint_contents_match_tensorflow(tmp_path, style):
-  paths = {impl: _save_variables(impl, str(tmp_path / impl), style)[0]
-           for impl in tl.IMPLS}
+  paths = {
+      impl: _save_variables(impl, str(tmp_path / impl), style)[0]
+      for impl in tl.IMPLS
+  }
   tl.assert_values_equal(tl.values(paths["tf"]), tl.values(paths["ours"]),
                          tl.TENSORFLOWS_AND_OURS)
   assert tl.files_under(str(tmp_path / "ours")) == tl.files_under(
@@ -269,8 +312,10 @@ def test_checkpoint_contents_match_tensorflow(tmp_path, style):
 
 @pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_v1_format_round_trip(tmp_path, writer, reader):
-  path, saved = _save_variables(writer, str(tmp_path), "list",
-                      write_version=saver_pb2.SaverDef.V1)
+  path, saved = _save_variables(writer,
+                                str(tmp_path),
+                                "list",
+                                write_version=saver_pb2.SaverDef.V1)
   assert os.path.exists(path) and not os.path.exists(path + ".index")
   tl.assert_values_equal(saved, _restore_variables(reader, path, "list"))
 
@@ -278,8 +323,9 @@ def test_v1_format_round_trip(tmp_path, writer, reader):
 @pytest.mark.parametrize("writer,reader", tl.PAIRS)
 def test_reshape(tmp_path, writer, reader):
   with tf.Graph().as_default():
-    v = tf.compat.v1.get_variable("v", [2, 3], initializer=_const(
-        np.arange(6).reshape(2, 3)))
+    v = tf.compat.v1.get_variable("v", [2, 3],
+                                  initializer=_const(
+                                      np.arange(6).reshape(2, 3)))
     saver = tl.IMPLS[writer].Saver([v])
     with tf.compat.v1.Session() as sess:
       sess.run(v.initializer)
@@ -302,8 +348,11 @@ def test_reshape(tmp_path, writer, reader):
 def test_base_builder_and_sequential_restore(tmp_path, impl):
   path, saved = _save_variables(tl.other(impl), str(tmp_path), "all")
   builder = (saver_lib.BaseSaverBuilder() if impl == "ours" else None)
-  restored = _restore_variables(impl, path, "all", builder=builder,
-                      restore_sequentially=True)
+  restored = _restore_variables(impl,
+                                path,
+                                "all",
+                                builder=builder,
+                                restore_sequentially=True)
   tl.assert_values_equal(saved, restored)
 
 
@@ -328,8 +377,7 @@ def test_custom_saveable_object(tmp_path):
       sess.run(v.initializer)
       path = saver.save(sess, str(tmp_path / "m"))
       assert set(tl.values(path)) == {"dbl"}
-      np.testing.assert_array_equal(tl.values(path)["dbl"],
-                                    [2., 4.])
+      np.testing.assert_array_equal(tl.values(path)["dbl"], [2., 4.])
       sess.run(v.assign([0., 0.]))
       saver.restore(sess, path)
       np.testing.assert_array_equal(sess.run(v), [1., 2.])
@@ -362,8 +410,8 @@ def test_meta_graph_round_trip(tmp_path, writer, reader, import_scope):
                                                    import_scope=import_scope)
     assert type(new_saver) is tl.IMPLS[reader].Saver  # pylint: disable=unidiomatic-typecheck
     scope = "" if import_scope is None else import_scope + "_1/"
-    assert (new_saver.as_saver_def().restore_op_name ==
-            scope + "save/restore_all")
+    assert (new_saver.as_saver_def().restore_op_name == scope +
+            "save/restore_all")
     with tf.compat.v1.Session() as sess:
       new_saver.restore(sess, path)
       by_name = {v.name: v for v in tf.compat.v1.global_variables()}
@@ -375,8 +423,8 @@ def test_meta_graph_round_trip(tmp_path, writer, reader, import_scope):
       np.testing.assert_array_equal(y, saved["a"])
       # As TensorFlow does, the collection keeps its name; its items are
       # the imported ones.
-      assert [v.name for v in graph.get_collection("outputs")] == [
-          scope + "a:0"]
+      assert [v.name for v in graph.get_collection("outputs")
+             ] == [scope + "a:0"]
 
 
 @pytest.mark.parametrize("writer", tl.IMPLS)
@@ -405,7 +453,8 @@ def test_export_meta_graph_matches_tensorflow():
       tf.compat.v1.get_variable("v", [2])
     tf.compat.v1.get_variable("w", [2])
     ours = saver_lib.Saver()
-    kwargs = dict(export_scope="outer", clear_devices=True,
+    kwargs = dict(export_scope="outer",
+                  clear_devices=True,
                   strip_default_attrs=True)
     mine = ours.export_meta_graph(**kwargs)
     # TensorFlow's method only reads `saver_def` from the saver.
@@ -414,8 +463,8 @@ def test_export_meta_graph_matches_tensorflow():
     assert mine.saver_def.restore_op_name == "save/restore_all"
     mine = saver_lib.export_meta_graph(saver_def=ours.as_saver_def(),
                                        collection_list=["variables"])
-    theirs = tf.compat.v1.train.export_meta_graph(
-        saver_def=ours.as_saver_def(), collection_list=["variables"])
+    theirs = tf.compat.v1.train.export_meta_graph(saver_def=ours.as_saver_def(),
+                                                  collection_list=["variables"])
     assert mine == theirs
 
 
@@ -436,8 +485,7 @@ def test_import_meta_graph_without_saver_def(tmp_path):
           sess.run(tf.compat.v1.global_variables()[0]), [3., 4.])
   with tf.Graph().as_default():
     tf.constant(1.)
-    assert saver_lib.import_meta_graph(
-        saver_lib.export_meta_graph()) is None
+    assert saver_lib.import_meta_graph(saver_lib.export_meta_graph()) is None
 
 
 def test_to_proto_and_from_proto_with_scopes():
@@ -467,25 +515,51 @@ def _state(directory, latest_filename="checkpoint"):
 
 
 SCENARIOS = {
-    "max_to_keep": dict(saver={"max_to_keep": 2}, steps=[1, 2, 3, 4, 5]),
-    "keep_all": dict(saver={"max_to_keep": None}, steps=[1, 2, 3]),
-    "keep_zero": dict(saver={"max_to_keep": 0}, steps=[1, 2, 3]),
-    "pad_step_number": dict(saver={"pad_step_number": True, "max_to_keep": 2},
-                            steps=[7, 8, 123]),
-    "latest_filename": dict(saver={"max_to_keep": 2}, steps=[1, 2, 3],
-                            save={"latest_filename": "my_state"}),
-    "relative_paths": dict(saver={"save_relative_paths": True,
-                                  "max_to_keep": 2}, steps=[1, 2, 3]),
-    "no_state": dict(saver={"max_to_keep": 1}, steps=[1, 2, 3],
-                     save={"write_state": False}),
-    "no_meta_graph": dict(saver={"max_to_keep": 2}, steps=[1, 2, 3],
-                          save={"write_meta_graph": False}),
-    "meta_suffix": dict(saver={"max_to_keep": 1}, steps=[1, 2],
-                        save={"meta_graph_suffix": "mg"}),
-    "no_step": dict(saver={}, steps=[None, None]),
-    "repeated_step": dict(saver={"max_to_keep": 2}, steps=[1, 2, 1, 3]),
-    "sharded": dict(saver={"sharded": True, "max_to_keep": 1}, steps=[1, 2]),
-    "tensor_step": dict(saver={"max_to_keep": 2}, steps=["tensor"] * 3),
+    "max_to_keep":
+        dict(saver={"max_to_keep": 2}, steps=[1, 2, 3, 4, 5]),
+    "keep_all":
+        dict(saver={"max_to_keep": None}, steps=[1, 2, 3]),
+    "keep_zero":
+        dict(saver={"max_to_keep": 0}, steps=[1, 2, 3]),
+    "pad_step_number":
+        dict(saver={
+            "pad_step_number": True,
+            "max_to_keep": 2
+        },
+             steps=[7, 8, 123]),
+    "latest_filename":
+        dict(saver={"max_to_keep": 2},
+             steps=[1, 2, 3],
+             save={"latest_filename": "my_state"}),
+    "relative_paths":
+        dict(saver={
+            "save_relative_paths": True,
+            "max_to_keep": 2
+        },
+             steps=[1, 2, 3]),
+    "no_state":
+        dict(saver={"max_to_keep": 1},
+             steps=[1, 2, 3],
+             save={"write_state": False}),
+    "no_meta_graph":
+        dict(saver={"max_to_keep": 2},
+             steps=[1, 2, 3],
+             save={"write_meta_graph": False}),
+    "meta_suffix":
+        dict(saver={"max_to_keep": 1},
+             steps=[1, 2],
+             save={"meta_graph_suffix": "mg"}),
+    "no_step":
+        dict(saver={}, steps=[None, None]),
+    "repeated_step":
+        dict(saver={"max_to_keep": 2}, steps=[1, 2, 1, 3]),
+    "sharded":
+        dict(saver={
+            "sharded": True,
+            "max_to_keep": 1
+        }, steps=[1, 2]),
+    "tensor_step":
+        dict(saver={"max_to_keep": 2}, steps=["tensor"] * 3),
 }
 
 
@@ -502,19 +576,27 @@ def _run_scenario(impl, directory, scenario):
       for value in scenario["steps"]:
         sess.run(increment)
         global_step = step if value == "tensor" else value
-        path = saver.save(sess, os.path.join(directory, "model"),
-                          global_step=global_step, **scenario.get("save", {}))
+        path = saver.save(sess,
+                          os.path.join(directory, "model"),
+                          global_step=global_step,
+                          **scenario.get("save", {}))
         returned.append(path.replace(directory, "<dir>"))
     last = [p.replace(directory, "<dir>") for p in saver.last_checkpoints]
   latest = scenario.get("save", {}).get("latest_filename", "checkpoint")
-  return {"files": tl.files_under(directory), "returned": returned,
-          "last_checkpoints": last, "state": _state(directory, latest)}
+  return {
+      "files": tl.files_under(directory),
+      "returned": returned,
+      "last_checkpoints": last,
+      "state": _state(directory, latest)
+  }
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_files_and_state_match_tensorflow(tmp_path, name):
-  results = {impl: _run_scenario(impl, str(tmp_path / impl), SCENARIOS[name])
-             for impl in tl.IMPLS}
+  results = {
+      impl: _run_scenario(impl, str(tmp_path / impl), SCENARIOS[name])
+      for impl in tl.IMPLS
+  }
   assert results["ours"] == results["tf"]
   assert results["ours"]["files"]  # The scenario wrote something.
 
@@ -530,12 +612,14 @@ def test_keep_checkpoint_every_n_hours_matches_tensorflow(
     with tf.Graph().as_default():
       tf.compat.v1.get_variable("v", [1])
       saver = tl.IMPLS[impl].Saver(max_to_keep=2,
-                           keep_checkpoint_every_n_hours=1.0)
+                                   keep_checkpoint_every_n_hours=1.0)
       with tf.compat.v1.Session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
         for step in range(1, 9):
           clock[0] += 1500.  # 25 minutes per step.
-          saver.save(sess, os.path.join(directory, "m"), global_step=step,
+          saver.save(sess,
+                     os.path.join(directory, "m"),
+                     global_step=step,
                      write_meta_graph=False)
     results[impl] = (tl.files_under(directory), _state(directory))
   assert results["ours"] == results["tf"]
@@ -552,15 +636,17 @@ def test_last_checkpoint_bookkeeping_matches_tensorflow(tmp_path):
       saver = tl.IMPLS[impl].Saver(max_to_keep=2)
       with tf.compat.v1.Session() as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
-        paths = [saver.save(sess, os.path.join(directory, "m"), global_step=i)
-                 for i in range(3)]
+        paths = [
+            saver.save(sess, os.path.join(directory, "m"), global_step=i)
+            for i in range(3)
+        ]
         observed = [list(saver.last_checkpoints)]
         saver.set_last_checkpoints(paths[:1])
         observed.append(list(saver.last_checkpoints))
         saver.set_last_checkpoints_with_time([(paths[1], 5.0)])
         observed.append(list(saver._last_checkpoints))
-        saver.recover_last_checkpoints(
-            paths + [os.path.join(directory, "gone")])
+        saver.recover_last_checkpoints(paths +
+                                       [os.path.join(directory, "gone")])
         observed.append(list(saver.last_checkpoints))
         saver.save(sess, os.path.join(directory, "m"), global_step=10)
         with pytest.raises(AssertionError):
@@ -580,7 +666,8 @@ def _checkpoint_fixture(tmp_path):
   """A checkpoint of variables a[2] (resource) and b[3] (reference)."""
   with tf.Graph().as_default():
     a = tf.compat.v1.get_variable("a", [2], initializer=_const([1., 2.]))
-    b = tf.compat.v1.get_variable("b", [3], use_resource=False,
+    b = tf.compat.v1.get_variable("b", [3],
+                                  use_resource=False,
                                   initializer=_const([3., 4., 5.]))
     saver = tf.compat.v1.train.Saver([a, b])
     with tf.compat.v1.Session() as sess:
@@ -588,17 +675,27 @@ def _checkpoint_fixture(tmp_path):
       return saver.save(sess, str(tmp_path / "ckpt" / "model"))
 
 
-def _restore_into(impl, path, shapes, use_resource=False, var_list=None,
-                  dtype=tf.float32, **kwargs):
+def _restore_into(impl,
+                  path,
+                  shapes,
+                  use_resource=False,
+                  var_list=None,
+                  dtype=tf.float32,
+                  **kwargs):
   """Restores into fresh zero variables; returns (error, values after)."""
   with tf.Graph().as_default():
     variables = {
-        name: tf.compat.v1.get_variable(
-            name, shape, dtype=dtype, use_resource=use_resource,
-            initializer=tf.compat.v1.zeros_initializer())
-        for name, shape in shapes.items()}
-    saver = tl.IMPLS[impl].Saver(var_list(variables) if var_list else None,
-                                 **kwargs)
+        name:
+            tf.compat.v1.get_variable(
+                name,
+                shape,
+                dtype=dtype,
+                use_resource=use_resource,
+                initializer=tf.compat.v1.zeros_initializer())
+        for name, shape in shapes.items()
+    }
+    saver = tl.IMPLS[impl].Saver(
+        var_list(variables) if var_list else None, **kwargs)
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       err = tl.outcome(saver.restore, sess, path).error
@@ -629,9 +726,10 @@ def test_missing_and_unexpected_names_reported(checkpoint):
 @pytest.mark.parametrize("use_resource", [False, True])
 def test_shape_mismatch(checkpoint, use_resource):
   shapes = {"a": [2], "b": [4]}
-  errs = {impl: _restore_into(impl, checkpoint, shapes,
-                              use_resource=use_resource)
-          for impl in tl.IMPLS}
+  errs = {
+      impl: _restore_into(impl, checkpoint, shapes, use_resource=use_resource)
+      for impl in tl.IMPLS
+  }
   err, values = errs["ours"]
   assert isinstance(err, errors.InvalidArgumentError)
   assert ("checkpoint key 'b': received incompatible tensor with shape (3,) "
@@ -649,8 +747,15 @@ def test_shape_mismatch(checkpoint, use_resource):
 
 
 def test_dtype_mismatch(checkpoint):
-  errs = {impl: _restore_into(impl, checkpoint, {"a": [2], "b": [3]},
-                              dtype=tf.float64) for impl in tl.IMPLS}
+  errs = {
+      impl:
+          _restore_into(impl,
+                        checkpoint, {
+                            "a": [2],
+                            "b": [3]
+                        },
+                        dtype=tf.float64) for impl in tl.IMPLS
+  }
   for impl in tl.IMPLS:
     assert isinstance(errs[impl][0], errors.InvalidArgumentError), impl
   assert ("checkpoint key 'a': expected dtype double does not equal original "
@@ -662,7 +767,8 @@ def test_partitioned_shape_mismatch(tmp_path):
   path, _ = _save_variables("tf", str(tmp_path), "all")
   with tf.Graph().as_default():
     p = tf.compat.v1.get_variable(
-        "p", [8, 2], partitioner=tf.compat.v1.fixed_size_partitioner(2),
+        "p", [8, 2],
+        partitioner=tf.compat.v1.fixed_size_partitioner(2),
         initializer=tf.compat.v1.zeros_initializer())
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
@@ -683,39 +789,58 @@ def test_bad_paths_and_arguments(tmp_path, impl, checkpoint):
     with tf.compat.v1.Session() as sess:
       sess.run(v.initializer)
       cases = {
-          "restore None": lambda: saver.restore(sess, None),
-          "restore missing": lambda: saver.restore(
-              sess, str(tmp_path / "no" / "such")),
-          "parent is a file": lambda: saver.save(sess, str(a_file / "m")),
-          "missing parents": lambda: saver.save(
-              sess, str(tmp_path / "no" / "such" / "m")),
-          "latest with dir": lambda: saver.save(
-              sess, str(tmp_path / "m"), latest_filename="d/state"),
-          "collision": lambda: saver.save(sess, str(tmp_path / "checkpoint")),
-          "not a session": lambda: saver.save("sess", str(tmp_path / "m")),
+          "restore None":
+              lambda: saver.restore(sess, None),
+          "restore missing":
+              lambda: saver.restore(sess, str(tmp_path / "no" / "such")),
+          "parent is a file":
+              lambda: saver.save(sess, str(a_file / "m")),
+          "missing parents":
+              lambda: saver.save(sess, str(tmp_path / "no" / "such" / "m")),
+          "latest with dir":
+              lambda: saver.save(
+                  sess, str(tmp_path / "m"), latest_filename="d/state"),
+          "collision":
+              lambda: saver.save(sess, str(tmp_path / "checkpoint")),
+          "not a session":
+              lambda: saver.save("sess", str(tmp_path / "m")),
       }
       observed = {name: tl.outcome(fn).name for name, fn in cases.items()}
     deferred = saver_cls(defer_build=True)
     cases = {
-        "deferred save": lambda: deferred.save(None, str(tmp_path / "m")),
-        "defer with var_list": lambda: saver_cls([v], defer_build=True),
-        "bad var_list": lambda: saver_cls(3),
-        "duplicate": lambda: saver_cls({"x": v, "y": v}),
-        "bad saver_def": lambda: saver_cls(saver_def="nope"),
-        "incomplete saver_def": lambda: saver_cls(
-            saver_def=saver_pb2.SaverDef()),
+        "deferred save":
+            lambda: deferred.save(None, str(tmp_path / "m")),
+        "defer with var_list":
+            lambda: saver_cls([v], defer_build=True),
+        "bad var_list":
+            lambda: saver_cls(3),
+        "duplicate":
+            lambda: saver_cls({
+                "x": v,
+                "y": v
+            }),
+        "bad saver_def":
+            lambda: saver_cls(saver_def="nope"),
+        "incomplete saver_def":
+            lambda: saver_cls(saver_def=saver_pb2.SaverDef()),
     }
     observed.update((name, tl.outcome(fn).name) for name, fn in cases.items())
   with tf.Graph().as_default():
     observed["empty"] = tl.outcome(saver_cls).name
   expected = {
-      "restore None": "ValueError", "restore missing": "ValueError",
-      "parent is a file": "ValueError", "latest with dir": "ValueError",
+      "restore None": "ValueError",
+      "restore missing": "ValueError",
+      "parent is a file": "ValueError",
+      "latest with dir": "ValueError",
       "missing parents": "ValueError",
-      "collision": "ValueError", "not a session": "TypeError",
-      "deferred save": "RuntimeError", "defer with var_list": "ValueError",
-      "bad var_list": "TypeError", "duplicate": "ValueError",
-      "bad saver_def": "ValueError", "incomplete saver_def": "ValueError",
+      "collision": "ValueError",
+      "not a session": "TypeError",
+      "deferred save": "RuntimeError",
+      "defer with var_list": "ValueError",
+      "bad var_list": "TypeError",
+      "duplicate": "ValueError",
+      "bad saver_def": "ValueError",
+      "incomplete saver_def": "ValueError",
       "empty": "ValueError",
   }
   assert observed == expected
@@ -760,15 +885,21 @@ def test_restore_fails_whole_for_imported_meta_graph(tmp_path):
         with pytest.raises(errors.InvalidArgumentError):
           saver.restore(sess, path)
         if impl == "ours":
-          with pytest.raises(errors.InvalidArgumentError, match="key 'b': received incompatible"):
+          with pytest.raises(errors.InvalidArgumentError,
+                             match="key 'b': received incompatible"):
             saver.restore(sess, path)
           assert not sess.run("a:0").any()
         else:  # TensorFlow assigned `a` before failing on `b`.
           np.testing.assert_array_equal(sess.run("a:0"), [1., 2.])
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"reshape": True}, {"sharded": True},
-                                    {"builder": "base"}])
+@pytest.mark.parametrize("kwargs", [{}, {
+    "reshape": True
+}, {
+    "sharded": True
+}, {
+    "builder": "base"
+}])
 def test_restore_plan_read_from_graph_matches_built_plan(kwargs):
   """The plan of an imported saver (read from its ops) equals the plan the
   builder records from the saveables."""
@@ -776,8 +907,10 @@ def test_restore_plan_read_from_graph_matches_built_plan(kwargs):
     kwargs = {"builder": saver_lib.BaseSaverBuilder()}
   with tf.Graph().as_default() as graph:
     _make_variables()
-    tf.compat.v1.get_variable("unknown_shape", validate_shape=False,
-                              initializer=tf.zeros([3]), use_resource=False)
+    tf.compat.v1.get_variable("unknown_shape",
+                              validate_shape=False,
+                              initializer=tf.zeros([3]),
+                              use_resource=False)
     saver = saver_lib.Saver(**kwargs)
     _, name, built = saver._restore_plans.cached
     assert name == saver.as_saver_def().restore_op_name
@@ -799,8 +932,7 @@ def _write_object_based(directory):
   module.v = tf.Variable([1., 2.], name="v")
   module.inner = tf.Module()
   module.inner.k = tf.Variable([[3.]], name="w/k")
-  return tf.train.Checkpoint(model=module).write(
-      os.path.join(directory, "obj"))
+  return tf.train.Checkpoint(model=module).write(os.path.join(directory, "obj"))
 
 
 @pytest.mark.parametrize("impl", tl.IMPLS)
@@ -808,7 +940,8 @@ def test_object_based_checkpoint_restores_by_name(tmp_path, impl):
   path = _write_object_based(str(tmp_path))
   assert saver_lib.object_graph_key_mapping(path) == {
       "v": "model/v/.ATTRIBUTES/VARIABLE_VALUE",
-      "w/k": "model/inner/k/.ATTRIBUTES/VARIABLE_VALUE"}
+      "w/k": "model/inner/k/.ATTRIBUTES/VARIABLE_VALUE"
+  }
   with tf.Graph().as_default():
     v = tf.compat.v1.get_variable("v", [2], use_resource=False)
     k = tf.compat.v1.get_variable("w/k", [1, 1])
@@ -840,8 +973,8 @@ def test_saver_from_object_based_checkpoint(tmp_path):
   with tf.Graph().as_default():
     v = tf.compat.v1.get_variable("v", [2])
     saver = saver_lib.saver_from_object_based_checkpoint(path, [v])
-    cached = saver_lib.saver_from_object_based_checkpoint(
-        path, [v], cached_saver=saver)
+    cached = saver_lib.saver_from_object_based_checkpoint(path, [v],
+                                                          cached_saver=saver)
     assert cached is saver
     with tf.compat.v1.Session() as sess:
       saver.restore(sess, path)

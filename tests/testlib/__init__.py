@@ -24,32 +24,31 @@ module of the package defines once:
 """
 
 # The names tests use as `tl.<name>`, from the module that defines each.
-from testlib.impls import (
-    Impl, IMPLS, OWNERS, PAIRS, other, by_impl, agreed, assert_agree,
-    tensorflow_patched)
-from testlib.checkpoints import (
-    OBJECT_GRAPH_KEY, object_graph, signature, keys, values,
-    TENSORFLOWS_AND_OURS, assert_values_equal, assert_same_checkpoint, write,
-    write_both, write_with_saver, snapshot, MANY, mixed_value, variable_values,
-    assert_variables_equal)
-from testlib.files import (
-    files_under, assert_same_files, leftovers, bytes_under, file_layout,
-    DAMAGE, damage)
-from testlib.outcomes import (
-    Outcome, outcome, STATUS_ASSERTIONS, assertion_outcomes, errors_by_impl,
-    assert_same_error_type, assert_names_the_value, captured_logs)
-from testlib.state_objects import (
-    Counter, Recorder, NumpyWrapper, StringState, TfStringState)
-from testlib.graph import (
-    GraphProgram, in_graph_programs, write_in_graph, function_library_names,
-    rewrite_without, GRAPH_OPTIMIZERS, VARIABLE_KINDS, v1_dense, GraphModel,
-    labelled)
-from testlib.keras_models import (
-    KERAS_3, FLAVORS, MODEL_KINDS, keras_module, make_optimizer,
-    create_optimizer_variables, make_model, training_data, train_step,
-    untrained, trained)
-from testlib.processes import (
-    REPO_ROOT, time_limit, run_python, child_env, run_cli, start_python,
-    kill_group, finish, terminate_after_line, kill_forked_workers)
-from testlib.cluster import (
-    CLUSTER_PROGRAMS, free_ports, run_cluster_program)
+from testlib.impls import (Impl, IMPLS, OWNERS, PAIRS, other, by_impl, agreed,
+                           assert_agree, tensorflow_patched)
+from testlib.checkpoints import (OBJECT_GRAPH_KEY, object_graph, signature,
+                                 keys, values, TENSORFLOWS_AND_OURS,
+                                 assert_values_equal, assert_same_checkpoint,
+                                 write, write_both, write_with_saver, snapshot,
+                                 MANY, mixed_value, variable_values,
+                                 assert_variables_equal)
+from testlib.files import (files_under, assert_same_files, leftovers,
+                           bytes_under, file_layout, DAMAGE, damage)
+from testlib.outcomes import (Outcome, outcome, STATUS_ASSERTIONS,
+                              assertion_outcomes, errors_by_impl,
+                              assert_same_error_type, assert_names_the_value,
+                              captured_logs)
+from testlib.state_objects import (Counter, Recorder, NumpyWrapper, StringState,
+                                   TfStringState)
+from testlib.graph import (GraphProgram, in_graph_programs, write_in_graph,
+                           function_library_names, rewrite_without,
+                           GRAPH_OPTIMIZERS, VARIABLE_KINDS, v1_dense,
+                           GraphModel, labelled)
+from testlib.keras_models import (KERAS_3, FLAVORS, MODEL_KINDS, keras_module,
+                                  make_optimizer, create_optimizer_variables,
+                                  make_model, training_data, train_step,
+                                  untrained, trained)
+from testlib.processes import (REPO_ROOT, time_limit, run_python, child_env,
+                               run_cli, start_python, kill_group, finish,
+                               terminate_after_line, kill_forked_workers)
+from testlib.cluster import (CLUSTER_PROGRAMS, free_ports, run_cluster_program)

@@ -14,7 +14,6 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from testlib import impls
 
-
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
@@ -47,9 +46,11 @@ def values(path, as_lists=False):
   compares as a whole).
   """
   reader = tf.train.load_checkpoint(path)
-  found = {key: reader.get_tensor(key)
-           for key in reader.get_variable_to_shape_map()
-           if key != OBJECT_GRAPH_KEY}
+  found = {
+      key: reader.get_tensor(key)
+      for key in reader.get_variable_to_shape_map()
+      if key != OBJECT_GRAPH_KEY
+  }
   if as_lists:
     return {key: value.tolist() for key, value in found.items()}
   return found
@@ -66,14 +67,16 @@ def assert_values_equal(expected, actual, sides=_SIDES):
   `sides` names `expected` and `actual` in failure messages.
   """
   assert sorted(expected) == sorted(actual), (
-      "keys differ:\n" + _dict_diff(
-          dict.fromkeys(expected, "present"), dict.fromkeys(actual, "present"),
-          sides))
+      "keys differ:\n" + _dict_diff(dict.fromkeys(expected, "present"),
+                                    dict.fromkeys(actual, "present"), sides))
   for key in expected:
-    value = {side: np.asarray(values[key])
-             for side, values in zip(sides, (expected, actual))}
+    value = {
+        side: np.asarray(values[key])
+        for side, values in zip(sides, (expected, actual))
+    }
     np.testing.assert_array_equal(
-        value[sides[1]], value[sides[0]],
+        value[sides[1]],
+        value[sides[0]],
         err_msg=f"{key} (numpy's ACTUAL is {sides[1]}, DESIRED {sides[0]})")
     assert value[sides[1]].dtype == value[sides[0]].dtype, (
         f"{key}: {sides[0]} dtype {value[sides[0]].dtype}, "
@@ -99,8 +102,7 @@ def assert_same_checkpoint(tf_path, our_path, compare_values=True):
   assert actual == expected, (
       f"object graphs differ.\nTensorFlow's:\n{expected}\nOurs:\n{actual}")
   if compare_values:
-    assert_values_equal(values(tf_path), values(our_path),
-                        TENSORFLOWS_AND_OURS)
+    assert_values_equal(values(tf_path), values(our_path), TENSORFLOWS_AND_OURS)
 
 
 def write(impl, prefix, **objects):
@@ -110,8 +112,10 @@ def write(impl, prefix, **objects):
 
 def write_both(tmp_path, **objects):
   """Writes the same objects with both; returns `{impl: path}`."""
-  return {impl: write(impl, tmp_path / impl / "ckpt", **objects)
-          for impl in impls.IMPLS}
+  return {
+      impl: write(impl, tmp_path / impl / "ckpt", **objects)
+      for impl in impls.IMPLS
+  }
 
 
 def write_with_saver(impl, prefix, by_name, eager=False):
@@ -126,12 +130,15 @@ def write_with_saver(impl, prefix, by_name, eager=False):
   """
   saver_cls = impls.IMPLS[impl].Saver
   if eager:
-    variables = [tf.Variable(value, name=name)
-                 for name, value in by_name.items()]
+    variables = [
+        tf.Variable(value, name=name) for name, value in by_name.items()
+    ]
     return saver_cls(variables).save(None, os.fspath(prefix))
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-    variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
-                 for name, value in by_name.items()]
+    variables = [
+        tf.compat.v1.get_variable(name, initializer=tf.constant(value))
+        for name, value in by_name.items()
+    ]
     session.run(tf.compat.v1.global_variables_initializer())
     return saver_cls(variables).save(session, os.fspath(prefix))
 

@@ -10,10 +10,9 @@ import socket
 
 from testlib import processes
 
-
 # The program tests/distributed/ runs in child processes.
-CLUSTER_PROGRAMS = os.path.join(processes.REPO_ROOT, "tests",
-                                "distributed", "cluster_programs.py")
+CLUSTER_PROGRAMS = os.path.join(processes.REPO_ROOT, "tests", "distributed",
+                                "cluster_programs.py")
 
 
 def free_ports(count):

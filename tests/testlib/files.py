@@ -18,7 +18,8 @@ def files_under(directory):
   """Paths of the files below `directory`, relative to it, sorted."""
   return sorted(
       os.path.relpath(os.path.join(root, name), directory)
-      for root, _, names in os.walk(directory) for name in names)
+      for root, _, names in os.walk(directory)
+      for name in names)
 
 
 def assert_same_files(tmp_path):
@@ -65,8 +66,9 @@ def leftovers(directory):
   listed under the prefix it was written for.
   """
   names = os.listdir(directory)
-  indexed = {match.group(1) for match in map(_INDEXED.fullmatch, names)
-             if match}
+  indexed = {
+      match.group(1) for match in map(_INDEXED.fullmatch, names) if match
+  }
   found = {}
   for name in names:
     data = _DATA.fullmatch(name)
@@ -84,8 +86,10 @@ def bytes_under(directory, names):
   for name in names:
     path = os.path.join(directory, name)
     if os.path.isdir(path):
-      total += sum(os.path.getsize(os.path.join(root, file))
-                   for root, _, files in os.walk(path) for file in files)
+      total += sum(
+          os.path.getsize(os.path.join(root, file))
+          for root, _, files in os.walk(path)
+          for file in files)
     else:
       total += os.path.getsize(path)
   return total
@@ -101,8 +105,7 @@ def file_layout(prefix):
   layout = {"num_shards": index.header.num_shards}
   for key, entry in index.entries.items():
     name = repr(key.encode("utf-8", "surrogateescape"))
-    layout[name] = (entry.shard_id, entry.offset, entry.size,
-                    len(entry.slices))
+    layout[name] = (entry.shard_id, entry.offset, entry.size, len(entry.slices))
   return layout
 
 
@@ -110,8 +113,8 @@ def _truncate_data_file(prefix, _):
   """Cuts the first data file inside its middle value."""
   index = bundle_index.read_bundle_index(prefix)
   data_file = index.data_file(0)
-  offsets = sorted(entry.offset for entry in index.entries.values()
-                   if entry.shard_id == 0)
+  offsets = sorted(
+      entry.offset for entry in index.entries.values() if entry.shard_id == 0)
   os.truncate(data_file, offsets[len(offsets) // 2] + 3)
 
 
@@ -131,8 +134,11 @@ def _remove_index(prefix, _):
 
 
 # Ways to damage a checkpoint, as a torn copy, a failing disk or bit rot do.
-DAMAGE = {"truncated": _truncate_data_file, "flipped": _flip_value_bytes,
-          "no_index": _remove_index}
+DAMAGE = {
+    "truncated": _truncate_data_file,
+    "flipped": _flip_value_bytes,
+    "no_index": _remove_index
+}
 
 
 def damage(prefix, how, key=None):

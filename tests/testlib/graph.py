@@ -38,9 +38,11 @@ class GraphProgram:
 
   def __enter__(self):
     self._scopes.enter_context(self.graph.as_default())
-    self.session = self._scopes.enter_context(contextlib.closing(
-        tf.compat.v1.Session(self._target, graph=self.graph,
-                             config=self._config)))
+    self.session = self._scopes.enter_context(
+        contextlib.closing(
+            tf.compat.v1.Session(self._target,
+                                 graph=self.graph,
+                                 config=self._config)))
     return self
 
   def __exit__(self, *exc_info):
@@ -48,7 +50,8 @@ class GraphProgram:
 
   def variable(self, name, value, **kwargs):
     """A `tf.compat.v1.get_variable` whose initial value is `value`."""
-    return tf.compat.v1.get_variable(name, initializer=tf.constant(value),
+    return tf.compat.v1.get_variable(name,
+                                     initializer=tf.constant(value),
                                      **kwargs)
 
   def track(self, variables):
@@ -71,8 +74,8 @@ class GraphProgram:
 
   def uninitialized(self):
     """Names of the graph's uninitialized variables, sorted."""
-    return sorted(self.run(
-        tf.compat.v1.report_uninitialized_variables()).tolist())
+    return sorted(
+        self.run(tf.compat.v1.report_uninitialized_variables()).tolist())
 
   def num_ops(self):
     return len(self.graph.get_operations())
@@ -104,8 +107,8 @@ def write_in_graph(impl, prefix, **initial_values):
     for name, value in initial_values.items():
       setattr(root, name, program.variable(name, value))
     program.initialize()
-    return program.lib.CheckpointV1(root=root).write(
-        prefix, session=program.session)
+    return program.lib.CheckpointV1(root=root).write(prefix,
+                                                     session=program.session)
 
 
 def function_library_names(graph):
@@ -119,9 +122,11 @@ def rewrite_without(path, key):
   reader = tf.train.load_checkpoint(path)
   keys = [k for k in reader.get_variable_to_shape_map() if k != key]
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
-    session.run(tf.raw_ops.SaveV2(
-        prefix=path, tensor_names=keys, shape_and_slices=[""] * len(keys),
-        tensors=[reader.get_tensor(k) for k in keys]))
+    session.run(
+        tf.raw_ops.SaveV2(prefix=path,
+                          tensor_names=keys,
+                          shape_and_slices=[""] * len(keys),
+                          tensors=[reader.get_tensor(k) for k in keys]))
 
 
 GRAPH_OPTIMIZERS = {
@@ -150,8 +155,12 @@ class GraphModel(GraphProgram):
   Adam's `beta1_power`. `checkpoint` is a `CheckpointV1` of both.
   """
 
-  def __init__(self, impl, kind="resource", optimizer="adam",
-               create_optimizer=True, seed=1):
+  def __init__(self,
+               impl,
+               kind="resource",
+               optimizer="adam",
+               create_optimizer=True,
+               seed=1):
     super().__init__(impl)
     self.kind = kind
     self.optimizer = None
@@ -165,15 +174,19 @@ class GraphModel(GraphProgram):
     init = tf.compat.v1.random_uniform_initializer(seed=self._seed)
     use_resource = self.kind != "reference"
     self.root = self.lib.AutoTrackable()
-    self.root.w = tf.compat.v1.get_variable(
-        "w", [3, 2], initializer=init, use_resource=use_resource)
-    self.root.b = tf.compat.v1.get_variable(
-        "b", [2], initializer=init, use_resource=use_resource)
+    self.root.w = tf.compat.v1.get_variable("w", [3, 2],
+                                            initializer=init,
+                                            use_resource=use_resource)
+    self.root.b = tf.compat.v1.get_variable("b", [2],
+                                            initializer=init,
+                                            use_resource=use_resource)
     self.variables = [self.root.w, self.root.b]
     if self.kind == "partitioned":
-      self.root.parts = list(tf.compat.v1.get_variable(
-          "p", [4, 2], initializer=init,
-          partitioner=tf.compat.v1.fixed_size_partitioner(2)))
+      self.root.parts = list(
+          tf.compat.v1.get_variable(
+              "p", [4, 2],
+              initializer=init,
+              partitioner=tf.compat.v1.fixed_size_partitioner(2)))
       self.variables.extend(self.root.parts)
     self.optimizer = GRAPH_OPTIMIZERS[self._optimizer_name]()
     self.checkpoint = self.lib.CheckpointV1(model=self.root,
@@ -193,9 +206,13 @@ class GraphModel(GraphProgram):
   def labelled_values(self):
     """`{label: value}` of model and optimizer variables (see `labelled`)."""
     variables = labelled(
-        {"w": self.root.w, "b": self.root.b,
-         **{f"p{i}": part for i, part in enumerate(self.variables[2:])}},
-        self.optimizer)
+        {
+            "w": self.root.w,
+            "b": self.root.b,
+            **{
+                f"p{i}": part for i, part in enumerate(self.variables[2:])
+            }
+        }, self.optimizer)
     return dict(zip(variables, self.run(list(variables.values()))))
 
   def train(self, steps=3):

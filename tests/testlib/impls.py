@@ -53,30 +53,30 @@ class Impl(typing.NamedTuple):
 
 # The implementations under test, by the names tests give them.
 IMPLS = {
-    "tf": Impl(
-        Checkpoint=tf.train.Checkpoint,
-        CheckpointV1=tf.compat.v1.train.Checkpoint,
-        CheckpointManager=tf.train.CheckpointManager,
-        AutoTrackable=tf_autotrackable.AutoTrackable,
-        Saver=tf.compat.v1.train.Saver,
-        import_meta_graph=tf.compat.v1.train.import_meta_graph,
-        checkpoint=tf_checkpoint,
-        checkpoint_management=tf_management,
-        data_structures=tf_data_structures,
-        saver=tf_saver,
-        checkpoint_utils=tf_checkpoint_utils),
-    "ours": Impl(
-        Checkpoint=tf_objckpt.Checkpoint,
-        CheckpointV1=tf_objckpt.CheckpointV1,
-        CheckpointManager=tf_objckpt.CheckpointManager,
-        AutoTrackable=tf_objckpt.AutoTrackable,
-        Saver=saver.Saver,
-        import_meta_graph=saver.import_meta_graph,
-        checkpoint=util,
-        checkpoint_management=checkpoint_management,
-        data_structures=data_structures,
-        saver=saver,
-        checkpoint_utils=checkpoint_utils),
+    "tf":
+        Impl(Checkpoint=tf.train.Checkpoint,
+             CheckpointV1=tf.compat.v1.train.Checkpoint,
+             CheckpointManager=tf.train.CheckpointManager,
+             AutoTrackable=tf_autotrackable.AutoTrackable,
+             Saver=tf.compat.v1.train.Saver,
+             import_meta_graph=tf.compat.v1.train.import_meta_graph,
+             checkpoint=tf_checkpoint,
+             checkpoint_management=tf_management,
+             data_structures=tf_data_structures,
+             saver=tf_saver,
+             checkpoint_utils=tf_checkpoint_utils),
+    "ours":
+        Impl(Checkpoint=tf_objckpt.Checkpoint,
+             CheckpointV1=tf_objckpt.CheckpointV1,
+             CheckpointManager=tf_objckpt.CheckpointManager,
+             AutoTrackable=tf_objckpt.AutoTrackable,
+             Saver=saver.Saver,
+             import_meta_graph=saver.import_meta_graph,
+             checkpoint=util,
+             checkpoint_management=checkpoint_management,
+             data_structures=data_structures,
+             saver=saver,
+             checkpoint_utils=checkpoint_utils),
 }
 # Objects to attach variables to: ours, and one of TensorFlow's.
 OWNERS = {"ours": tf_objckpt.AutoTrackable, "tf_module": tf.Module}

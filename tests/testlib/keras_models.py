@@ -10,7 +10,6 @@ import importlib.metadata
 import numpy as np
 import tensorflow as tf
 
-
 # TensorFlow 2.16 and later install Keras 3 as `keras`; on 2.15 it is Keras 2,
 # which is `tf.keras` there, and the Keras 3 flavor does not apply.
 KERAS_3 = int(importlib.metadata.version("keras").split(".")[0]) >= 3
@@ -59,8 +58,11 @@ def make_model(flavor, kind, built=True, explicit_build=True):
   k = keras_module(flavor)
   layers = k.layers
   if kind == "sequential":
-    stack = [layers.Dense(8, activation="relu"), layers.BatchNormalization(),
-             layers.Dense(2)]
+    stack = [
+        layers.Dense(8, activation="relu"),
+        layers.BatchNormalization(),
+        layers.Dense(2)
+    ]
     if built:
       return k.Sequential([k.Input((4,))] + stack)
     return k.Sequential(stack)

@@ -58,8 +58,10 @@ def assertion_outcomes(status, names=STATUS_ASSERTIONS, messages=False):
 
 def errors_by_impl(fn):
   """`{impl: exception or None}` from `fn(impl's Checkpoint class)`."""
-  return {impl: outcome(fn, lib.Checkpoint).error
-          for impl, lib in impls.IMPLS.items()}
+  return {
+      impl: outcome(fn, lib.Checkpoint).error
+      for impl, lib in impls.IMPLS.items()
+  }
 
 
 def assert_same_error_type(errors, expected_type=None):

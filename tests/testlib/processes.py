@@ -17,10 +17,9 @@ import tempfile
 import time
 import traceback
 
-
 # The checkout (or Bazel's runfiles tree) the tests run from.
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _PR_SET_PDEATHSIG = 1
 
 
@@ -50,18 +49,27 @@ def run_python(script, *args, timeout=300, wrapper=()):
   Returns:
     Its `subprocess.CompletedProcess`; output is captured as text.
   """
-  return subprocess.run([*wrapper, sys.executable, "-c", script,
-                         *map(str, args)],
-                        capture_output=True, text=True, env=child_env(),
-                        timeout=timeout, check=False)
+  return subprocess.run(
+      [*wrapper, sys.executable, "-c", script, *map(str, args)],
+      capture_output=True,
+      text=True,
+      env=child_env(),
+      timeout=timeout,
+      check=False)
 
 
 def child_env(**extra):
   """The environment of a child Python importing tf_objckpt and testlib."""
-  path = os.pathsep.join([REPO_ROOT, os.path.join(REPO_ROOT, "tests"),
-                          os.environ.get("PYTHONPATH", "")])
-  return dict(os.environ, **{"PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "2",
-                             **extra})
+  path = os.pathsep.join([
+      REPO_ROOT,
+      os.path.join(REPO_ROOT, "tests"),
+      os.environ.get("PYTHONPATH", "")
+  ])
+  return dict(os.environ, **{
+      "PYTHONPATH": path,
+      "TF_CPP_MIN_LOG_LEVEL": "2",
+      **extra
+  })
 
 
 def run_cli(*args, timeout=300, cwd=None, console_script=False):
@@ -77,10 +85,14 @@ def run_cli(*args, timeout=300, cwd=None, console_script=False):
   """
   env = child_env()
   del env["TF_CPP_MIN_LOG_LEVEL"]
-  command = ([sys.executable, _console_script()] if console_script else
-             [sys.executable, "-m", "tf_objckpt"])
-  return subprocess.run([*command, *map(str, args)], capture_output=True,
-                        text=True, env=env, cwd=cwd, timeout=timeout,
+  command = ([sys.executable, _console_script()]
+             if console_script else [sys.executable, "-m", "tf_objckpt"])
+  return subprocess.run([*command, *map(str, args)],
+                        capture_output=True,
+                        text=True,
+                        env=env,
+                        cwd=cwd,
+                        timeout=timeout,
                         check=False)
 
 
@@ -115,8 +127,11 @@ def start_python(args, env=None, capture=True):
   """
   output = subprocess.PIPE if capture else subprocess.DEVNULL
   return subprocess.Popen(
-      [sys.executable, *map(str, args)], stdout=output, stderr=output,
-      text=True, env=env or child_env(),
+      [sys.executable, *map(str, args)],
+      stdout=output,
+      stderr=output,
+      text=True,
+      env=env or child_env(),
       preexec_fn=_die_with_parent)  # noqa: PLW1509  # Two system calls.
 
 
@@ -189,7 +204,7 @@ def kill_forked_workers(work, kills, seed, ready, after_kill=None):
     time.sleep(rng.uniform(0.1, 0.6))
     os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
-    ended = (-os.WTERMSIG(status) if os.WIFSIGNALED(status)
-             else os.WEXITSTATUS(status))
+    ended = (-os.WTERMSIG(status)
+             if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
     ends.append((ended, after_kill() if after_kill else None))
   return ends

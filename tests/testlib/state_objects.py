@@ -73,9 +73,12 @@ class StringState(tf_objckpt.AutoTrackable):
     self.restored = []
 
   def _gather_saveables_for_checkpoint(self):
-    return {python_state.PYTHON_STATE: functools.partial(
-        base.PythonStringStateSaveable, state_callback=lambda: self.state,
-        restore_callback=self._restore)}
+    return {
+        python_state.PYTHON_STATE:
+            functools.partial(base.PythonStringStateSaveable,
+                              state_callback=lambda: self.state,
+                              restore_callback=self._restore)
+    }
 
   def _restore(self, string_value):
     self.restored.append(string_value.decode())

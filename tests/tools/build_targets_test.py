@@ -27,8 +27,8 @@ import importlib.util
 import os
 import re
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGES = ("", "tests")
 RULES = ("filegroup", "py_binary", "py_library", "py_test")
 # Files of the root package that a target of the root BUILD must declare.
@@ -59,27 +59,30 @@ def _evaluate(package):
   targets = []
 
   def rule(kind):
+
     def record(**attrs):
       attrs["package"] = package
       attrs["srcs"] = [_path(package, src) for src in attrs.get("srcs", [])]
       if "main" in attrs:
         attrs["main"] = _path(package, attrs["main"])
       targets.append((kind, attrs))
+
     return record
 
   def build_glob(patterns, exclude=()):
     base = os.path.join(ROOT, package)
-    found = {os.path.relpath(path, base) for pattern in patterns
-             for path in glob.glob(os.path.join(base, pattern),
-                                   recursive=True)}
+    found = {
+        os.path.relpath(path, base)
+        for pattern in patterns
+        for path in glob.glob(os.path.join(base, pattern), recursive=True)
+    }
     return sorted(found - set(exclude))
 
   namespace = {kind: rule(kind) for kind in RULES}
-  namespace.update(
-      glob=build_glob,
-      load=lambda *args, **kwargs: None,
-      package=lambda **kwargs: None,
-      exports_files=lambda *args, **kwargs: None)
+  namespace.update(glob=build_glob,
+                   load=lambda *args, **kwargs: None,
+                   package=lambda **kwargs: None,
+                   exports_files=lambda *args, **kwargs: None)
   path = os.path.join(ROOT, package, "BUILD")
   with open(path) as f:
     exec(compile(f.read(), path, "exec"), namespace)  # pylint: disable=exec-used
@@ -92,21 +95,24 @@ def _all_targets():
 
 def _index(targets):
   """`{(package, name): (kind, attributes)}` of `targets`."""
-  return {(attrs["package"], attrs["name"]): (kind, attrs)
-          for kind, attrs in targets}
+  return {
+      (attrs["package"], attrs["name"]): (kind, attrs) for kind, attrs in targets
+  }
 
 
 def _files(pattern):
-  return sorted(os.path.relpath(path, ROOT) for path in
-                glob.glob(os.path.join(ROOT, pattern), recursive=True)
-                if os.path.isfile(path))
+  return sorted(
+      os.path.relpath(path, ROOT)
+      for path in glob.glob(os.path.join(ROOT, pattern), recursive=True)
+      if os.path.isfile(path))
 
 
 def _undeclared(files, targets, package, kinds=("py_library",)):
   """The files in the srcs of no target of `package` of one of `kinds`."""
-  declared = {src for kind, attrs in targets
-              if kind in kinds and attrs["package"] == package
-              for src in attrs["srcs"]}
+  declared = {
+      src for kind, attrs in targets
+      if kind in kinds and attrs["package"] == package for src in attrs["srcs"]
+  }
   return [f for f in files if f not in declared]
 
 
@@ -149,9 +155,10 @@ def _reachable(index, key, attributes):
     if key in found or key not in index:
       continue
     found[key] = attrs = index[key][1]
-    pending.extend(_target(attrs["package"], label)
-                   for attribute in attributes
-                   for label in attrs.get(attribute, []))
+    pending.extend(
+        _target(attrs["package"], label)
+        for attribute in attributes
+        for label in attrs.get(attribute, []))
   return found
 
 
@@ -160,9 +167,10 @@ def _runfiles(index, key):
   files = set()
   for attrs in _reachable(index, key, ("data", "deps")).values():
     files.update(attrs["srcs"])
-    files.update(_path(attrs["package"], label)
-                 for label in attrs.get("data", [])
-                 if _target(attrs["package"], label) not in index)
+    files.update(
+        _path(attrs["package"], label)
+        for label in attrs.get("data", [])
+        if _target(attrs["package"], label) not in index)
   return files
 
 
@@ -171,10 +179,12 @@ def _python_run(index, key):
 
   tf_objckpt's modules name no files of the repository; they are left out.
   """
-  sources = {src for attrs in _reachable(index, key, ("deps",)).values()
-             for src in attrs["srcs"]}
-  sources.update(f for f in _runfiles(index, key)
-                 if os.path.basename(f) == "conftest.py")
+  sources = {
+      src for attrs in _reachable(index, key, ("deps",)).values()
+      for src in attrs["srcs"]
+  }
+  sources.update(
+      f for f in _runfiles(index, key) if os.path.basename(f) == "conftest.py")
   return sorted(f for f in sources
                 if f.endswith(".py") and not f.startswith("tf_objckpt/"))
 
@@ -215,8 +225,8 @@ def _operands(node):
 
 def _joined_parts(node):
   """The string constants a path join (`os.path.join`, `/`) ends with."""
-  if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-      and node.func.attr == "join"):
+  if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+      node.func.attr == "join"):
     return _trailing_strings(node.args)
   if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
     return _trailing_strings(_operands(node))
@@ -230,9 +240,12 @@ def _path_strings(tree):
   """
   joins = [_joined_parts(node) for node in ast.walk(tree)]
   joined = {id(part) for parts in joins for part in parts}
-  return ({"/".join(part.value for part in parts) for parts in joins if parts}
-          | {node.value for node in ast.walk(tree)
-             if _is_string(node) and id(node) not in joined})
+  return ({"/".join(part.value for part in parts) for parts in joins if parts} |
+          {
+              node.value
+              for node in ast.walk(tree)
+              if _is_string(node) and id(node) not in joined
+          })
 
 
 def _imported_files(tree, source):
@@ -241,8 +254,10 @@ def _imported_files(tree, source):
   Top-level names are looked up as pytest imports tests' helpers (from the
   file's folder and tests/); dotted tf_objckpt names as package modules.
   """
-  names = {alias.name for node in ast.walk(tree)
-           if isinstance(node, ast.Import) for alias in node.names}
+  names = {
+      alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+      for alias in node.names
+  }
   from_names = set()
   for node in ast.walk(tree):
     if isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -255,20 +270,21 @@ def _imported_files(tree, source):
     if name in names:
       candidates.add(f"{path}/__init__.py")
     if "." not in name:
-      candidates.update((os.path.join(os.path.dirname(source), f"{path}.py"),
-                         f"tests/{path}.py"))
-  return {f for f in candidates - {source}
-          if os.path.isfile(os.path.join(ROOT, f))}
+      candidates.update((os.path.join(os.path.dirname(source),
+                                      f"{path}.py"), f"tests/{path}.py"))
+  return {
+      f for f in candidates - {source} if os.path.isfile(os.path.join(ROOT, f))
+  }
 
 
 def _declared_reads(tree, source):
   """What `files_read()` of the module `source` returns, if it has one."""
-  if not any(isinstance(node, ast.FunctionDef) and node.name == "files_read"
-             for node in tree.body):
+  if not any(
+      isinstance(node, ast.FunctionDef) and node.name == "files_read"
+      for node in tree.body):
     return set()
   spec = importlib.util.spec_from_file_location(
-      "_files_read_" + re.sub(r"\W", "_", source),
-      os.path.join(ROOT, source))
+      "_files_read_" + re.sub(r"\W", "_", source), os.path.join(ROOT, source))
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return {f for name in module.files_read() for f in _existing_files(name)}
@@ -286,8 +302,10 @@ def _files_named(source):
 def _unmet_reads(index, key):
   """`(file, source)`: files target `key` reads that its runfiles lack."""
   runfiles = _runfiles(index, key)
-  return [(f, source) for source in _python_run(index, key)
-          for f in sorted(_files_named(source)) if f not in runfiles]
+  return [(f, source)
+          for source in _python_run(index, key)
+          for f in sorted(_files_named(source))
+          if f not in runfiles]
 
 
 def _label(index, package, path):
@@ -296,14 +314,14 @@ def _label(index, package, path):
   A Python file comes through the deps on its py_library, another file
   through the data, from a filegroup holding it or as itself.
   """
-  owners = sorted((kind != "py_library", kind, key)
-                  for key, (kind, attrs) in index.items()
-                  if kind in ("filegroup", "py_library")
-                  and path in attrs["srcs"])
+  owners = sorted(
+      (kind != "py_library", kind, key)
+      for key, (kind, attrs) in index.items()
+      if kind in ("filegroup", "py_library") and path in attrs["srcs"])
   if owners:
     _, kind, (owner_package, name) = owners[0]
-    label = (f":{name}" if owner_package == package
-             else f"//{owner_package}:{name}")
+    label = (f":{name}"
+             if owner_package == package else f"//{owner_package}:{name}")
     return label, "deps" if kind == "py_library" else "data"
   if package and path.startswith(package + "/"):
     return os.path.relpath(path, package), "data"
@@ -340,9 +358,8 @@ def _missing_imports(index):
       for module in sorted(_imported_files(tree, src)):
         library = _library_of(index, module)
         if library not in (None, key) and library not in deps:
-          problems.append(
-              f'BUILD: py_library "{key[1]}" imports {module}: add '
-              f'":{library[1]}" to its deps')
+          problems.append(f'BUILD: py_library "{key[1]}" imports {module}: add '
+                          f'":{library[1]}" to its deps')
   return problems
 
 
@@ -355,12 +372,15 @@ def _modules_out_of_reach(index, modules):
       if module not in runfiles:
         lacking.setdefault(module, []).append(key[1])
   libraries = {module: _library_of(index, module) for module in lacking}
-  reach = {library: _reachable(index, library, ("deps",))
-           for library in set(libraries.values()) if library}
+  reach = {
+      library: _reachable(index, library, ("deps",))
+      for library in set(libraries.values())
+      if library
+  }
   # One library to add for each group of modules: one no other reaches.
-  tops = sorted(library for library in reach
-                if not any(library in reach[other] for other in reach
-                           if other != library))
+  tops = sorted(library for library in reach if not any(library in reach[other]
+                                                        for other in reach
+                                                        if other != library))
   groups = {}
   for module, library in sorted(libraries.items()):
     top = next((t for t in tops if library in reach[t]), None)
@@ -368,8 +388,8 @@ def _modules_out_of_reach(index, modules):
   problems = []
   for top, group in groups.items():
     tests = sorted({test for module in group for test in lacking[module]})
-    label = (f'"//:{top[1]}"' if top else
-             "their py_libraries (to be declared in BUILD)")
+    label = (f'"//:{top[1]}"'
+             if top else "their py_libraries (to be declared in BUILD)")
     problems.append(
         f"{', '.join(group)} missing from the runfiles of {len(tests)} "
         f"py_tests ({', '.join(tests[:3])}...): add {label} to the deps of "
@@ -384,9 +404,11 @@ def _reads_out_of_reach(index):
     for path, source in _unmet_reads(index, key):
       advice = _where_to_add(index, key, path)
       unmet.setdefault((key[1], source, advice), []).append(path)
-  return [f'tests/BUILD: py_test "{name}" reads {", ".join(paths)} (named '
-          f"in {source}), which Bazel does not give it: {advice}"
-          for (name, source, advice), paths in unmet.items()]
+  return [
+      f'tests/BUILD: py_test "{name}" reads {", ".join(paths)} (named '
+      f"in {source}), which Bazel does not give it: {advice}"
+      for (name, source, advice), paths in unmet.items()
+  ]
 
 
 def _without(targets, key, attribute, label):
@@ -395,8 +417,9 @@ def _without(targets, key, attribute, label):
   for kind, attrs in targets:
     if (attrs["package"], attrs["name"]) == key:
       attrs = dict(attrs)
-      attrs[attribute] = [value for value in attrs.get(attribute, [])
-                          if value != label]
+      attrs[attribute] = [
+          value for value in attrs.get(attribute, []) if value != label
+      ]
     changed.append((kind, attrs))
   return changed
 
@@ -462,39 +485,40 @@ def test_test_file_basenames_are_unique():
 def test_a_missing_target_is_reported():
   """The checks above notice files that no target covers."""
   targets = _all_targets()
-  assert _not_run(["tests/eager/new_test.py"], targets) == [
-      "tests/eager/new_test.py"]
-  assert _undeclared(["tests/new_helper.py"], targets, "tests") == [
-      "tests/new_helper.py"]
-  assert _undeclared(["tf_objckpt/new.py"], targets, "") == [
-      "tf_objckpt/new.py"]
-  assert _undeclared(["examples/new.py"], targets, "", RULES) == [
-      "examples/new.py"]
+  assert _not_run(["tests/eager/new_test.py"],
+                  targets) == ["tests/eager/new_test.py"]
+  assert _undeclared(["tests/new_helper.py"], targets,
+                     "tests") == ["tests/new_helper.py"]
+  assert _undeclared(["tf_objckpt/new.py"], targets,
+                     "") == ["tf_objckpt/new.py"]
+  assert _undeclared(["examples/new.py"], targets, "",
+                     RULES) == ["examples/new.py"]
   # A test file that is a source of its py_test but not passed to the
   # shared runner does not count as run.
   unrun = [(kind, dict(attrs, args=[])) for kind, attrs in targets]
-  assert _not_run(["tests/tools/build_targets_test.py"], unrun) == [
-      "tests/tools/build_targets_test.py"]
+  assert _not_run(["tests/tools/build_targets_test.py"],
+                  unrun) == ["tests/tools/build_targets_test.py"]
 
 
 def test_a_file_missing_from_a_py_test_is_reported():
   """Files and modules left out of a target's runfiles are named."""
   targets = _all_targets()
-  without_setup = _index(_without(
-      targets, ("tests", "cli_test"), "data", "//:setup.py"))
+  without_setup = _index(
+      _without(targets, ("tests", "cli_test"), "data", "//:setup.py"))
   assert ('tests/BUILD: py_test "cli_test" reads setup.py (named in '
           "tests/cli/cli_test.py), which Bazel does not give it: add "
           '"//:setup.py" to its data, and "setup.py" to exports_files in '
           "BUILD") in _reads_out_of_reach(without_setup)
-  without_examples = _index(_without(
-      targets, ("tests", "docs_test"), "data", "//:examples"))
-  assert ("examples/keras3_from_v1_saver.py", "tests/tools/docs_test.py") in (
-      _unmet_reads(without_examples, ("tests", "docs_test")))
-  assert any('"docs_test" reads examples/' in problem
-             and problem.endswith('add "//:examples" to its data')
+  without_examples = _index(
+      _without(targets, ("tests", "docs_test"), "data", "//:examples"))
+  assert ("examples/keras3_from_v1_saver.py",
+          "tests/tools/docs_test.py") in (_unmet_reads(without_examples,
+                                                       ("tests", "docs_test")))
+  assert any('"docs_test" reads examples/' in problem and
+             problem.endswith('add "//:examples" to its data')
              for problem in _reads_out_of_reach(without_examples))
-  without_cli = _index(_without(
-      targets, ("tests", "test_support"), "deps", "//:main"))
+  without_cli = _index(
+      _without(targets, ("tests", "test_support"), "deps", "//:main"))
   # One library to add for both: the one that reaches the other.
   [problem] = _modules_out_of_reach(
       without_cli, ["tf_objckpt/__main__.py", "tf_objckpt/tools/cli.py"])
@@ -503,8 +527,9 @@ def test_a_file_missing_from_a_py_test_is_reported():
       r"runfiles of \d+ py_tests "
       r'\(.*\): add "//:main" to the deps of "test_support" in tests/BUILD, '
       "which every py_test depends on", problem), problem
-  without_import = _index(_without(
-      targets, ("", "object_checkpoints"), "deps", ":async_checkpoint"))
+  without_import = _index(
+      _without(targets, ("", "object_checkpoints"), "deps",
+               ":async_checkpoint"))
   assert ('BUILD: py_library "object_checkpoints" imports '
           'tf_objckpt/engine/async_checkpoint.py: add ":async_checkpoint" to '
           'its deps' in _missing_imports(without_import))
@@ -516,7 +541,7 @@ def test_targets_are_unique_and_their_sources_and_deps_exist():
   assert len(names) == len(set(names))
   for _, attrs in targets:
     for dep in attrs.get("deps", []):
-      assert _target(attrs["package"], dep) in names, (
-          "%s: unknown dep %s" % (attrs["name"], dep))
+      assert _target(attrs["package"], dep) in names, ("%s: unknown dep %s" %
+                                                       (attrs["name"], dep))
     for src in attrs["srcs"] + [attrs.get("main", "BUILD")]:
       assert os.path.exists(os.path.join(ROOT, src)), src

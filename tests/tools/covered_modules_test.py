@@ -25,11 +25,12 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _TEST_FILES = sorted(
-    os.path.relpath(path, ROOT) for path in
-    glob.glob(os.path.join(ROOT, "tests", "**", "*_test.py"), recursive=True))
+    os.path.relpath(path, ROOT)
+    for path in glob.glob(os.path.join(ROOT, "tests", "**", "*_test.py"),
+                          recursive=True))
 # Modules no test file needs to name: subpackages' `__init__`s that hold
 # nothing but their docstring (`test_exempt_modules_hold_only_a_docstring`
 # keeps this true, so code added to one needs a test that names it).
@@ -45,8 +46,7 @@ EXEMPT = (
 )
 _NAME = r"tf_objckpt(?:\.\w+)*"
 _COVERS = re.compile(
-    rf"Covers: (?:no module; .+|(?P<names>{_NAME}(?:, {_NAME})*))\.",
-    re.DOTALL)
+    rf"Covers: (?:no module; .+|(?P<names>{_NAME}(?:, {_NAME})*))\.", re.DOTALL)
 
 
 def _module_path(path, root):
@@ -57,8 +57,10 @@ def _module_path(path, root):
 
 def package_modules(root=ROOT):
   """Every module of the package under `root`, as on disk now."""
-  return sorted(_module_path(path, root) for path in glob.glob(
-      os.path.join(root, "tf_objckpt", "**", "*.py"), recursive=True))
+  return sorted(
+      _module_path(path, root)
+      for path in glob.glob(os.path.join(root, "tf_objckpt", "**", "*.py"),
+                            recursive=True))
 
 
 def covered_modules(docstring):
@@ -68,9 +70,11 @@ def covered_modules(docstring):
     ValueError: There is no such paragraph, or more than one, or it is not
       `Covers: NAME, NAME.` or `Covers: no module; WHY.`.
   """
-  found = [" ".join(paragraph.split())
-           for paragraph in re.split(r"\n\s*\n", docstring or "")
-           if paragraph.startswith("Covers:")]  # Not indented examples.
+  found = [
+      " ".join(paragraph.split())
+      for paragraph in re.split(r"\n\s*\n", docstring or "")
+      if paragraph.startswith("Covers:")
+  ]  # Not indented examples.
   if len(found) != 1:
     raise ValueError(f"{len(found)} paragraphs start with 'Covers:', not 1")
   match = _COVERS.fullmatch(found[0])
@@ -122,12 +126,14 @@ def test_each_named_module_exists(test_file):
 
 def test_each_module_is_named_by_a_test_file():
   named = _coverage_map()
-  uncovered = [module for module in package_modules()
-               if module not in EXEMPT and module not in named]
-  assert not uncovered, (
-      "no test file's 'Covers:' paragraph names "
-      + ", ".join(uncovered) + "; name each in the test files that check it, "
-      "or add a test")
+  uncovered = [
+      module for module in package_modules()
+      if module not in EXEMPT and module not in named
+  ]
+  assert not uncovered, ("no test file's 'Covers:' paragraph names " +
+                         ", ".join(uncovered) +
+                         "; name each in the test files that check it, "
+                         "or add a test")
 
 
 def test_exempt_modules_hold_only_a_docstring():
@@ -143,25 +149,24 @@ def test_exempt_modules_hold_only_a_docstring():
 
 
 def test_the_form_is_read_as_documented():
-  assert covered_modules(
-      "What it checks.\n\nCovers: tf_objckpt.engine.reads,\n"
-      "tf_objckpt.api.self_healing.\n") == {
-          "tf_objckpt.engine.reads", "tf_objckpt.api.self_healing"}
+  assert covered_modules("What it checks.\n\nCovers: tf_objckpt.engine.reads,\n"
+                         "tf_objckpt.api.self_healing.\n") == {
+                             "tf_objckpt.engine.reads",
+                             "tf_objckpt.api.self_healing"
+                         }
   assert covered_modules("Title.\n\nCovers: tf_objckpt.\n") == {"tf_objckpt"}
   assert covered_modules(
       "Title, and an example:\n\n    Covers: tf_objckpt.a.\n\n"
       "Covers: tf_objckpt.b.") == {"tf_objckpt.b"}
   assert covered_modules(
       "Title.\n\nCovers: no module; it checks the docs.") == set()
-  for malformed in (
-      "Title.\n\nWhat it checks, but not which modules.",
-      "Covers: tf_objckpt.a.\n\nCovers: tf_objckpt.b.",
-      "Title.\n\nCovers: tf_objckpt.engine.reads",
-      "Title.\n\nCovers: engine.reads.",
-      "Title.\n\nCovers: tf_objckpt.a and tf_objckpt.b.",
-      "Title.\n\nCovers: the reads.",
-      "Title.\n\nCovers `tf_objckpt.engine.reads`.",
-      None):
+  for malformed in ("Title.\n\nWhat it checks, but not which modules.",
+                    "Covers: tf_objckpt.a.\n\nCovers: tf_objckpt.b.",
+                    "Title.\n\nCovers: tf_objckpt.engine.reads",
+                    "Title.\n\nCovers: engine.reads.",
+                    "Title.\n\nCovers: tf_objckpt.a and tf_objckpt.b.",
+                    "Title.\n\nCovers: the reads.",
+                    "Title.\n\nCovers `tf_objckpt.engine.reads`.", None):
     with pytest.raises(ValueError):
       covered_modules(malformed)
 
@@ -173,7 +178,8 @@ def test_modules_are_read_from_the_disk_when_the_tests_run(tmp_path):
   for name in ("__init__.py", "engine/__init__.py", "engine/reads.py"):
     (package / name).write_text('"""Doc."""\n')
   assert package_modules(tmp_path) == [
-      "tf_objckpt", "tf_objckpt.engine", "tf_objckpt.engine.reads"]
+      "tf_objckpt", "tf_objckpt.engine", "tf_objckpt.engine.reads"
+  ]
   os.rename(package / "engine" / "reads.py", package / "engine" / "opening.py")
   assert "tf_objckpt.engine.reads" not in package_modules(tmp_path)
 

@@ -16,8 +16,8 @@ import re
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _DOCS = ("README.md", "CONTRIBUTING.md", "API.md", "ARCHITECTURE.md")
 # Paths of the package's modules, as ARCHITECTURE.md names them.
 _MODULE_PATH = re.compile(r"`((?:[a-z0-9_]+/)*[a-z0-9_]+\.py)`")
@@ -48,23 +48,27 @@ def files_read():
   tests/tools/build_targets_test.py checks that Bazel gives them to
   docs_test.
   """
-  return sorted({link for doc in _DOCS for link in _relative_links(doc)}
-                | {path for path, _ in _named_tests()})
+  return sorted({link for doc in _DOCS for link in _relative_links(doc)} |
+                {path for path, _ in _named_tests()})
 
 
 @pytest.mark.parametrize("doc", _DOCS)
 def test_relative_links_resolve(doc):
-  missing = [link for link in _relative_links(doc)
-             if not os.path.exists(os.path.join(ROOT, link))]
+  missing = [
+      link for link in _relative_links(doc)
+      if not os.path.exists(os.path.join(ROOT, link))
+  ]
   assert not missing, f"{doc} links to missing files: {missing}"
 
 
 def test_architecture_names_modules_that_exist():
   named = _MODULE_PATH.findall(_read("ARCHITECTURE.md"))
   assert len(named) > 20
-  missing = [path for path in named
-             if not os.path.exists(os.path.join(ROOT, "tf_objckpt", path))
-             and not os.path.exists(os.path.join(ROOT, path))]
+  missing = [
+      path for path in named
+      if not os.path.exists(os.path.join(ROOT, "tf_objckpt", path)) and
+      not os.path.exists(os.path.join(ROOT, path))
+  ]
   assert not missing, f"ARCHITECTURE.md names missing modules: {missing}"
 
 
@@ -80,8 +84,8 @@ def test_api_reference_names_tests_that_exist():
     full_path = os.path.join(ROOT, path)
     if not os.path.exists(full_path):
       missing.append(path)
-    elif test_name and not re.search(
-        rf"^def {test_name}\(", _read(path), re.MULTILINE):
+    elif test_name and not re.search(rf"^def {test_name}\(", _read(path),
+                                     re.MULTILINE):
       missing.append(f"{path}::{test_name}")
   assert not missing, f"API.md names tests that do not exist: {missing}"
 
@@ -117,18 +121,20 @@ def _documented_layers(doc, modules_column, folders_column):
     cells = cells.split("|")
     names = _BACKTICKED.findall(cells[modules_column]) + [
         name for name in _BACKTICKED.findall(cells[folders_column])
-        if name.endswith("/")]
-    layers[(int(number), layer)] = {"tf_objckpt." + name.rstrip("/")
-                                    for name in names}
+        if name.endswith("/")
+    ]
+    layers[(int(number),
+            layer)] = {"tf_objckpt." + name.rstrip("/") for name in names}
   return layers
 
 
 @pytest.mark.parametrize("doc, modules_column, folders_column",
-                         [("ARCHITECTURE.md", 1, 1),
-                          ("CONTRIBUTING.md", 0, 1)])
+                         [("ARCHITECTURE.md", 1, 1), ("CONTRIBUTING.md", 0, 1)])
 def test_layer_tables_agree_with_the_enforced_layers(doc, modules_column,
                                                      folders_column):
   order, enforced = _enforced_layers()
   documented = _documented_layers(doc, modules_column, folders_column)
-  assert {(order.index(layer), layer): modules
-          for layer, modules in enforced.items()} == documented, doc
+  assert {
+      (order.index(layer), layer): modules
+      for layer, modules in enforced.items()
+  } == documented, doc

@@ -76,11 +76,18 @@ class Environment(typing.NamedTuple):
 
 def _run(argv, cwd):
   """Runs `argv` in `cwd` with no PYTHONPATH; fails the test if it fails."""
-  env = {name: value for name, value in os.environ.items()
-         if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
+  env = {
+      name: value
+      for name, value in os.environ.items()
+      if name not in ("PYTHONPATH", "VIRTUAL_ENV")
+  }
   env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run([str(arg) for arg in argv], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=1800,
+  result = subprocess.run([str(arg) for arg in argv],
+                          cwd=cwd,
+                          env=env,
+                          capture_output=True,
+                          text=True,
+                          timeout=1800,
                           check=False)
   assert result.returncode == 0, (
       f"{argv} exited {result.returncode}:\n{result.stdout[-2000:]}\n"
@@ -94,8 +101,10 @@ def _freeze(python):
 
 def _packages(freeze):
   """`{normalized name: freeze line}`."""
-  return {re.split(r"[=@ ]", line, maxsplit=1)[0].lower().replace("_", "-"):
-          line for line in freeze.splitlines()}
+  return {
+      re.split(r"[=@ ]", line, maxsplit=1)[0].lower().replace("_", "-"): line
+      for line in freeze.splitlines()
+  }
 
 
 def _tensorflow_only(version):
@@ -129,7 +138,8 @@ def _source_tree(directory):
   """
   directory.mkdir()
   shutil.copy(_ROOT / "setup.py", directory)
-  shutil.copytree(_ROOT / "tf_objckpt", directory / "tf_objckpt",
+  shutil.copytree(_ROOT / "tf_objckpt",
+                  directory / "tf_objckpt",
                   ignore=shutil.ignore_patterns("__pycache__"))
   return directory
 
@@ -138,14 +148,19 @@ def _source_tree(directory):
 def _wheel(tmp_path_factory):
   """The wheel `pip wheel --no-deps` builds of the package."""
   work = tmp_path_factory.mktemp("wheel")
-  _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-        "--no-build-isolation", "-w", work / "dist",
-        _source_tree(work / "source")], cwd=work)
+  _run([
+      sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+      "--no-build-isolation", "-w", work / "dist",
+      _source_tree(work / "source")
+  ],
+       cwd=work)
   [built] = (work / "dist").glob("*.whl")
   return built
 
 
-@pytest.fixture(name="environment", scope="module", params=_TENSORFLOWS,
+@pytest.fixture(name="environment",
+                scope="module",
+                params=_TENSORFLOWS,
                 ids=[f"tf-{version}" for version in _TENSORFLOWS])
 def _environment(request, tmp_path_factory):
   """A hard-linked copy of the TensorFlow-only environment of a version."""
@@ -166,12 +181,15 @@ def _check_the_installed_package(environment, work):
   version = f"tf-objckpt {tf_objckpt.__version__}\n"
   command = environment.path / "bin" / "tf-objckpt"
   assert _run([command, "--version"], cwd=work).stdout == version
-  module = _run([environment.python, "-X", "importtime", "-m", "tf_objckpt",
-                 "--version"], cwd=work)
+  module = _run(
+      [environment.python, "-X", "importtime", "-m", "tf_objckpt", "--version"],
+      cwd=work)
   assert module.stdout == version
-  imported = [line.rsplit("|", 1)[-1].strip()
-              for line in module.stderr.splitlines()
-              if line.startswith("import time:")]
+  imported = [
+      line.rsplit("|", 1)[-1].strip()
+      for line in module.stderr.splitlines()
+      if line.startswith("import time:")
+  ]
   assert "tf_objckpt.version" in imported
   assert not [name for name in imported if name.startswith("tensorflow")]
   printed = _run([environment.python, "-c", _ROUND_TRIP, work / "ckpt"],
@@ -187,13 +205,16 @@ def _check_install(environment, target, work):
   assert _freeze(environment.python) == environment.freeze
   _run([environment.python, "-m", "pip", "install", "-q", target], cwd=work)
   try:
-    changes = sorted(set(environment.freeze.splitlines()) ^ set(
-        _freeze(environment.python).splitlines()))
+    changes = sorted(
+        set(environment.freeze.splitlines()) ^
+        set(_freeze(environment.python).splitlines()))
     assert list(_packages("\n".join(changes))) == ["tf-objckpt"], changes
     _check_the_installed_package(environment, work)
   finally:
-    _run([environment.python, "-m", "pip", "uninstall", "-q", "-y",
-          "tf_objckpt"], cwd=work)
+    _run([
+        environment.python, "-m", "pip", "uninstall", "-q", "-y", "tf_objckpt"
+    ],
+         cwd=work)
   assert _freeze(environment.python) == environment.freeze
   assert not (environment.path / "bin" / "tf-objckpt").exists()
 
@@ -201,9 +222,8 @@ def _check_install(environment, target, work):
 def _setup_specifiers():
   """setup.py's version specifiers: `(tensorflow, python)`."""
   setup = (_ROOT / "setup.py").read_text()
-  return (
-      SpecifierSet(re.search(r'"tensorflow([<>=][^"]+)"', setup).group(1)),
-      SpecifierSet(re.search(r'python_requires="([^"]+)"', setup).group(1)))
+  return (SpecifierSet(re.search(r'"tensorflow([<>=][^"]+)"', setup).group(1)),
+          SpecifierSet(re.search(r'python_requires="([^"]+)"', setup).group(1)))
 
 
 def _minors_away(version, minors):
@@ -221,8 +241,9 @@ def test_the_versions_are_the_ends_of_the_supported_range():
 
 def test_the_wheel_holds_every_module_the_command_and_the_requirements(wheel):
   assert wheel.name == f"tf_objckpt-{tf_objckpt.__version__}-py3-none-any.whl"
-  modules = sorted(path.relative_to(_ROOT).as_posix()
-                   for path in (_ROOT / "tf_objckpt").rglob("*.py"))
+  modules = sorted(
+      path.relative_to(_ROOT).as_posix()
+      for path in (_ROOT / "tf_objckpt").rglob("*.py"))
   assert "tf_objckpt/version.py" in modules
   assert "tf_objckpt/engine/reads.py" in modules
   info = f"tf_objckpt-{tf_objckpt.__version__}.dist-info"
@@ -231,11 +252,13 @@ def test_the_wheel_holds_every_module_the_command_and_the_requirements(wheel):
     entry_points = archive.read(f"{info}/entry_points.txt").decode()
     metadata = email.parser.Parser().parsestr(
         archive.read(f"{info}/METADATA").decode())
-  assert sorted(name for name in names
-                if name.startswith("tf_objckpt/")) == modules
+  assert sorted(
+      name for name in names if name.startswith("tf_objckpt/")) == modules
   assert "tf-objckpt = tf_objckpt.tools.cli:run" in entry_points.splitlines()
-  requires = {requirement.name: requirement.specifier for requirement in
-              map(Requirement, metadata.get_all("Requires-Dist"))}
+  requires = {
+      requirement.name: requirement.specifier
+      for requirement in map(Requirement, metadata.get_all("Requires-Dist"))
+  }
   tensorflow, python = _setup_specifiers()
   assert requires["tensorflow"] == tensorflow
   assert SpecifierSet(metadata["Requires-Python"]) == python

@@ -24,10 +24,10 @@ import re
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-_MODULES = sorted(glob.glob(os.path.join(ROOT, "tf_objckpt", "**", "*.py"),
-                            recursive=True))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_MODULES = sorted(
+    glob.glob(os.path.join(ROOT, "tf_objckpt", "**", "*.py"), recursive=True))
 # The engine's modules that read or write checkpoint files.
 _FILE_IO_MODULES = ("tf_objckpt.engine.graph_restores",
                     "tf_objckpt.engine.reads", "tf_objckpt.engine.writes")
@@ -78,7 +78,6 @@ LAYERS = {
     "tf_objckpt": "tools",
 }
 
-
 # Top-level modules that are not TensorFlow's names: the package's version
 # (setup.py reads the file), and the entry point of `python -m tf_objckpt`.
 _NOT_TENSORFLOWS = ("tf_objckpt.version", "tf_objckpt.__main__")
@@ -100,13 +99,15 @@ def imported_modules(source, name):
   """The tf_objckpt modules `source` (module `name`) imports, at any depth."""
   imported = set()
   for node in ast.walk(ast.parse(source)):
-    if isinstance(node, ast.ImportFrom) and node.module and (
-        node.module.split(".")[0] == "tf_objckpt"):
+    if isinstance(node,
+                  ast.ImportFrom) and node.module and (node.module.split(".")[0]
+                                                       == "tf_objckpt"):
       for alias in node.names:
         submodule = f"{node.module}.{alias.name}"
         imported.add(submodule if submodule in _KNOWN else node.module)
     elif isinstance(node, ast.Import):
-      imported.update(alias.name for alias in node.names
+      imported.update(alias.name
+                      for alias in node.names
                       if alias.name.split(".")[0] == "tf_objckpt")
   return imported - {name}
 
@@ -160,9 +161,11 @@ def test_cycle_finder_finds_cycles():
 
 
 def test_no_import_cycles():
-  graph = {module_name(path): imported_modules(open(path).read(),
-                                               module_name(path))
-           for path in _MODULES if module_name(path) != "tf_objckpt"}
+  graph = {
+      module_name(path): imported_modules(open(path).read(), module_name(path))
+      for path in _MODULES
+      if module_name(path) != "tf_objckpt"
+  }
   assert _cycle(graph) is None, " -> ".join(_cycle(graph))
 
 
@@ -171,15 +174,16 @@ def test_module_has_a_layer_and_imports_only_down(path):
   name = module_name(path)
   upward = upward_imports(open(path).read(), name)
   assert not upward, (
-      f"{name} ({layer_of(name)}) imports a higher layer: "
-      + ", ".join(f"{imported} ({layer})" for imported, layer in upward))
+      f"{name} ({layer_of(name)}) imports a higher layer: " +
+      ", ".join(f"{imported} ({layer})" for imported, layer in upward))
 
 
 def test_layer_check_catches_an_upward_import():
   planted = ("def write():\n"
              "  from tf_objckpt import util  # Lazy, and up two layers.\n")
   assert upward_imports(planted, "tf_objckpt.engine.commit") == [
-      ("tf_objckpt.util", "api")]
+      ("tf_objckpt.util", "api")
+  ]
   assert upward_imports(planted, "tf_objckpt.tools.cli") == []
 
 
@@ -193,9 +197,9 @@ def test_exceptions_are_still_exceptions():
 
 
 @pytest.mark.parametrize(
-    "package", sorted(name for name in LAYERS if name in _KNOWN and
-                      os.path.isdir(os.path.join(ROOT, *name.split(".")))
-                      and name != "tf_objckpt"))
+    "package",
+    sorted(name for name in LAYERS if name in _KNOWN and os.path.isdir(
+        os.path.join(ROOT, *name.split("."))) and name != "tf_objckpt"))
 def test_subpackage_docstring_states_its_layer(package):
   path = os.path.join(ROOT, *package.split("."), "__init__.py")
   docstring = ast.get_docstring(ast.parse(open(path).read()))
@@ -209,9 +213,9 @@ def test_subpackage_docstring_states_its_layer(package):
 def top_level_imports(source, name):
   """The top-level modules `source` (module `name`) imports, but those
   that are not TensorFlow's names."""
-  return sorted(imported for imported in imported_modules(source, name)
-                if imported.count(".") == 1 and
-                imported not in _NOT_TENSORFLOWS)
+  return sorted(
+      imported for imported in imported_modules(source, name)
+      if imported.count(".") == 1 and imported not in _NOT_TENSORFLOWS)
 
 
 def own_code(source):
@@ -220,14 +224,16 @@ def own_code(source):
   if body and isinstance(body[0], ast.Expr) and isinstance(
       body[0].value, ast.Constant):
     body = body[1:]
-  return [f"{node.lineno}: {ast.unparse(node).splitlines()[0]}"
-          for node in body
-          if not isinstance(node, (ast.Import, ast.ImportFrom))]
+  return [
+      f"{node.lineno}: {ast.unparse(node).splitlines()[0]}" for node in body
+      if not isinstance(node, (ast.Import, ast.ImportFrom))
+  ]
 
 
-_TOP_LEVEL = [path for path in _MODULES
-              if module_name(path).count(".") == 1 and module_name(path)
-              not in _NOT_TENSORFLOWS]
+_TOP_LEVEL = [
+    path for path in _MODULES if module_name(path).count(".") == 1 and
+    module_name(path) not in _NOT_TENSORFLOWS
+]
 
 
 @pytest.mark.parametrize("path", _MODULES, ids=module_name)
@@ -244,7 +250,8 @@ def test_top_level_import_check_catches_one():
              "from tf_objckpt import restore\n"
              "from tf_objckpt.engine import state_file\n")
   assert top_level_imports(planted, "tf_objckpt.api.trackable_saver") == [
-      "tf_objckpt.checkpoint_management", "tf_objckpt.restore"]
+      "tf_objckpt.checkpoint_management", "tf_objckpt.restore"
+  ]
 
 
 @pytest.mark.parametrize("path", _TOP_LEVEL, ids=module_name)
@@ -258,7 +265,8 @@ def test_top_level_modules_only_reexport(path):
 def test_reexport_check_catches_a_function():
   assert own_code('"""Doc."""\nfrom a import b\n') == []
   assert own_code('"""Doc."""\nfrom a import b\n\ndef f():\n  pass\n') == [
-      "4: def f():"]
+      "4: def f():"
+  ]
 
 
 def test_moved_code_is_found_where_its_module_name_says():
@@ -297,12 +305,11 @@ def test_file_io_check_catches_tensorflows_readers_not_ours():
       "from tensorflow.python.training import checkpoint_utils",
       "from tensorflow.python.training.checkpoint_utils import load_checkpoint",
       "py_checkpoint_reader.NewCheckpointReader(path)")
-  ours = (
-      "def load_checkpoint(ckpt_dir_or_file):",
-      "from tf_objckpt.inspection.checkpoint_reader import load_checkpoint",
-      'TARGET = ("tensorflow.python.training.checkpoint_utils", '
-      '"load_checkpoint")',
-      "reader = checkpoint_reader.load_checkpoint(path)")
+  ours = ("def load_checkpoint(ckpt_dir_or_file):",
+          "from tf_objckpt.inspection.checkpoint_reader import load_checkpoint",
+          'TARGET = ("tensorflow.python.training.checkpoint_utils", '
+          '"load_checkpoint")',
+          "reader = checkpoint_reader.load_checkpoint(path)")
   assert all(_FILE_IO.search(line) for line in tensorflows)
   assert not any(_FILE_IO.search(line) for line in ours)
 
@@ -312,7 +319,9 @@ def test_only_the_engine_touches_checkpoint_files(path):
   if module_name(path) in _FILE_IO_MODULES:
     assert _FILE_IO.search(open(path).read())
     return
-  offending = [f"{number}: {line.strip()}" for number, line in
-               enumerate(open(path).read().split("\n"), start=1)
-               if _FILE_IO.search(line)]
+  offending = [
+      f"{number}: {line.strip()}"
+      for number, line in enumerate(open(path).read().split("\n"), start=1)
+      if _FILE_IO.search(line)
+  ]
   assert not offending, "\n".join(offending)

@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUBSET_FILE = os.path.join(ROOT, ".ci", "older_tensorflow_tests.txt")
 VERSIONS = ("2.15", "2.16")
 
@@ -36,9 +36,10 @@ def _subset():
 
 
 def _folders():
-  return sorted({os.path.relpath(os.path.dirname(path), ROOT)
-                 for path in glob.glob(os.path.join(ROOT, "tests", "*",
-                                                    "*_test.py"))})
+  return sorted({
+      os.path.relpath(os.path.dirname(path), ROOT)
+      for path in glob.glob(os.path.join(ROOT, "tests", "*", "*_test.py"))
+  })
 
 
 def test_ci_runs_the_subset_on_each_older_version():
@@ -51,9 +52,10 @@ def test_ci_runs_the_subset_on_each_older_version():
 @pytest.mark.parametrize("version", VERSIONS)
 def test_subset_names_test_files_of_every_folder(version):
   paths = _subset()[version]
-  missing = [path for path in paths
-             if not (path.endswith("_test.py")
-                     and os.path.isfile(os.path.join(ROOT, path)))]
+  missing = [
+      path for path in paths if not (path.endswith("_test.py") and
+                                     os.path.isfile(os.path.join(ROOT, path)))
+  ]
   assert not missing, f"not test files: {missing}"
   assert len(set(paths)) == len(paths)
   uncovered = set(_folders()) - {os.path.dirname(path) for path in paths}

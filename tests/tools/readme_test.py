@@ -114,11 +114,11 @@ def _readme(text):
 
 def _setup_lines(text):
   """Lines of shell blocks shown without `$ `: set-up, not run."""
-  return [line.strip()
-          for language, body, _ in _blocks(text)
-          if language in _SHELLS
-          and not _transcript(body)
-          for line in body.splitlines() if line.strip()]
+  return [
+      line.strip() for language, body, _ in _blocks(text)
+      if language in _SHELLS and not _transcript(body)
+      for line in body.splitlines() if line.strip()
+  ]
 
 
 _README = (_ROOT / "README.md").read_text()
@@ -126,17 +126,25 @@ _SNIPPETS, _COMMAND_BLOCKS = _readme(_README)
 
 
 def _normalized(output, tour):
-  lines = [line for line in output.replace(tour, _TOUR).splitlines()
-           if not _NATIVE_LOG.match(line)]
+  lines = [
+      line for line in output.replace(tour, _TOUR).splitlines()
+      if not _NATIVE_LOG.match(line)
+  ]
   return _DURATION.sub("<time>", "\n".join(lines)).strip()
 
 
 def _run(argv, cwd, tour, **kwargs):
   """Runs `argv` in `cwd`; returns its exit status and normalized output."""
   env = dict(os.environ, PYTHONPATH=str(_ROOT), PYTHONUNBUFFERED="1")
-  result = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, check=False,
-                          timeout=600, **kwargs)
+  result = subprocess.run(argv,
+                          cwd=cwd,
+                          env=env,
+                          stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT,
+                          text=True,
+                          check=False,
+                          timeout=600,
+                          **kwargs)
   return result.returncode, _normalized(result.stdout, tour)
 
 
@@ -145,8 +153,8 @@ def _run_snippet(snippet, tmp_path):
   tour = str(tmp_path / "tour")
   cwd = tmp_path / "cwd"
   cwd.mkdir(exist_ok=True)
-  return _run([sys.executable, "-c", snippet.code.replace(_TOUR, tour)],
-              cwd, tour)
+  return _run([sys.executable, "-c",
+               snippet.code.replace(_TOUR, tour)], cwd, tour)
 
 
 def _argv(command, tour):
@@ -179,8 +187,10 @@ def test_readme_has_snippets_and_commands():
 
 
 def test_the_tool_is_only_shown_in_commands_that_run():
-  assert not [line for line in _setup_lines(_README)
-              if "tf-objckpt" in line or "-m tf_objckpt" in line]
+  assert not [
+      line for line in _setup_lines(_README)
+      if "tf-objckpt" in line or "-m tf_objckpt" in line
+  ]
 
 
 _CONVENTIONS = """
@@ -220,18 +230,22 @@ import tf_objckpt
 
 def test_conventions_are_read_and_run_as_documented(tmp_path):
   snippets, command_blocks = _readme(_CONVENTIONS)
-  assert snippets == [Snippet('print("saved")\n', "saved\n"),
-                      Snippet("import tf_objckpt\n", "")]
-  assert command_blocks == [Commands(
-      snippets[0], {"train.py": '# train.py\nprint("trained")\n'},
-      [("python train.py", "trained"),
-       ("""python -c "print('/tmp/tour/ckpt', 'took 0.5 s')\"""",
-        "/tmp/tour/ckpt took 0.25 s")])]
+  assert snippets == [
+      Snippet('print("saved")\n', "saved\n"),
+      Snippet("import tf_objckpt\n", "")
+  ]
+  assert command_blocks == [
+      Commands(snippets[0], {"train.py": '# train.py\nprint("trained")\n'},
+               [("python train.py", "trained"),
+                ("""python -c "print('/tmp/tour/ckpt', 'took 0.5 s')\"""",
+                 "/tmp/tour/ckpt took 0.25 s")])
+  ]
   assert _setup_lines(_CONVENTIONS) == ["pip install ."]
   _check_commands(command_blocks[0], tmp_path)
 
 
-@pytest.mark.parametrize("snippet", _SNIPPETS,
+@pytest.mark.parametrize("snippet",
+                         _SNIPPETS,
                          ids=[f"snippet{i}" for i in range(len(_SNIPPETS))])
 def test_snippet_prints_what_the_readme_shows(snippet, tmp_path):
   status, output = _run_snippet(snippet, tmp_path)
@@ -240,7 +254,8 @@ def test_snippet_prints_what_the_readme_shows(snippet, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "block", _COMMAND_BLOCKS,
+    "block",
+    _COMMAND_BLOCKS,
     ids=[f"commands{i}" for i in range(len(_COMMAND_BLOCKS))])
 def test_commands_print_what_the_readme_shows(block, tmp_path):
   _check_commands(block, tmp_path)

@@ -56,19 +56,35 @@ def _path_with(tmp_path, pythons):
 
 def _setup(tmp_path, pythons, **env):
   venv = tmp_path / "venv"
-  result = subprocess.run(
-      ["/bin/bash", _SCRIPT], capture_output=True, text=True, timeout=60,
-      check=False, env={"PATH": _path_with(tmp_path, pythons),
-                        "TF_OBJCKPT_VENV": str(venv), **env})
+  result = subprocess.run(["/bin/bash", _SCRIPT],
+                          capture_output=True,
+                          text=True,
+                          timeout=60,
+                          check=False,
+                          env={
+                              "PATH": _path_with(tmp_path, pythons),
+                              "TF_OBJCKPT_VENV": str(venv),
+                              **env
+                          })
   made_by = venv / "made_by"
   return result, made_by.read_text().strip() if made_by.exists() else None
 
 
 @pytest.mark.parametrize("pythons,chosen", [
-    ({"python3.12": "3.12", "python3.11": "3.11"}, "python3.11"),
-    ({"python3.12": "3.12"}, "python3.12"),
-    ({"python3.13": "3.13", "python3": "3.13"}, "python3.13"),
-    ({"python3": "3.11"}, "python3"),
+    ({
+        "python3.12": "3.12",
+        "python3.11": "3.11"
+    }, "python3.11"),
+    ({
+        "python3.12": "3.12"
+    }, "python3.12"),
+    ({
+        "python3.13": "3.13",
+        "python3": "3.13"
+    }, "python3.13"),
+    ({
+        "python3": "3.11"
+    }, "python3"),
 ])
 def test_any_python_the_pinned_tensorflow_supports(tmp_path, pythons, chosen):
   result, made_by = _setup(tmp_path, pythons)
@@ -79,8 +95,11 @@ def test_any_python_the_pinned_tensorflow_supports(tmp_path, pythons, chosen):
   assert pip.startswith("-m pip install -q -e .[test] tensorflow==2.21.0")
 
 
-@pytest.mark.parametrize("pythons,pins", [
-    ({"python3": "3.9"}, None), ({"python3.12": "3.12"}, _PINS_2_15)])
+@pytest.mark.parametrize("pythons,pins", [({
+    "python3": "3.9"
+}, None), ({
+    "python3.12": "3.12"
+}, _PINS_2_15)])
 def test_no_supported_python_is_an_error_naming_them(tmp_path, pythons, pins):
   env = {"TF_OBJCKPT_PINS": pins} if pins else {}
   result, made_by = _setup(tmp_path, pythons, **env)
@@ -91,8 +110,11 @@ def test_no_supported_python_is_an_error_naming_them(tmp_path, pythons, pins):
 
 
 def test_python_named_by_the_user(tmp_path):
-  result, made_by = _setup(tmp_path, {"python3.11": "3.11",
-                                      "mypython": "3.12"}, PYTHON="mypython")
+  result, made_by = _setup(tmp_path, {
+      "python3.11": "3.11",
+      "mypython": "3.12"
+  },
+                           PYTHON="mypython")
   assert result.returncode == 0, result.stderr
   assert made_by == "mypython"
 

@@ -22,31 +22,41 @@ _STATUS_METHODS = ("assert_consumed", "assert_existing_objects_matched",
                    "assert_nontrivial_match", "expect_partial",
                    "run_restore_ops", "initialize_or_restore", "report")
 _METHODS = {
-    "checkpoint.Checkpoint": ("__init__", "write", "save", "read", "restore",
-                              "sync"),
+    "checkpoint.Checkpoint":
+        ("__init__", "write", "save", "read", "restore", "sync"),
     "checkpoint.CheckpointV1": ("__init__", "write", "save", "restore"),
     "checkpoint.CheckpointOptions": ("__init__",),
     "checkpoint.TrackableSaver": ("__init__", "save", "restore"),
     "checkpoint.CheckpointLoadStatus": _STATUS_METHODS,
     "checkpoint.InitializationOnlyStatus": _STATUS_METHODS,
     "checkpoint.NameBasedSaverStatus": _STATUS_METHODS,
-    "checkpoint_management.CheckpointManager": (
-        "__init__", "save", "restore_or_initialize", "sync"),
+    "checkpoint_management.CheckpointManager":
+        ("__init__", "save", "restore_or_initialize", "sync"),
     "saver.Saver": ("__init__", "build", "save", "restore"),
     "ParallelShardsPolicy": ("__init__", "__call__"),
 }
 # The functions of the public API.
 _FUNCTIONS = (
-    "checkpoint.streaming_restore", "checkpoint.frozen_saver",
-    "checkpoint.saver_with_op_caching", "checkpoint.object_metadata",
-    "checkpoint.list_objects", "checkpoint.gather_initializers",
-    "checkpoint.add_variable", "checkpoint.capture_dependencies",
-    "checkpoint_utils.load_checkpoint", "checkpoint_utils.list_variables",
-    "checkpoint_utils.load_variable", "checkpoint_utils.checkpoints_iterator",
+    "checkpoint.streaming_restore",
+    "checkpoint.frozen_saver",
+    "checkpoint.saver_with_op_caching",
+    "checkpoint.object_metadata",
+    "checkpoint.list_objects",
+    "checkpoint.gather_initializers",
+    "checkpoint.add_variable",
+    "checkpoint.capture_dependencies",
+    "checkpoint_utils.load_checkpoint",
+    "checkpoint_utils.list_variables",
+    "checkpoint_utils.load_variable",
+    "checkpoint_utils.checkpoints_iterator",
     "checkpoint_utils.wait_for_new_checkpoint",
-    "checkpoint_utils.init_from_checkpoint", "saver.import_meta_graph",
-    "saver.export_meta_graph", "patch_tensorflow", "unpatch_tensorflow",
-    "tools.cli.main", "tools.cli.run",
+    "checkpoint_utils.init_from_checkpoint",
+    "saver.import_meta_graph",
+    "saver.export_meta_graph",
+    "patch_tensorflow",
+    "unpatch_tensorflow",
+    "tools.cli.main",
+    "tools.cli.run",
 )
 
 
@@ -61,8 +71,9 @@ def _unannotated(function):
   signature = inspect.signature(function)
   missing = [
       name for name, parameter in signature.parameters.items()
-      if name not in ("self", "cls") and
-      parameter.annotation is inspect.Parameter.empty]
+      if name not in ("self",
+                      "cls") and parameter.annotation is inspect.Parameter.empty
+  ]
   if signature.return_annotation is inspect.Signature.empty:
     missing.append("return")
   return missing
@@ -76,8 +87,7 @@ def test_public_functions_are_annotated(dotted):
 @pytest.mark.parametrize("dotted", sorted(_METHODS))
 def test_public_methods_are_annotated(dotted):
   cls = _resolve(dotted)
-  missing = {name: _unannotated(getattr(cls, name))
-             for name in _METHODS[dotted]}
+  missing = {name: _unannotated(getattr(cls, name)) for name in _METHODS[dotted]}
   assert not {name: m for name, m in missing.items() if m}, dotted
 
 

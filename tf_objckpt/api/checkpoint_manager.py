@@ -80,16 +80,17 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
   constructor never runs.
   """
 
-  def __init__(self,  # pylint: disable=super-init-not-called
-               checkpoint: Any,
-               directory: Union[str, os.PathLike],
-               max_to_keep: Optional[int],
-               keep_checkpoint_every_n_hours: Optional[float] = None,
-               checkpoint_name: str = "ckpt",
-               step_counter: Any = None,
-               checkpoint_interval: Optional[int] = None,
-               init_fn: Optional[Callable[[], Any]] = None,
-               last_checkpoint_step: Optional[int] = None) -> None:
+  def __init__(
+      self,  # pylint: disable=super-init-not-called
+      checkpoint: Any,
+      directory: Union[str, os.PathLike],
+      max_to_keep: Optional[int],
+      keep_checkpoint_every_n_hours: Optional[float] = None,
+      checkpoint_name: str = "ckpt",
+      step_counter: Any = None,
+      checkpoint_interval: Optional[int] = None,
+      init_fn: Optional[Callable[[], Any]] = None,
+      last_checkpoint_step: Optional[int] = None) -> None:
     """Creates a manager for the checkpoints of `checkpoint` in `directory`.
 
     Args:
@@ -135,8 +136,9 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     # disk, unless a save replaces them.
     self._damaged: set[str] = set()
     self._recover_state()
-    leftovers.remove_stale(self._checkpoint_prefix, keep=self._listed_names(),
-                        state_file=state_file.STATE_FILENAME)
+    leftovers.remove_stale(self._checkpoint_prefix,
+                           keep=self._listed_names(),
+                           state_file=state_file.STATE_FILENAME)
 
   def _recover_state(self):
     """Loads the managed checkpoints from the directory's state file."""
@@ -153,10 +155,9 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       logging.warning(
           "time.time() returned a value %f seconds behind the last preserved "
           "checkpoint timestamp." % (state.last_preserved_timestamp - now))
-    retained = retention.after_restart(
-        state.all_model_checkpoint_paths,
-        state.all_model_checkpoint_timestamps,
-        state.last_preserved_timestamp, now)
+    retained = retention.after_restart(state.all_model_checkpoint_paths,
+                                       state.all_model_checkpoint_timestamps,
+                                       state.last_preserved_timestamp, now)
     self._maybe_delete.update(retained.active)
     self._last_preserved_timestamp = retained.last_preserved_timestamp
 
@@ -192,9 +193,11 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
 
   def _listed_names(self):
     """Names of the checkpoints the state file lists, or found damaged."""
-    return {os.path.basename(path) for path in
-            list(self._maybe_delete) + [self._latest_checkpoint] if path
-            } | self._damaged
+    return {
+        os.path.basename(path)
+        for path in list(self._maybe_delete) + [self._latest_checkpoint]
+        if path
+    } | self._damaged
 
   def _check_state_unchanged(self):
     """Raises if another writer changed the state file since we saw it.
@@ -220,9 +223,12 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     """Writes the manager's state to the directory's state file."""
     paths, timestamps = zip(*self._maybe_delete.items())
     self._state_seen = state_file.write_state(
-        self._directory, model_checkpoint_path=self._latest_checkpoint,
-        all_model_checkpoint_paths=paths, latest_filename=None,
-        save_relative_paths=True, all_model_checkpoint_timestamps=timestamps,
+        self._directory,
+        model_checkpoint_path=self._latest_checkpoint,
+        all_model_checkpoint_paths=paths,
+        latest_filename=None,
+        save_relative_paths=True,
+        all_model_checkpoint_timestamps=timestamps,
         last_preserved_timestamp=self._last_preserved_timestamp,
         durable=durable)
 
@@ -239,9 +245,10 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     write fails, the manager forgets the checkpoint too.
     """
     self._remove_rest_of_damaged(save_path)
-    retained = retention.after_save(
-        self._maybe_delete.items(), (save_path, time.time()),
-        self._last_preserved_timestamp, self._retention)
+    retained = retention.after_save(self._maybe_delete.items(),
+                                    (save_path, time.time()),
+                                    self._last_preserved_timestamp,
+                                    self._retention)
     previous = (self._maybe_delete, self._latest_checkpoint,
                 self._last_preserved_timestamp)
     self._maybe_delete = collections.OrderedDict(retained.active)
@@ -332,8 +339,7 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       return transaction.run(lambda prefix: writer(prefix, options=options))
     options = copy.copy(options)
     options.experimental_write_callbacks = (
-        list(options.experimental_write_callbacks or []) +
-        [transaction.finish])
+        list(options.experimental_write_callbacks or []) + [transaction.finish])
     return transaction.start(lambda prefix: writer(prefix, options=options))
 
   def _due(self, check_interval):
@@ -350,7 +356,9 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     return True, step
 
   @save_transaction.one_save_at_a_time
-  def save(self, checkpoint_number: Any = None, check_interval: bool = True,
+  def save(self,
+           checkpoint_number: Any = None,
+           check_interval: bool = True,
            options: Options = None) -> Optional[str]:
     """Writes a new checkpoint and deletes the ones no longer kept.
 
@@ -388,10 +396,12 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         checkpoint_number = counter
       if not isinstance(checkpoint_number, (numbers.Integral, np.integer)):
         checkpoint_number = int(_evaluate(checkpoint_number))
-      plan = save_transaction.planned(
-          save_transaction.numbered(self._prefix, checkpoint_number), options,
-          base=self._prefix, keep=frozenset(self._listed_names()),
-          state_file=state_file.STATE_FILENAME)
+      plan = save_transaction.planned(save_transaction.numbered(
+          self._prefix, checkpoint_number),
+                                      options,
+                                      base=self._prefix,
+                                      keep=frozenset(self._listed_names()),
+                                      state_file=state_file.STATE_FILENAME)
       return self._write(plan, options)
 
   def restore_or_initialize(self) -> Optional[str]:
@@ -416,8 +426,8 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       The newest checkpoint's error if every checkpoint is damaged; at once,
       the error of a restore failing for another reason (a shape mismatch).
     """
-    restore_newest_intact = getattr(self._checkpoint,
-                                    "_restore_newest_intact", None)
+    restore_newest_intact = getattr(self._checkpoint, "_restore_newest_intact",
+                                    None)
     if restore_newest_intact is None:
       restored = self._latest_checkpoint
       if restored is not None:

@@ -45,8 +45,8 @@ def _version(prefix):
   """
   index_file = bundle_index.index_file_name(prefix)
   stamps = []
-  for path in [index_file, prefix] + file_io.get_matching_files(
-      prefix + ".data-*"):
+  for path in [index_file, prefix
+              ] + file_io.get_matching_files(prefix + ".data-*"):
     try:
       stat = file_io.stat(path)
     except errors.NotFoundError:
@@ -112,19 +112,18 @@ class _Watch:
     problems = self_healing.damage(prefix)
     if problems:
       self._damaged.add(version)
-      _warn_skipped(prefix, "it is damaged: " +
-                    self_healing.summary(problems))
+      _warn_skipped(prefix, "it is damaged: " + self_healing.summary(problems))
       return None
     return prefix
 
   def _warn_if_passed_over(self, latest):
     """Warns once about an unfinished checkpoint the state file moved past."""
-    if self._pending is not None and latest not in (None,
-                                                    self._pending[0]):
+    if self._pending is not None and latest not in (None, self._pending[0]):
       prefix, why = self._pending
       self._pending = None
-      _warn_skipped(prefix, f"its save did not finish before a newer "
-                    f"checkpoint was named ({why})")
+      _warn_skipped(
+          prefix, f"its save did not finish before a newer "
+          f"checkpoint was named ({why})")
 
   def wait(self, last_checkpoint, seconds_to_sleep, timeout):
     """The next new checkpoint, polling every `seconds_to_sleep`, or None.
@@ -158,12 +157,12 @@ def wait_for_new_checkpoint(checkpoint_dir: Union[str, os.PathLike],
   Returns:
     The new checkpoint's prefix, or None if the timeout was reached.
   """
-  return _Watch(checkpoint_dir).wait(last_checkpoint, seconds_to_sleep,
-                                     timeout)
+  return _Watch(checkpoint_dir).wait(last_checkpoint, seconds_to_sleep, timeout)
 
 
 def checkpoints_iterator(
-    checkpoint_dir: Union[str, os.PathLike], min_interval_secs: float = 0,
+    checkpoint_dir: Union[str, os.PathLike],
+    min_interval_secs: float = 0,
     timeout: Optional[float] = None,
     timeout_fn: Optional[Callable[[], bool]] = None) -> Iterator[str]:
   """Yields each new finished, intact checkpoint of `checkpoint_dir`.

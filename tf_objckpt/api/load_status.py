@@ -65,8 +65,10 @@ class LoadStatus(abc.ABC):
 
 def objects_with_values(objects):
   """The objects that save values of their own (not only dependencies)."""
-  return [obj for obj in objects
-          if trackable_saveables.saveable_objects_from_trackable(obj)]
+  return [
+      obj for obj in objects
+      if trackable_saveables.saveable_objects_from_trackable(obj)
+  ]
 
 
 def describe_objects(graph_view, objects):
@@ -131,39 +133,48 @@ class CheckpointLoadStatus(LoadStatus):
     self.assert_existing_objects_matched()
     skipped = checkpoint.skipped_slot_node_ids()
     unresolved = [
-        node_id for node_id, node in enumerate(
-            checkpoint.object_graph_proto.nodes)
+        node_id
+        for node_id, node in enumerate(checkpoint.object_graph_proto.nodes)
         if node.attributes and node_id not in skipped and
-        checkpoint.objects_by_node_id.get(node_id) is None]
+        checkpoint.objects_by_node_id.get(node_id) is None
+    ]
     if unresolved:
       values = self._values(unresolved)
-      first = object_graph_check.NodePaths(checkpoint.object_graph_proto)[
-          unresolved[0]]
-      raise AssertionError(restore_report.listing(
-          f"Unresolved object in checkpoint {first}: "
-          f"{restore_report.count_text(len(values), 'value')} in checkpoint "
-          f"{self._save_path!r} {'was' if len(values) == 1 else 'were'} not "
-          "restored (no object of the program matched them):", values))
+      first = object_graph_check.NodePaths(
+          checkpoint.object_graph_proto)[unresolved[0]]
+      raise AssertionError(
+          restore_report.listing(
+              f"Unresolved object in checkpoint {first}: "
+              f"{restore_report.count_text(len(values), 'value')} in checkpoint "
+              f"{self._save_path!r} {'was' if len(values) == 1 else 'were'} not "
+              "restored (no object of the program matched them):", values))
     if checkpoint.slots_by_variable:
       names = self._node_paths()
-      slots = [f"{names[slot.slot_variable_id]}" for slot_list
-               in checkpoint.slots_by_variable.values() for slot in slot_list]
-      raise AssertionError(restore_report.listing(
-          "Unresolved slot restorations: "
-          f"{restore_report.count_text(len(slots), 'slot variable')} wait for "
-          "their variable or optimizer:", slots))
+      slots = [
+          f"{names[slot.slot_variable_id]}"
+          for slot_list in checkpoint.slots_by_variable.values()
+          for slot in slot_list
+      ]
+      raise AssertionError(
+          restore_report.listing(
+              "Unresolved slot restorations: "
+              f"{restore_report.count_text(len(slots), 'slot variable')} wait for "
+              "their variable or optimizer:", slots))
     if checkpoint.unused_attributes:
       unused = checkpoint.unused_attributes
       names = object_graph_check.NodePaths(checkpoint.object_graph_proto)
       attributes = self._attributes(sorted(unused), only=unused)
       values = self._values(sorted(unused), only=unused)
-      lines = [f"{names[node_id]}: {value}"  # "(root).v1: v1 .b () float32"
-               for (node_id, _), value in zip(attributes, values)]
-      raise AssertionError(restore_report.listing(
-          "Unused attributes in these objects (the attributes exist in the "
-          f"checkpoint but were not restored): in checkpoint "
-          f"{self._save_path!r}, "
-          f"{restore_report.count_text(len(lines), 'value')}:", lines))
+      lines = [
+          f"{names[node_id]}: {value}"  # "(root).v1: v1 .b () float32"
+          for (node_id, _), value in zip(attributes, values)
+      ]
+      raise AssertionError(
+          restore_report.listing(
+              "Unused attributes in these objects (the attributes exist in the "
+              f"checkpoint but were not restored): in checkpoint "
+              f"{self._save_path!r}, "
+              f"{restore_report.count_text(len(lines), 'value')}:", lines))
     return self
 
   @property
@@ -198,9 +209,10 @@ class CheckpointLoadStatus(LoadStatus):
     for node_id, attribute in self._attributes(node_ids, only, excluding):
       key = attribute.checkpoint_key
       dtype = checkpoint_values.dtypes.get(key)
-      values.append(restore_report.ReportedValue(
-          names[node_id], key, checkpoint_values.shapes.get(key),
-          dtype.name if dtype is not None else None, attribute.name))
+      values.append(
+          restore_report.ReportedValue(
+              names[node_id], key, checkpoint_values.shapes.get(key),
+              dtype.name if dtype is not None else None, attribute.name))
     return values
 
   def _bound_node_ids(self):
@@ -210,10 +222,14 @@ class CheckpointLoadStatus(LoadStatus):
 
   def restored_shapes_and_dtypes(self):
     checkpoint_values = self._checkpoint.values
-    keys = [attribute.checkpoint_key for _, attribute in self._attributes(
-        self._bound_node_ids(), excluding=self._checkpoint.unused_attributes)]
+    keys = [
+        attribute.checkpoint_key for _, attribute in self._attributes(
+            self._bound_node_ids(),
+            excluding=self._checkpoint.unused_attributes)
+    ]
     return [(checkpoint_values.shapes.get(key), checkpoint_values.dtypes[key])
-            for key in keys if key in checkpoint_values.dtypes]
+            for key in keys
+            if key in checkpoint_values.dtypes]
 
   def report(self) -> restore_report.RestoreReport:
     """What this restore matched so far, as a `RestoreReport`."""
@@ -222,9 +238,10 @@ class CheckpointLoadStatus(LoadStatus):
     bound = self._bound_node_ids()
     unused = checkpoint.unused_attributes
     restored = self._values(sorted(bound), excluding=unused)
-    unmatched = self._values(
-        [node_id for node_id in range(len(checkpoint.object_graph_proto.nodes))
-         if node_id not in bound and node_id not in skipped])
+    unmatched = self._values([
+        node_id for node_id in range(len(checkpoint.object_graph_proto.nodes))
+        if node_id not in bound and node_id not in skipped
+    ])
     unmatched += self._values(sorted(unused), only=unused)
     self._see_objects()
     return restore_report.RestoreReport(
@@ -253,28 +270,33 @@ class CheckpointLoadStatus(LoadStatus):
     checkpoint.raise_mismatch()
     not_assigned = [
         node_id for node_id, trackable in checkpoint.objects_by_node_id.items()
-        if trackable._update_uid < checkpoint.restore_uid]  # pylint: disable=protected-access
+        if trackable._update_uid < checkpoint.restore_uid
+    ]  # pylint: disable=protected-access
     if not_assigned:
       names = self._node_paths()
-      raise AssertionError(restore_report.listing(
-          f"Object {names[min(not_assigned)]} not assigned a value from "
-          f"checkpoint {self._save_path!r}; objects not assigned:",
-          [names[node_id] for node_id in sorted(not_assigned)]))
+      raise AssertionError(
+          restore_report.listing(
+              f"Object {names[min(not_assigned)]} not assigned a value from "
+              f"checkpoint {self._save_path!r}; objects not assigned:",
+              [names[node_id] for node_id in sorted(not_assigned)]))
     self._see_objects()
     unmatched = self._unmatched_objects()
     if unmatched:
-      raise AssertionError(restore_report.listing(
-          f"Found {len(unmatched)} Python objects that were not bound to "
-          "checkpointed values, likely due to changes in the Python program "
-          f"(checkpoint {self._save_path!r}):",
-          describe_objects(self._graph_view, unmatched)))
+      raise AssertionError(
+          restore_report.listing(
+              f"Found {len(unmatched)} Python objects that were not bound to "
+              "checkpointed values, likely due to changes in the Python program "
+              f"(checkpoint {self._save_path!r}):",
+              describe_objects(self._graph_view, unmatched)))
     return self
 
   def _unmatched_objects(self):
     bound = identity_containers.ObjectIdentitySet(
         self._checkpoint.objects_by_node_id.values())
-    return [obj for obj in objects_with_values(
-        self._checkpoint.seen_objects) if obj not in bound]
+    return [
+        obj for obj in objects_with_values(self._checkpoint.seen_objects)
+        if obj not in bound
+    ]
 
   def assert_nontrivial_match(self) -> "CheckpointLoadStatus":
     """Asserts that something besides the root object matched."""
@@ -285,12 +307,13 @@ class CheckpointLoadStatus(LoadStatus):
     if len(self._checkpoint.objects_by_node_id) <= 1:
       unmatched = self._unmatched_objects()
       if unmatched:
-        raise AssertionError(restore_report.listing(
-            "Nothing except the root object matched a checkpointed value. "
-            "Typically this means that the checkpoint does not match the "
-            f"Python program: checkpoint {self._save_path!r} probably comes "
-            "from another program. Objects without a checkpointed value:",
-            describe_objects(self._graph_view, unmatched)))
+        raise AssertionError(
+            restore_report.listing(
+                "Nothing except the root object matched a checkpointed value. "
+                "Typically this means that the checkpoint does not match the "
+                f"Python program: checkpoint {self._save_path!r} probably comes "
+                "from another program. Objects without a checkpointed value:",
+                describe_objects(self._graph_view, unmatched)))
       raise AssertionError(
           "Nothing to load. No dependencies have been added to "
           f"{self._graph_view.root} yet.")
@@ -310,8 +333,8 @@ class CheckpointLoadStatus(LoadStatus):
     try:
       self._run_restore_ops(session)
     except (errors.DataLossError, errors.OutOfRangeError) as e:
-      raise named_restores.damage_named(
-          self._checkpoint.values.save_path, e) from e
+      raise named_restores.damage_named(self._checkpoint.values.save_path,
+                                        e) from e
 
   def _run_restore_ops(self, session):
     try:
@@ -336,9 +359,11 @@ class CheckpointLoadStatus(LoadStatus):
     bound = identity_containers.ObjectIdentitySet(
         self._checkpoint.objects_by_node_id.values())
     initializers = [
-        obj.initializer for obj in self._graph_view.list_objects()
+        obj.initializer
+        for obj in self._graph_view.list_objects()
         if hasattr(obj, "initializer") and obj not in bound and
-        getattr(obj, "_update_uid", restore_uid - 1) < restore_uid]
+        getattr(obj, "_update_uid", restore_uid - 1) < restore_uid
+    ]
     self.run_restore_ops(session=session)
     session.run(initializers)
 
@@ -388,7 +413,9 @@ class InitializationOnlyStatus(LoadStatus):
     if context.executing_eagerly():
       return
     initializers = [
-        obj.initializer for obj in self._graph_view.list_objects()
+        obj.initializer
+        for obj in self._graph_view.list_objects()
         if getattr(obj, "initializer", None) is not None and
-        getattr(obj, "_update_uid", self._restore_uid - 1) < self._restore_uid]
+        getattr(obj, "_update_uid", self._restore_uid - 1) < self._restore_uid
+    ]
     sessions.default_session(session, "initialize").run(initializers)

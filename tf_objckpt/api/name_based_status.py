@@ -58,11 +58,12 @@ class NameBasedSaverStatus(load_status.LoadStatus):
     leftover = optimizers.leftover_keys(
         {value.key for value in report.restored})
     if leftover:
-      raise AssertionError(restore_report.listing(
-          f"{restore_report.count_text(len(leftover), 'v1 optimizer value')}"
-          f" in checkpoint {self._checkpoint.save_path!r} found no Keras 3 "
-          "optimizer variable:",
-          [value for value in report.unmatched if value.key in leftover]))
+      raise AssertionError(
+          restore_report.listing(
+              f"{restore_report.count_text(len(leftover), 'v1 optimizer value')}"
+              f" in checkpoint {self._checkpoint.save_path!r} found no Keras 3 "
+              "optimizer variable:",
+              [value for value in report.unmatched if value.key in leftover]))
     return self
 
   def assert_existing_objects_matched(self) -> "NameBasedSaverStatus":
@@ -70,27 +71,30 @@ class NameBasedSaverStatus(load_status.LoadStatus):
     unused = self._unused_attributes()
     if unused:
       described = load_status.describe_objects(self._graph_view,
-                                    [obj for obj, _ in unused])
-      raise AssertionError(restore_report.listing(
-          "Some objects had attributes which were not restored: "
-          f"{restore_report.count_text(len(unused), 'object')} found no "
-          f"value in checkpoint "
-          f"{self._checkpoint.save_path!r} for these names:",
-          [f"{text}: {', '.join(attributes)}"
-           for text, (_, attributes) in zip(described, unused)]))
+                                               [obj for obj, _ in unused])
+      raise AssertionError(
+          restore_report.listing(
+              "Some objects had attributes which were not restored: "
+              f"{restore_report.count_text(len(unused), 'object')} found no "
+              f"value in checkpoint "
+              f"{self._checkpoint.save_path!r} for these names:", [
+                  f"{text}: {', '.join(attributes)}"
+                  for text, (_, attributes) in zip(described, unused)
+              ]))
     not_restored = self._objects_not_restored()
     if not_restored:
-      raise AssertionError(restore_report.listing(
-          "Object not restored: "
-          f"{restore_report.count_text(len(not_restored), 'object')} got no "
-          "value "
-          f"from checkpoint {self._checkpoint.save_path!r}:",
-          load_status.describe_objects(self._graph_view, not_restored)))
+      raise AssertionError(
+          restore_report.listing(
+              "Object not restored: "
+              f"{restore_report.count_text(len(not_restored), 'object')} got no "
+              "value "
+              f"from checkpoint {self._checkpoint.save_path!r}:",
+              load_status.describe_objects(self._graph_view, not_restored)))
     return self
 
   def _unused_attributes(self):
-    return [(obj, attributes) for obj, attributes
-            in self._checkpoint.unused_attributes.items()
+    return [(obj, attributes)
+            for obj, attributes in self._checkpoint.unused_attributes.items()
             if obj not in self._optionally_restored]
 
   def _objects_not_restored(self):
@@ -118,22 +122,32 @@ class NameBasedSaverStatus(load_status.LoadStatus):
       for saveable in checkpoint.globally_named_object_attributes(
           obj, record_unused=False):
         notes = getattr(saveable, "notes", {})
-        restored.extend(restore_report.ReportedValue(
-            path or "(root)", spec.name, values.shapes.get(spec.name),
-            values.dtypes[spec.name].name, note=notes.get(spec.name))
-                        for spec in saveable.specs
-                        if spec.name in values.dtypes)
+        restored.extend(
+            restore_report.ReportedValue(path or "(root)",
+                                         spec.name,
+                                         values.shapes.get(spec.name),
+                                         values.dtypes[spec.name].name,
+                                         note=notes.get(spec.name))
+            for spec in saveable.specs
+            if spec.name in values.dtypes)
     restored_keys = {value.key for value in restored}
     unplaced = checkpoint.optimizers.unplaced
-    unmatched = [restore_report.ReportedValue(
-        key, key, values.shapes[key], values.dtypes[key].name,
-        note=unplaced.get(key))
-                 for key in sorted(values.dtypes) if key not in restored_keys]
+    unmatched = [
+        restore_report.ReportedValue(key,
+                                     key,
+                                     values.shapes[key],
+                                     values.dtypes[key].name,
+                                     note=unplaced.get(key))
+        for key in sorted(values.dtypes)
+        if key not in restored_keys
+    ]
     without = [obj for obj, _ in self._unused_attributes()]
     listed = identity_containers.ObjectIdentitySet(without)
-    without += [obj for obj in load_status.objects_with_values(
-        self._objects_not_restored())
-                if obj not in listed and obj not in self._optionally_restored]
+    without += [
+        obj
+        for obj in load_status.objects_with_values(self._objects_not_restored())
+        if obj not in listed and obj not in self._optionally_restored
+    ]
     return restore_report.RestoreReport(
         checkpoint.save_path, tuple(restored), tuple(unmatched),
         tuple(load_status.describe_objects(self._graph_view, without)))
@@ -149,8 +163,7 @@ class NameBasedSaverStatus(load_status.LoadStatus):
       if obj._update_uid >= self._checkpoint.restore_uid:  # pylint: disable=protected-access
         continue
       obj._update_uid = self._checkpoint.restore_uid  # pylint: disable=protected-access
-      saveables.extend(
-          self._checkpoint.globally_named_object_attributes(obj))
+      saveables.extend(self._checkpoint.globally_named_object_attributes(obj))
     return saveables
 
   def run_restore_ops(self, session: Session = None) -> None:
@@ -184,14 +197,12 @@ def restore_by_names(save_path, reader, graph_view, assignment_map=None):
   name_based.conversion_hint.log_once(save_path)
   keys = reader.get_variable_to_shape_map().keys()
   if not context.executing_eagerly():
-    return NameBasedSaverStatus(
-        name_based.NameBasedRestoreCoordinator(
-            save_path, keys, _objects_below, assignment_map=assignment_map),
-        graph_view=graph_view)
+    return NameBasedSaverStatus(name_based.NameBasedRestoreCoordinator(
+        save_path, keys, _objects_below, assignment_map=assignment_map),
+                                graph_view=graph_view)
   coordinator = name_based.NameBasedRestoreCoordinator(
       save_path, keys, _objects_below,
-      reads.CheckpointValues(save_path, reader, save_path),
-      assignment_map)
+      reads.CheckpointValues(save_path, reader, save_path), assignment_map)
   objects = graph_view.list_objects()
   for obj in objects:
     obj._maybe_initialize_trackable()  # pylint: disable=protected-access

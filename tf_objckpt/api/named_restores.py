@@ -126,9 +126,11 @@ def _newest_intact_listed(save_path):
     return None, False
   if state is None:
     return None, False
-  listed = list(dict.fromkeys(
-      [state.model_checkpoint_path,
-       *reversed(state.all_model_checkpoint_paths)]))
+  listed = list(
+      dict.fromkeys([
+          state.model_checkpoint_path,
+          *reversed(state.all_model_checkpoint_paths)
+      ]))
   names = [state_file.comparable(path) for path in listed]
   named = state_file.comparable(save_path)
   position = names.index(named) if named in names else None

@@ -58,8 +58,8 @@ def _check_trackable(name, value, accept_weak_references):
   if not isinstance(value, (tf_base.Trackable, def_function.Function)):
     # TensorFlow's phrases: `CheckpointV1` (no weak references) does not
     # name the argument.
-    expecting = (f"{name} to be a trackable object" if accept_weak_references
-                 else "a trackable object")
+    expecting = (f"{name} to be a trackable object"
+                 if accept_weak_references else "a trackable object")
     raise ValueError(
         f"`Checkpoint` was expecting {expecting} (an object derived from "
         f"`Trackable`), got {value!r} of type {type(value).__name__}, for "
@@ -83,7 +83,8 @@ def _assign_trackable_arguments(checkpoint, kwargs):
       value = value.value  # Tracked all the same, as TensorFlow does.
     setattr(checkpoint, name, value)
     assigned[name] = _check_trackable(
-        name, getattr(checkpoint, name),
+        name,
+        getattr(checkpoint, name),
         accept_weak_references=checkpoint._ACCEPTS_WEAK_REFERENCES)  # pylint: disable=protected-access
   return assigned
 
@@ -108,9 +109,11 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
     if self._save_counter is None:
       with ops.device("/cpu:0"):
         self._save_counter = wrapping.NoDependency(
-            variable_creation.add_variable(
-                self, name="save_counter", initializer=0, dtype=dtypes.int64,
-                trainable=False))
+            variable_creation.add_variable(self,
+                                           name="save_counter",
+                                           initializer=0,
+                                           dtype=dtypes.int64,
+                                           trainable=False))
       self._attach_save_counter()
 
   def _attach_save_counter(self):
@@ -148,14 +151,18 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
     if getattr(options, "durable", False):
       commit.check_durable(file_prefix)
     count, session = self._count_save(file_prefix, session, options)
-    plan = save_transaction.planned(
-        save_transaction.numbered(file_prefix, count), options,
-        base=file_prefix, state_file=state_file.STATE_FILENAME,
-        make_directory=True)
-    return self._save_planned(
-        plan, options, session=session,
-        record=functools.partial(save_transaction.record_latest,
-                                 durable=plan.durable))
+    plan = save_transaction.planned(save_transaction.numbered(
+        file_prefix, count),
+                                    options,
+                                    base=file_prefix,
+                                    state_file=state_file.STATE_FILENAME,
+                                    make_directory=True)
+    return self._save_planned(plan,
+                              options,
+                              session=session,
+                              record=functools.partial(
+                                  save_transaction.record_latest,
+                                  durable=plan.durable))
 
   def _save_planned(self, plan, options, session=None, record=None):
     """Runs the rest of a save planned by `save`, `write` or a manager.
@@ -180,11 +187,11 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
       The path the save writes.
     """
     snapshot = self._saver.snapshot()
-    plan = dataclasses.replace(
-        plan, prefix=save_transaction.path_string(plan.prefix))
+    plan = dataclasses.replace(plan,
+                               prefix=save_transaction.path_string(plan.prefix))
     transaction = save_transaction.SaveTransaction(plan, record)
-    self._async_writer().start(lambda: transaction.run(
-        lambda prefix: snapshot.write(prefix, options)))
+    self._async_writer().start(
+        lambda: transaction.run(lambda prefix: snapshot.write(prefix, options)))
     return plan.prefix
 
   def _count_save(self, file_prefix, session, options):
@@ -206,8 +213,8 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
           "tf.train.Checkpoint.write(), a lower-level API which does not "
           "update metadata. tf.train.latest_checkpoint and related APIs will "
           "not see this checkpoint.")
-    session = sessions.default_session(
-        session, f"save checkpoint to {file_prefix!r}")
+    session = sessions.default_session(session,
+                                       f"save checkpoint to {file_prefix!r}")
     if self._save_assign_op is None:  # Built once, then run at each save.
       new_counter = self._save_counter is None
       increment = self._increment_save_counter()
@@ -256,7 +263,8 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
     """
     self._finish_pending_write()
     self._maybe_create_save_counter()
-    status = self._saver.restore(save_path=save_path, options=options,
+    status = self._saver.restore(save_path=save_path,
+                                 options=options,
                                  check_values_first=check_values_first)
     if isinstance(status, name_based_status.NameBasedSaverStatus):
       status.add_to_optionally_restored(self.save_counter)
@@ -291,18 +299,23 @@ class CheckpointV1(_CheckpointBase):
   `initialize_or_restore`.
   """
 
-  def write(self, file_prefix: CheckpointPath, session: Session = None,
+  def write(self,
+            file_prefix: CheckpointPath,
+            session: Session = None,
             options: Options = None) -> PathOrTensor:
     """Writes a checkpoint at `file_prefix`, without numbering or state."""
     return self._write(file_prefix, session=session, options=options)
 
-  def save(self, file_prefix: CheckpointPath, session: Session = None,
+  def save(self,
+           file_prefix: CheckpointPath,
+           session: Session = None,
            options: Options = None) -> PathOrTensor:
     """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
     return self._save(file_prefix, session=session, options=options)
 
   @named_restores.restore_pointing_to_intact
-  def restore(self, save_path: Optional[CheckpointPath],
+  def restore(self,
+              save_path: Optional[CheckpointPath],
               options: Options = None) -> load_status.LoadStatus:
     """Restores from `save_path`; returns a load status."""
     return self._restore(save_path, options=options)
@@ -350,8 +363,8 @@ class Checkpoint(_CheckpointBase):
     existing_counter = root_object._lookup_dependency("save_counter")  # pylint: disable=protected-access
     self._save_counter = wrapping.NoDependency(existing_counter)
     self._save_assign_op = None
-    self._saver = trackable_saver.TrackableSaver(graph_walk.ObjectGraphView(
-        root, attached_dependencies=attached))
+    self._saver = trackable_saver.TrackableSaver(
+        graph_walk.ObjectGraphView(root, attached_dependencies=attached))
 
   def _attach_save_counter(self):
     if self._attached_dependencies is None:
@@ -365,25 +378,29 @@ class Checkpoint(_CheckpointBase):
     if waiting:
       waiting[0].restore(self._save_counter)
 
-  def write(self, file_prefix: CheckpointPath,
+  def write(self,
+            file_prefix: CheckpointPath,
             options: Options = None) -> PathOrTensor:
     """Writes a checkpoint at `file_prefix`, without numbering or state."""
     return self._write(file_prefix, options=options)
 
-  def save(self, file_prefix: CheckpointPath,
+  def save(self,
+           file_prefix: CheckpointPath,
            options: Options = None) -> PathOrTensor:
     """Writes "<file_prefix>-<save_counter>" and updates `latest_checkpoint`."""
     return self._save(file_prefix, options=options)
 
   @named_restores.restore_pointing_to_intact
-  def read(self, save_path: CheckpointPath,
+  def read(self,
+           save_path: CheckpointPath,
            options: Options = None) -> load_status.LoadStatus:
     """Restores a checkpoint written by `write` (no save counter handling)."""
     self._finish_pending_write()
     return self._saver.restore(save_path=save_path, options=options)
 
   @named_restores.restore_pointing_to_intact
-  def restore(self, save_path: Optional[CheckpointPath],
+  def restore(self,
+              save_path: Optional[CheckpointPath],
               options: Options = None) -> load_status.LoadStatus:
     """Restores from `save_path` (a checkpoint or a SavedModel directory).
 

@@ -145,11 +145,12 @@ def planned(prefix, options=None, **fields):
     options: Optional `tf.train.CheckpointOptions` (or ours).
     **fields: The plan's other fields.
   """
-  return SavePlan(
-      prefix=prefix, durable=bool(getattr(options, "durable", False)),
-      callbacks=tuple(getattr(options, "experimental_write_callbacks", None)
-                      or ()),
-      **fields)
+  return SavePlan(prefix=prefix,
+                  durable=bool(getattr(options, "durable", False)),
+                  callbacks=tuple(
+                      getattr(options, "experimental_write_callbacks", None) or
+                      ()),
+                  **fields)
 
 
 def path_string(output):
@@ -173,10 +174,11 @@ def record_latest(path, save, durable=False):
   As TensorFlow does, the state file then lists only `path`, relative to
   its directory.
   """
-  state_file.update_checkpoint_state_internal(
-      save_dir=os.path.dirname(path), model_checkpoint_path=path,
-      all_model_checkpoint_paths=[path], save_relative_paths=True,
-      durable=durable)
+  state_file.update_checkpoint_state_internal(save_dir=os.path.dirname(path),
+                                              model_checkpoint_path=path,
+                                              all_model_checkpoint_paths=[path],
+                                              save_relative_paths=True,
+                                              durable=durable)
   save.keep()
 
 
@@ -229,7 +231,9 @@ class SaveTransaction:
     """`commit.saving` of the plan: the save's one cleanup and undo."""
     plan = self.plan
     self._started = transfer_log.start()
-    with commit.saving(plan.prefix, base=plan.base, keep=plan.keep,
+    with commit.saving(plan.prefix,
+                       base=plan.base,
+                       keep=plan.keep,
                        extra_files=plan.extra_files,
                        state_file=plan.state_file,
                        make_directory=plan.make_directory) as self._save:

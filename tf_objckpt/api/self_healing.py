@@ -67,20 +67,18 @@ class CheckedValues(reads.CheckpointValues):
 
   def _read_every_value(self, keep_bytes):
     """Reads every value, keeping the first `keep_bytes` of them."""
-    specs = [reads.Read(key, "", dtype)
-             for key, dtype in self.dtypes.items()]
-    sizes = [reads.byte_size(self.shapes[spec.name], spec.dtype)
-             for spec in specs]
+    specs = [reads.Read(key, "", dtype) for key, dtype in self.dtypes.items()]
+    sizes = [
+        reads.byte_size(self.shapes[spec.name], spec.dtype) for spec in specs
+    ]
     budget = resident_memory.PieceBudget(tuning.TUNING.restore_piece_bytes)
     with context.eager_mode():
-      for run in reads.runs_of_bytes(sizes,
-                                     tuning.TUNING.restore_piece_bytes):
+      for run in reads.runs_of_bytes(sizes, tuning.TUNING.restore_piece_bytes):
         values = self._restore_v2(specs[run])
         keep_bytes -= sum(sizes[run])
         if keep_bytes >= 0:
-          self._read_ahead.update(
-              ((spec.name, ""), value)
-              for spec, value in zip(specs[run], values))
+          self._read_ahead.update(((spec.name, ""), value)
+                                  for spec, value in zip(specs[run], values))
         else:
           del values
           budget.piece_freed()
@@ -88,8 +86,11 @@ class CheckedValues(reads.CheckpointValues):
 
   def _drop_unawaited(self):
     """Frees the values kept that no object waits for."""
-    self._read_ahead = {key: value for key, value in self._read_ahead.items()
-                        if key[0] in self._awaited}
+    self._read_ahead = {
+        key: value
+        for key, value in self._read_ahead.items()
+        if key[0] in self._awaited
+    }
 
 
 def damage(prefix):
@@ -106,14 +107,18 @@ def damage(prefix):
 def _damage(prefix):
   index_file = bundle_index.index_file_name(prefix)
   if not (file_io.file_exists(index_file) or file_io.file_exists(prefix)):
-    return [str(verify_checkpoint.Problem(index_file, "",
-                                          "index file is missing"))]
+    return [
+        str(verify_checkpoint.Problem(index_file, "", "index file is missing"))
+    ]
   try:
     listing = checkpoint_listing.open_listing(prefix, strict=False)
   except errors.OpError as e:
-    return [str(verify_checkpoint.Problem(
-        index_file, "", f"cannot be read: {type(e).__name__}: "
-        f"{verify_checkpoint.op_error_text(e)}"))]
+    return [
+        str(
+            verify_checkpoint.Problem(
+                index_file, "", f"cannot be read: {type(e).__name__}: "
+                f"{verify_checkpoint.op_error_text(e)}"))
+    ]
   return [str(problem) for problem in verify_checkpoint.verify(listing).errors]
 
 
@@ -127,8 +132,9 @@ def all_checkpoints(directory):
   state = state_file.get_checkpoint_state(directory)
   listed = []
   if state is not None:
-    listed = [state.model_checkpoint_path, *reversed(
-        state.all_model_checkpoint_paths)]
+    listed = [
+        state.model_checkpoint_path, *reversed(state.all_model_checkpoint_paths)
+    ]
   listed = list(dict.fromkeys(os.path.normpath(path) for path in listed))
   return listed + state_file.unlisted_checkpoints(directory, listed)
 

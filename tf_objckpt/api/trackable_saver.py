@@ -84,8 +84,11 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
 
   __slots__ = ("durable", "assignment_map")
 
-  def __init__(self, *args: Any, durable: bool = False,
-               assignment_map: Optional[dict] = None, **kwargs: Any) -> None:
+  def __init__(self,
+               *args: Any,
+               durable: bool = False,
+               assignment_map: Optional[dict] = None,
+               **kwargs: Any) -> None:
     tf_compat.check_options_arguments(kwargs)
     super().__init__(*args, **kwargs)
     self.durable = durable
@@ -102,7 +105,8 @@ class _SessionWithFeedDictAdditions(session_lib.SessionInterface):
   def run(self, fetches, feed_dict=None, **kwargs):
     feed_dict = dict(feed_dict or {})
     feed_dict.update(self._feed_additions)
-    return self._wrapped_session.run(fetches=fetches, feed_dict=feed_dict,
+    return self._wrapped_session.run(fetches=fetches,
+                                     feed_dict=feed_dict,
                                      **kwargs)
 
 
@@ -150,12 +154,16 @@ class TrackableSaver:
     else:
       with ops.device("/cpu:0"):
         object_graph_tensor = constant_op.constant(serialized)
-    saveables.append(saveable_objects.NoRestoreSaveable(
-        tensor=object_graph_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY))
+    saveables.append(
+        saveable_objects.NoRestoreSaveable(
+            tensor=object_graph_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY))
     return saveables, serialized, feed_additions
 
-  def _save_cached_when_graph_building(self, file_prefix, object_graph_tensor,
-                                       options, in_place=True):
+  def _save_cached_when_graph_building(self,
+                                       file_prefix,
+                                       object_graph_tensor,
+                                       options,
+                                       in_place=True):
     """Builds the save op, or reuses it while the object graph is unchanged.
 
     Args:
@@ -175,11 +183,12 @@ class TrackableSaver:
         object_graph_tensor=object_graph_tensor)
     cache_key = (serialized_graph, reads.io_device(options),
                  sharding.callback_key(options), in_place)
-    if (self._last_save_key != cache_key or
-        context.executing_eagerly() or ops.inside_function()):
+    if (self._last_save_key != cache_key or context.executing_eagerly() or
+        ops.inside_function()):
       with ops.device("/cpu:0"):
-        save_op = multi_device_saver.Saver(saveables).save(
-            file_prefix, options, in_place=in_place)
+        save_op = multi_device_saver.Saver(saveables).save(file_prefix,
+                                                           options,
+                                                           in_place=in_place)
         self._save_path_tensor = file_prefix
         if save_op is not None:  # Graph building: the path, once written.
           with ops.control_dependencies([save_op]):
@@ -205,8 +214,10 @@ class TrackableSaver:
     with _garbage_collection_paused():
       self._save_cached_when_graph_building(*self._feed_tensors(), options)
 
-  def save(self, file_prefix: PathOrTensor,
-           checkpoint_number: Optional[int] = None, session: Session = None,
+  def save(self,
+           file_prefix: PathOrTensor,
+           checkpoint_number: Optional[int] = None,
+           session: Session = None,
            options: Options = None) -> PathOrTensor:
     """Writes a checkpoint of the root and its dependencies.
 
@@ -256,8 +267,8 @@ class TrackableSaver:
                    not ops.inside_function())
     feed_dict = {}
     if use_session:
-      session = sessions.default_session(
-          session, f"save checkpoint to {file_prefix!r}")
+      session = sessions.default_session(session,
+                                         f"save checkpoint to {file_prefix!r}")
       file_prefix_tensor, object_graph_tensor = self._feed_tensors()
       feed_dict[file_prefix_tensor] = file_prefix
     else:
@@ -269,7 +280,9 @@ class TrackableSaver:
     if not prefix_is_tensor:
       file_io.recursive_create_dir(os.path.dirname(file_prefix))
     save_path, feed_additions = self._save_cached_when_graph_building(
-        file_prefix_tensor, object_graph_tensor, options,
+        file_prefix_tensor,
+        object_graph_tensor,
+        options,
         in_place=not prefix_is_tensor)
     feed_dict.update(feed_additions)
     return session.run(save_path, feed_dict) if use_session else save_path
@@ -286,7 +299,8 @@ class TrackableSaver:
       saveables, _, _ = self._gather_saveables()
       return async_checkpoint.Snapshot(saveables)
 
-  def restore(self, save_path: Optional[CheckpointPath],
+  def restore(self,
+              save_path: Optional[CheckpointPath],
               options: Options = None,
               check_values_first: bool = False) -> load_status.LoadStatus:
     """Restores a checkpoint into the root and its dependencies.
@@ -340,30 +354,35 @@ class TrackableSaver:
           self._restore_path_tensor = constant_op.constant(b"")
       path_tensor = self._restore_path_tensor
       feed_dict = {path_tensor: save_path}
-    values_class = (self_healing.CheckedValues if check_values_first
-                    else reads.CheckpointValues)
+    values_class = (self_healing.CheckedValues
+                    if check_values_first else reads.CheckpointValues)
     values = values_class(save_path, reader, path_tensor, options)
-    graph_index = object_graph_check.check_object_graph(
-        object_graph_proto, save_path, values.shapes)
+    graph_index = object_graph_check.check_object_graph(object_graph_proto,
+                                                        save_path,
+                                                        values.shapes)
     checkpoint = restore_coordinator.CheckpointRestoreCoordinator(
-        object_graph_proto=object_graph_proto, graph_index=graph_index,
+        object_graph_proto=object_graph_proto,
+        graph_index=graph_index,
         values=values,
         restore_op_cache=self._restore_op_cache,
-        graph_view=self._graph_view, options=options)
-    with (values.checked() if check_values_first
-          else contextlib.nullcontext()):
+        graph_view=self._graph_view,
+        options=options)
+    with (values.checked() if check_values_first else contextlib.nullcontext()):
       checkpoint.position(0).restore(self._graph_view.root)
       self._restore_attached_dependencies(checkpoint)
     checkpoint.raise_mismatch()
     if not context.executing_eagerly():
       checkpoint.group_built_restore_ops()
-    return load_status.CheckpointLoadStatus(checkpoint, feed_dict=feed_dict,
+    return load_status.CheckpointLoadStatus(checkpoint,
+                                            feed_dict=feed_dict,
                                             graph_view=self._graph_view)
 
   def _restore_attached_dependencies(self, checkpoint):
     """Restores objects attached to the root without being its dependencies."""
-    root_children = {child.local_name: child.node_id for child
-                     in checkpoint.object_graph_proto.nodes[0].children}
+    root_children = {
+        child.local_name: child.node_id
+        for child in checkpoint.object_graph_proto.nodes[0].children
+    }
     for reference in self._graph_view.attached_dependencies:
       node_id = root_children.get(reference.name)
       if (reference.name != "root" and node_id is not None and

@@ -35,8 +35,8 @@ _writers: "weakref.WeakSet[AsyncWriter]" = weakref.WeakSet()
 # The threads that run the writes. `concurrent.futures` joins them when the
 # interpreter exits, before `atexit` functions run; threads kept for later
 # writes save starting one per save.
-_pool = thread_pools.ThreadPool(
-    "tf_objckpt_async", lambda: tuning.TUNING.async_write_threads)
+_pool = thread_pools.ThreadPool("tf_objckpt_async",
+                                lambda: tuning.TUNING.async_write_threads)
 
 
 def requested(options):
@@ -66,11 +66,14 @@ class Snapshot:
       for spec in saveable.specs:
         value = _frozen(next(values))
         if value is not None:  # An uninitialized variable saves nothing.
-          frozen_specs.append(saveable_objects.SaveSpec(
-              value, spec.slice_spec, spec.name, device=spec.device))
+          frozen_specs.append(
+              saveable_objects.SaveSpec(value,
+                                        spec.slice_spec,
+                                        spec.name,
+                                        device=spec.device))
       if frozen_specs:
-        self._saveables.append(saveable_objects.SaveableObject(
-            None, frozen_specs, saveable.name))
+        self._saveables.append(
+            saveable_objects.SaveableObject(None, frozen_specs, saveable.name))
 
   def write(self, file_prefix, options=None):
     """Writes the values at `file_prefix` (whose directory exists)."""
@@ -119,9 +122,10 @@ class AsyncWriter:
       self._pending = None
     error = future.exception()
     if error is not None:
-      logging.error("An asynchronous checkpoint write failed, and no later "
-                    "save(), restore() or sync() raised the error: %s: %s",
-                    type(error).__name__, error)
+      logging.error(
+          "An asynchronous checkpoint write failed, and no later "
+          "save(), restore() or sync() raised the error: %s: %s",
+          type(error).__name__, error)
 
   def __deepcopy__(self, memo):
     """A copied checkpoint object starts with nothing pending."""

@@ -107,8 +107,10 @@ def read_header_and_keys(prefix):
 
 
 def _decode_entries(entries):
-  return {_decode_key(key): tensor_bundle_pb2.BundleEntryProto.FromString(value)
-          for key, value in entries.items()}
+  return {
+      _decode_key(key): tensor_bundle_pb2.BundleEntryProto.FromString(value)
+      for key, value in entries.items()
+  }
 
 
 def _decode_key(key):

@@ -90,7 +90,11 @@ def _not_durable(path):
 
 
 @contextlib.contextmanager
-def saving(prefix, base=None, keep=(), extra_files=(), state_file=None,
+def saving(prefix,
+           base=None,
+           keep=(),
+           extra_files=(),
+           state_file=None,
            make_directory=False):
   """Runs a save of `prefix`: cleans up before, undoes it if it fails.
 
@@ -111,7 +115,7 @@ def saving(prefix, base=None, keep=(), extra_files=(), state_file=None,
     The `Save`.
   """
   make_directory = make_directory and isinstance(prefix,
-                                                (str, bytes, os.PathLike))
+                                                 (str, bytes, os.PathLike))
   prefix = local_paths.as_path(prefix)
   if prefix is None:
     yield Save()
@@ -129,16 +133,17 @@ def saving(prefix, base=None, keep=(), extra_files=(), state_file=None,
 def _undoing_failures(save, base, keep, extra_files, state_file):
   """Cleans up before `save`; removes what it wrote if it fails."""
   directory, name = save.directory, save.name
-  with directory_lock.holding(directory, exclusive=False, wait=False) as (
-      lock, acquired):
+  with directory_lock.holding(directory, exclusive=False,
+                              wait=False) as (lock, acquired):
     listed = leftovers.scan(directory)
     before = None  # Unknown: a failure removes temporary files only.
     if listed is not None:
       listed = leftovers.remove_stale_among(
           directory, listed, temporary_names.numbered(name, base, directory),
           set(keep), state_file, lock)
-      before = set(listed) | {path for path in extra_files
-                              if file_io.file_exists(path)}
+      before = set(listed) | {
+          path for path in extra_files if file_io.file_exists(path)
+      }
     if acquired and lock.mode == "exclusive":
       lock.lock(exclusive=False, wait=True)  # Let other saves run beside.
     with leftovers.saving_in_process(save.prefix):

@@ -58,8 +58,7 @@ class ReadChain:
     """
     if self._width is None:
       return [slice(0, len(sizes))]
-    return reads.runs_of_bytes(sizes,
-                               tuning.TUNING.graph_restore_batch_bytes)
+    return reads.runs_of_bytes(sizes, tuning.TUNING.graph_restore_batch_bytes)
 
   def waits_for(self):
     """The ops the next read must wait for."""
@@ -72,7 +71,11 @@ class ReadChain:
     self._finished.append([op for op in finished_ops if op is not None])
 
 
-def restore_variables(file_prefix, variables, names, slices, handle_nodes,
+def restore_variables(file_prefix,
+                      variables,
+                      names,
+                      slices,
+                      handle_nodes,
                       chain=None):
   """Ops restoring `variables` (of one `batch_key`) from a checkpoint.
 
@@ -98,9 +101,9 @@ def restore_variables(file_prefix, variables, names, slices, handle_nodes,
   restore_ops = []
   for batch in _byte_batches(variables):
     with ops.control_dependencies(chain.waits_for()):
-      restore_op = _call_restore_function(
-          file_prefix, variables[batch], names[batch], slices[batch],
-          handle_nodes[batch])
+      restore_op = _call_restore_function(file_prefix, variables[batch],
+                                          names[batch], slices[batch],
+                                          handle_nodes[batch])
     chain.add([restore_op])
     restore_ops.extend([restore_op] * len(variables[batch]))
   return restore_ops
@@ -119,8 +122,7 @@ def _byte_batches(variables):
                              tuning.TUNING.graph_restore_batch_bytes)
 
 
-def _call_restore_function(file_prefix, variables, names, slices,
-                           handle_nodes):
+def _call_restore_function(file_prefix, variables, names, slices, handle_nodes):
   """One call of a function restoring `variables`.
 
   The call names the function as its op, so the function runs on the
@@ -129,9 +131,9 @@ def _call_restore_function(file_prefix, variables, names, slices,
   """
   graph = ops.get_default_graph()
   definition = _restore_function(
-      variable_batches.handle_attrs(variables, shapes=False,
-                                    handle_nodes=handle_nodes),
-      names, slices)
+      variable_batches.handle_attrs(variables,
+                                    shapes=False,
+                                    handle_nodes=handle_nodes), names, slices)
   function_name = definition.signature.name
   if not graph._is_function(function_name):  # pylint: disable=protected-access
     library = function_pb2.FunctionDefLibrary(function=[definition])
@@ -139,7 +141,8 @@ def _call_restore_function(file_prefix, variables, names, slices,
       defined_function.add_to_graph(graph)
   with ops.colocate_with(variables[0].handle.op):
     return variable_batches.create_op(
-        function_name, "RestoreVariables", [file_prefix], [],
+        function_name,
+        "RestoreVariables", [file_prefix], [],
         _disable_call_shape_inference=attr_value_pb2.AttrValue(b=True))
 
 
@@ -175,12 +178,14 @@ def _restore_function(handle_attrs, names, slices):
   for attr, value in handle_attrs.items():
     handles.attr[attr].CopyFrom(value)
   values = definition.node_def.add(
-      name="values", op="RestoreV2",
+      name="values",
+      op="RestoreV2",
       input=["prefix", "names:output:0", "slices:output:0"])
   values.attr["dtypes"].CopyFrom(handle_attrs["dtypes"])
   for index in range(count):
     assign = definition.node_def.add(
-        name=f"assign{index}", op="AssignVariableOp",
+        name=f"assign{index}",
+        op="AssignVariableOp",
         input=[f"handles:resources:{index}", f"values:tensors:{index}"])
     assign.attr["dtype"].type = dtype_enums[index]
   digest = hashlib.sha256(

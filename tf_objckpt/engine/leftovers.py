@@ -63,8 +63,9 @@ def _being_saved(prefix):
 def entries(directory):
   """The names in `directory` (none if it does not exist)."""
   try:
-    return [entry.rstrip("/")
-            for entry in file_io.list_directory(directory or ".")]
+    return [
+        entry.rstrip("/") for entry in file_io.list_directory(directory or ".")
+    ]
   except errors.NotFoundError:
     return []
 
@@ -74,8 +75,9 @@ def scan(directory):
   try:
     return entries(directory)
   except errors.OpError as e:
-    logging.warning("Could not list %s to find the files of failed or "
-                    "interrupted checkpoint saves: %s", directory, e)
+    logging.warning(
+        "Could not list %s to find the files of failed or "
+        "interrupted checkpoint saves: %s", directory, e)
     return None
 
 
@@ -89,8 +91,9 @@ def remove(path):
   except errors.NotFoundError:
     pass
   except errors.OpError as e:
-    logging.warning("Could not remove %s, left by a failed or interrupted "
-                    "checkpoint save: %s", path, e)
+    logging.warning(
+        "Could not remove %s, left by a failed or interrupted "
+        "checkpoint save: %s", path, e)
 
 
 def _mtime(path):
@@ -99,7 +102,8 @@ def _mtime(path):
     if not file_io.is_directory(path):
       return file_io.stat(path).mtime_nsec / 1e9
     return max((file_io.stat(os.path.join(root, name)).mtime_nsec / 1e9
-                for root, _, names in file_io.walk(path) for name in names),
+                for root, _, names in file_io.walk(path)
+                for name in names),
                default=0.)
   except errors.NotFoundError:
     return 0.
@@ -156,9 +160,9 @@ def remove_stale(base, keep=(), state_file=None):
   if base is None:
     return
   directory, name = os.path.split(base)
-  with directory_lock.holding(directory, exclusive=True, wait=False) as (
-      lock, _):
+  with directory_lock.holding(directory, exclusive=True,
+                              wait=False) as (lock, _):
     listed = scan(directory)
     if listed is not None:
-      remove_stale_among(directory, listed, re.escape(name) + r"-\d+",
-                         set(keep), state_file, lock)
+      remove_stale_among(directory, listed,
+                         re.escape(name) + r"-\d+", set(keep), state_file, lock)

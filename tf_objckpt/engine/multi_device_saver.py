@@ -94,15 +94,16 @@ def _restore_group(destinations, file_prefix, device, batch_variables):
   # Batches read on their variables' host, so not with an I/O device.
   if batch_variables and not context.executing_eagerly():
     restore_ops = _restore_variable_batches(file_prefix, destinations, chain)
-    destinations = [destination for destination in destinations
-                    if destination.name not in restore_ops]
+    destinations = [
+        destination for destination in destinations
+        if destination.name not in restore_ops
+    ]
   for batch in _restore_batches(destinations):
     reads_ = [value for destination in batch for value in destination.reads]
     with ops.device(device), ops.control_dependencies(chain.waits_for()):
-      restored = reads.restore_v2(
-          file_prefix, [value.key for value in reads_],
-          [value.slice_spec for value in reads_],
-          [value.dtype for value in reads_])
+      restored = reads.restore_v2(file_prefix, [value.key for value in reads_],
+                                  [value.slice_spec for value in reads_],
+                                  [value.dtype for value in reads_])
     batch_ops = apply_restored(batch, restored)
     chain.add(batch_ops.values())
     restore_ops.update(batch_ops)
@@ -111,10 +112,11 @@ def _restore_group(destinations, file_prefix, device, batch_variables):
 
 def _read_bytes(destination):
   """About how many bytes `destination` reads (values of unknown shape: 0)."""
-  return sum(reads.byte_size(value.shape, value.dtype)
-             for value in destination.reads
-             if value.dtype is not None and value.shape is not None and
-             None not in value.shape)
+  return sum(
+      reads.byte_size(value.shape, value.dtype)
+      for value in destination.reads
+      if value.dtype is not None and value.shape is not None and
+      None not in value.shape)
 
 
 def _restore_batches(destinations):
@@ -219,9 +221,11 @@ def execute_plan(plan, file_prefix, options=None):
     elif not destination.python_state:
       to_read.append(destination)
   for device, group in sharding.group_by_task(to_read).items():
-    restore_ops.update(_restore_group(
-        group, file_prefix, device_for_io or device,
-        batch_variables=device_for_io is None))
+    restore_ops.update(
+        _restore_group(group,
+                       file_prefix,
+                       device_for_io or device,
+                       batch_variables=device_for_io is None))
   return restore_ops
 
 
@@ -239,14 +243,19 @@ class Saver:
     Registered savers' saves (with a `registered_saver_name` and a
     `save(prefix)`) write files of their own, merged with the shards.
     """
-    self._registered = [saveable for saveable in saveables
-                        if hasattr(saveable, "registered_saver_name")]
+    self._registered = [
+        saveable for saveable in saveables
+        if hasattr(saveable, "registered_saver_name")
+    ]
     if self._registered:
-      saveables = [saveable for saveable in saveables
-                   if not hasattr(saveable, "registered_saver_name")]
+      saveables = [
+          saveable for saveable in saveables
+          if not hasattr(saveable, "registered_saver_name")
+      ]
     self._by_task = sharding.group_by_task(saveables)
-    self._groups = {device: _DeviceGroup(group)
-                    for device, group in self._by_task.items()}
+    self._groups = {
+        device: _DeviceGroup(group) for device, group in self._by_task.items()
+    }
 
   def save(self, file_prefix, options=None, in_place=True):
     """Writes a checkpoint at `file_prefix`.
@@ -274,9 +283,10 @@ class Saver:
       with ops.device(device):
         save = write(file_prefix)
     else:
-      save = writes.write_shards(file_prefix, writers,
-                          merge_device=device_for_io or "/cpu:0",
-                          other_prefixes=registered_prefixes)
+      save = writes.write_shards(file_prefix,
+                                 writers,
+                                 merge_device=device_for_io or "/cpu:0",
+                                 other_prefixes=registered_prefixes)
     return None if context.executing_eagerly() else save
 
   def _write_registered(self, file_prefix):
@@ -318,17 +328,22 @@ class Saver:
     """
     plan = read_plan.ReadPlan(
         read_plan.ToSaveable(saveable)
-        for group in self._by_task.values() for saveable in group)
+        for group in self._by_task.values()
+        for saveable in group)
     return execute_plan(plan, file_prefix, options)
 
   @classmethod
-  def from_saveables(cls, saveables, registered_savers=None,
+  def from_saveables(cls,
+                     saveables,
+                     registered_savers=None,
                      call_with_mapped_captures=None):
     """A saver of `saveables` and `{saver name: {path: trackable}}`."""
     del call_with_mapped_captures  # The saveables are built already.
-    return cls(list(saveables) + [
-        registered_savers_lib.RegisteredSave(name, trackables)
-        for name, trackables in (registered_savers or {}).items()])
+    return cls(
+        list(saveables) + [
+            registered_savers_lib.RegisteredSave(name, trackables)
+            for name, trackables in (registered_savers or {}).items()
+        ])
 
   def to_proto(self):
     """A `SaverDef` of save and restore ops added to the current graph."""
@@ -338,16 +353,16 @@ class Saver:
     filename = array_ops.placeholder(dtypes.string, [], "saver_filename")
     with ops.control_dependencies([self.save(filename, in_place=False)]):
       save_tensor = array_ops.identity(filename)
-    return saver_pb2.SaverDef(
-        filename_tensor_name=filename.name,
-        save_tensor_name=save_tensor.name,
-        restore_op_name=self.restore_op(filename).name,
-        version=saver_pb2.SaverDef.V2)
+    return saver_pb2.SaverDef(filename_tensor_name=filename.name,
+                              save_tensor_name=save_tensor.name,
+                              restore_op_name=self.restore_op(filename).name,
+                              version=saver_pb2.SaverDef.V2)
 
   def restore_op(self, file_prefix):
     """A single op (graph mode) that restores everything."""
-    restore_ops = [op for op in self.restore(file_prefix).values()
-                   if op is not None]
+    restore_ops = [
+        op for op in self.restore(file_prefix).values() if op is not None
+    ]
     if context.executing_eagerly():
       return None
     return control_flow_ops.group(restore_ops)

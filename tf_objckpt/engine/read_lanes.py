@@ -42,8 +42,7 @@ class DataFiles:
 
   def _read_shards(self):
     """`{key: data file}`, or {} when the checkpoint has one data file."""
-    if file_io.file_exists(
-        bundle_index.data_file_name(self._save_path, 0, 1)):
+    if file_io.file_exists(bundle_index.data_file_name(self._save_path, 0, 1)):
       return {}  # Known without reading the index.
     index = bundle_index.read_bundle_index(self._save_path)
     return {key: entry.shard_id for key, entry in index.entries.items()}

@@ -165,9 +165,10 @@ class ToSaveable(Destination):
       reshape: Whether values are reshaped to `shape` (v1 `Saver`s built
         with `reshape=True`): only their numbers of elements must match.
     """
-    super().__init__(saveable.name, (
-        plan_read(spec.name, spec.slice_spec, spec.dtype, shape, reshape)
-        for spec in saveable.specs))
+    super().__init__(
+        saveable.name,
+        (plan_read(spec.name, spec.slice_spec, spec.dtype, shape, reshape)
+         for spec in saveable.specs))
     self.saveable = saveable
 
   @property
@@ -191,8 +192,9 @@ class ToPythonState(Destination):
   python_state = True
 
   def __init__(self, saveable):
-    super().__init__(saveable.name, (plan_read(spec.name, "", None, None)
-                                     for spec in saveable.specs))
+    super().__init__(
+        saveable.name,
+        (plan_read(spec.name, "", None, None) for spec in saveable.specs))
     self.saveable = saveable
 
   def restore(self, values):
@@ -250,8 +252,9 @@ class ReadPlan:
 
   def __init__(self, destinations):
     self.destinations = tuple(destinations)
-    self.reads = tuple(itertools.chain.from_iterable(
-        destination.reads for destination in self.destinations))
+    self.reads = tuple(
+        itertools.chain.from_iterable(
+            destination.reads for destination in self.destinations))
     self.keys = frozenset([value.key for value in self.reads])
 
   def __eq__(self, other):
@@ -262,21 +265,27 @@ class ReadPlan:
 
   def fits(self, stored_dtypes, stored_shapes):
     """Whether every dtype and shape agrees exactly with the checkpoint."""
-    exact = [value for value in self.reads
-             if value.shape is not None and value.shape_match is not reads.ShapeMatch.SAME_SIZE]
-    return (
-        [stored_dtypes[value.key] if value.dtype is not None else None
-         for value in self.reads] ==
-        [value.dtype for value in self.reads] and
-        list(map(stored_shapes.__getitem__, [value.key for value in exact]))
-        == [list(value.shape) for value in exact] and
-        all(math.prod(stored_shapes[value.key]) == math.prod(value.shape)
-            for value in self.reads
-            if value.shape is not None and value.shape_match is reads.ShapeMatch.SAME_SIZE))
+    exact = [
+        value for value in self.reads if value.shape is not None and
+        value.shape_match is not reads.ShapeMatch.SAME_SIZE
+    ]
+    return ([
+        stored_dtypes[value.key] if value.dtype is not None else None
+        for value in self.reads
+    ] == [value.dtype for value in self.reads] and
+            list(map(stored_shapes.__getitem__, [value.key for value in exact]))
+            == [list(value.shape) for value in exact] and all(
+                math.prod(stored_shapes[value.key]) == math.prod(value.shape)
+                for value in self.reads
+                if value.shape is not None and
+                value.shape_match is reads.ShapeMatch.SAME_SIZE))
 
 
-def check(plan, values, shape_error=errors.InvalidArgumentError,
-          dtype_error=errors.InvalidArgumentError, list_unexpected=False):
+def check(plan,
+          values,
+          shape_error=errors.InvalidArgumentError,
+          dtype_error=errors.InvalidArgumentError,
+          list_unexpected=False):
   """Raises unless every read of `plan` can be served by the checkpoint.
 
   Args:
@@ -323,10 +332,10 @@ def check(plan, values, shape_error=errors.InvalidArgumentError,
     error_type = dtype_error
   else:
     error_type = errors.InvalidArgumentError
-  _raise(error_type,
-         f"Cannot restore from checkpoint {save_path!r}; nothing was "
-         f"restored. {len(problems)} value(s) do not fit:\n  " +
-         "\n  ".join(problems))
+  _raise(
+      error_type, f"Cannot restore from checkpoint {save_path!r}; nothing was "
+      f"restored. {len(problems)} value(s) do not fit:\n  " +
+      "\n  ".join(problems))
 
 
 def execute_eagerly(plan, values):
@@ -337,8 +346,7 @@ def execute_eagerly(plan, values):
   a damaged value leaves it as it was too.
   """
   hand_over_python_state = read_python_state(plan, values)
-  values.restore_in_pieces(_eager_units(plan.destinations,
-                                        values.byte_sizes))
+  values.restore_in_pieces(_eager_units(plan.destinations, values.byte_sizes))
   hand_over_python_state()
 
 
@@ -352,14 +360,14 @@ def restore_variable_eagerly(destination, values, check_plan):
   unless it fits.
   """
   value, = destination.reads
-  if (values.dtypes.get(value.key) is not value.dtype or value.shape is None
-      or list(value.shape) != values.shapes[value.key]):
+  if (values.dtypes.get(value.key) is not value.dtype or value.shape is None or
+      list(value.shape) != values.shapes[value.key]):
     check_plan(ReadPlan([destination]))
   handle = destination.variable.handle
-  values.restore_in_pieces([(
-      destination.reads,
-      lambda tensors: gen_resource_variable_ops.assign_variable_op(
-          handle, tensors[0]))])
+  values.restore_in_pieces([
+      (destination.reads, lambda tensors: gen_resource_variable_ops.
+       assign_variable_op(handle, tensors[0]))
+  ])
 
 
 def _eager_units(destinations, byte_sizes):
@@ -407,12 +415,15 @@ def read_python_state(plan, values):
     A function handing them over, called once the tensors are restored
     (or their restore ops built).
   """
-  python = [destination for destination in plan.destinations
-            if destination.python_state]
+  python = [
+      destination for destination in plan.destinations
+      if destination.python_state
+  ]
   if not python:
     return _nothing_to_hand_over
-  numpy_values = [[values.python_value(value.key)
-                   for value in destination.reads] for destination in python]
+  numpy_values = [[
+      values.python_value(value.key) for value in destination.reads
+  ] for destination in python]
 
   def hand_over():
     for destination, restored in zip(python, numpy_values):
@@ -466,8 +477,8 @@ def _shape_problem(value, stored):
   if len(stored) == len(expected) and all(
       dim is None or dim == saved for dim, saved in zip(expected, stored)):
     return None
-  what = ("partitioned variable with full shape"
-          if value.shape_match is reads.ShapeMatch.FULL_SHAPE else "variable with shape")
+  what = ("partitioned variable with full shape" if value.shape_match
+          is reads.ShapeMatch.FULL_SHAPE else "variable with shape")
   return (f"{describe_key(value.key)}: received incompatible tensor "
           f"with shape {tuple(stored)} when attempting to restore "
           f"{what} {_shape_text(expected)}")
@@ -492,8 +503,7 @@ def _raise_missing(save_path, plan, missing, stored_shapes, list_unexpected):
 
 def _key_list(keys):
   keys = sorted(keys)
-  text = ", ".join(_key_and_object(key)
-                   for key in keys[:_MAX_NAMES_IN_MESSAGE])
+  text = ", ".join(_key_and_object(key) for key in keys[:_MAX_NAMES_IN_MESSAGE])
   if len(keys) > _MAX_NAMES_IN_MESSAGE:
     text += f", ... ({len(keys) - _MAX_NAMES_IN_MESSAGE} more)"
   return text or "(none)"

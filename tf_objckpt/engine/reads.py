@@ -37,8 +37,8 @@ from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 
 # Reads beside the calling thread's own (`eager_restore_v2`).
-_read_pool = thread_pools.ThreadPool(
-    "tf_objckpt_read", lambda: tuning.TUNING.read_threads - 1)
+_read_pool = thread_pools.ThreadPool("tf_objckpt_read",
+                                     lambda: tuning.TUNING.read_threads - 1)
 
 
 def open_reader(save_path):
@@ -52,8 +52,7 @@ def open_reader(save_path):
     return py_checkpoint_reader.NewCheckpointReader(save_path)
   except errors.NotFoundError as e:
     raise errors.NotFoundError(
-        None, None,
-        f"Error when restoring from checkpoint or SavedModel at "
+        None, None, f"Error when restoring from checkpoint or SavedModel at "
         f"{save_path!r}: no checkpoint found there ({e.message}). Please "
         "double-check that the path is correct. You may be missing the "
         "checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from e
@@ -69,8 +68,8 @@ def open_reader(save_path):
     else:
       text = (f"The checkpoint at {save_path!r} is corrupt or truncated and "
               f"cannot be read: its index file {index_file!r} is damaged")
-    raise errors.DataLossError(
-        None, None, f"{text}: {getattr(e, 'message', e)}") from e
+    raise errors.DataLossError(None, None,
+                               f"{text}: {getattr(e, 'message', e)}") from e
 
 
 def readable_values(save_path):
@@ -150,15 +149,19 @@ def restore_v2(file_prefix, names, slices, dtypes_):
   microseconds a value).
   """
   if context.executing_eagerly():
-    file_prefix, names, slices = (
-        constant_op.constant(value, dtypes.string)
-        for value in (file_prefix, names, slices))
+    file_prefix, names, slices = (constant_op.constant(value, dtypes.string)
+                                  for value in (file_prefix, names, slices))
   with variable_batches.direct_kernels(len(dtypes_)):
     return io_ops.restore_v2(file_prefix, names, slices, dtypes_)
 
 
-def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
-                     device, data_files=None):
+def eager_restore_v2(file_prefix,
+                     names,
+                     slices,
+                     dtypes_,
+                     byte_sizes,
+                     device,
+                     data_files=None):
   """RestoreV2 of `names`, executing eagerly; large reads use threads.
 
   Args:
@@ -179,16 +182,15 @@ def eager_restore_v2(file_prefix, names, slices, dtypes_, byte_sizes,
 
   def read(lane):
     with ops.device(device):
-      return restore_v2(
-          file_prefix, [names[i] for i in lane], [slices[i] for i in lane],
-          [dtypes_[i] for i in lane])
+      return restore_v2(file_prefix, [names[i] for i in lane],
+                        [slices[i] for i in lane], [dtypes_[i] for i in lane])
 
   if len(lanes) == 1:
     return read(lanes[0])
   others = [_read_pool.submit(read, lane) for lane in lanes[1:]]
   values = [None] * len(names)
-  for lane, lane_values in zip(lanes, [read(lanes[0])] + [
-      future.result() for future in others]):
+  for lane, lane_values in zip(lanes, [read(lanes[0])] +
+                               [future.result() for future in others]):
     for index, value in zip(lane, lane_values):
       values[index] = value
   return values
@@ -248,10 +250,13 @@ class CheckpointValues:
     self.path_tensor = path_tensor
     # Interned DTypes, so that dtype checks are identity checks.
     dtype_enums = reader._GetVariableToDataTypeMap()  # pylint: disable=protected-access
-    dtype_of = {dtype_enum: dtypes.as_dtype(dtype_enum)
-                for dtype_enum in set(dtype_enums.values())}
-    self.dtypes = {key: dtype_of[dtype_enum]
-                   for key, dtype_enum in dtype_enums.items()}
+    dtype_of = {
+        dtype_enum: dtypes.as_dtype(dtype_enum)
+        for dtype_enum in set(dtype_enums.values())
+    }
+    self.dtypes = {
+        key: dtype_of[dtype_enum] for key, dtype_enum in dtype_enums.items()
+    }
     self.shapes = reader.get_variable_to_shape_map()
     self._reader = reader
     self._data_files = read_lanes.DataFiles(save_path)
@@ -259,15 +264,17 @@ class CheckpointValues:
     self._awaited = {}  # Keys of values waiting for their objects (ordered).
     self._read_ahead = {}  # (key, slice) -> value read ahead.
     # Eager reads take the path tensor; graph building, the path itself.
-    self._eager_path = (path_tensor if context.executing_eagerly()
-                        else save_path)
+    self._eager_path = (path_tensor
+                        if context.executing_eagerly() else save_path)
     self.pieces_need_checking = True  # False once all values were read.
 
   @functools.cached_property
   def byte_sizes(self):
     """About how many bytes the value of each key takes (`byte_size`)."""
-    return {key: byte_size(dims, self.dtypes[key])
-            for key, dims in self.shapes.items()}
+    return {
+        key: byte_size(dims, self.dtypes[key])
+        for key, dims in self.shapes.items()
+    }
 
   def python_value(self, key):
     """The value of `key` as a numpy value (Python state)."""
@@ -294,8 +301,9 @@ class CheckpointValues:
     if not self._read_ahead and not self._awaited:
       return self._restore_v2(specs)
     wanted = [(spec.name, spec.slice_spec) for spec in specs]
-    missing = [spec for spec, key in zip(specs, wanted)
-               if key not in self._read_ahead]
+    missing = [
+        spec for spec, key in zip(specs, wanted) if key not in self._read_ahead
+    ]
     if missing:
       to_read = missing + self._read_ahead_specs(
           {spec.name for spec in missing})
@@ -339,8 +347,10 @@ class CheckpointValues:
     budget = (resident_memory.PieceBudget(piece_bytes)
               if len(pieces) > 1 else None)
     for piece in pieces[:-1] if self.pieces_need_checking else ():
-      unread = [spec for specs, _ in piece for spec in specs
-                if (spec.name, spec.slice_spec) not in self._read_ahead]
+      unread = [
+          spec for specs, _ in piece for spec in specs
+          if (spec.name, spec.slice_spec) not in self._read_ahead
+      ]
       if unread:
         self._restore_v2(unread)
         budget.piece_freed()
@@ -367,8 +377,11 @@ class CheckpointValues:
     if len(units) < 2:
       return [units], piece_bytes
     byte_sizes = self.byte_sizes
-    sizes = [sum(byte_sizes.get(spec.name, 0) for spec in specs)
-             for specs, _ in units]
+    sizes = [
+        sum(byte_sizes.get(spec.name, 0)
+            for spec in specs)
+        for specs, _ in units
+    ]
     total = sum(sizes)
     if total <= 2 * piece_bytes:
       return [units], piece_bytes

@@ -51,8 +51,9 @@ class RegisteredSave:
     if written is None:
       return []
     prefixes = nest.flatten(written)
-    if not all(tensor_util.is_tf_type(prefix) and
-               prefix.dtype == dtypes.string for prefix in prefixes):
+    if not all(
+        tensor_util.is_tf_type(prefix) and prefix.dtype == dtypes.string
+        for prefix in prefixes):
       raise ValueError(
           "Registered saver must return a (maybe empty) list of string type "
           f"tensors. Got {written}.")

@@ -54,8 +54,8 @@ def _explained(error, prefix, state_file):
   reason = _reason(error, prefix, state_file)
   explained = copy.copy(error)
   explained._message = (  # pylint: disable=protected-access
-      f"{lead}: {reason}.\n{error.message}" if reason else
-      f"{lead}.\n{error.message}")
+      f"{lead}: {reason}.\n{error.message}"
+      if reason else f"{lead}.\n{error.message}")
   return explained
 
 
@@ -76,8 +76,8 @@ def _reason(error, prefix, state_file):
   for text, reason in _REASONS_BY_TEXT:
     if text in error.message:
       return reason.format(f"directory {directory!r}")
-  for path in (prefix + ".index",
-               state_file and os.path.join(directory, state_file)):
+  for path in (prefix + ".index", state_file and
+               os.path.join(directory, state_file)):
     if path and _is_directory(path):
       return f"{path!r} is a directory, where the save writes a file"
   return None

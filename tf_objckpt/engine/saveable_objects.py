@@ -162,8 +162,10 @@ class PythonStringStateSaveable(PythonStateSaveable):
     def current_value():
       return constant_op.constant(state(), dtype=dtypes.string)
 
-    return NoRestoreSaveable(tensor=current_value, name=self.name,
-                             dtype=dtypes.string, device=_host_cpu())
+    return NoRestoreSaveable(tensor=current_value,
+                             name=self.name,
+                             dtype=dtypes.string,
+                             device=_host_cpu())
 
   def python_restore(self, restored_strings):
     """Hands the restored string, as bytes, to the restore callback.

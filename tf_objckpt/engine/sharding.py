@@ -81,8 +81,9 @@ def callback_shards(callback, groups) -> list:
   shards: list = []
   for task, saveables in groups.items():
     shardable = _shardable_tensors(task, saveables)
-    task_shards = [_with_tensors(shard, shardable, task)
-                   for shard in callback(shardable)]
+    task_shards = [
+        _with_tensors(shard, shardable, task) for shard in callback(shardable)
+    ]
     _check_shards(task_shards, shardable, callback.description)
     shards.extend(_to_write(task, shard) for shard in task_shards)
   return shards
@@ -98,11 +99,17 @@ def _shardable_tensors(task, saveables):
   for spec, owner, tensor in zip(specs, owners, tensors):
     if tensor is None:  # An uninitialized variable: nothing to save.
       continue
-    shardable.append(tf_compat.sharding_util.ShardableTensor(
-        _tensor_save_spec=spec, tensor=tensor, dtype=spec.dtype,
-        device=device_lib.DeviceSpec.from_string(spec.device or ""),
-        name=spec.name, shape=tensor.shape, slice_spec=spec.slice_spec.strip(),
-        checkpoint_key=spec.name, trackable=_trackable_of(owner)))
+    shardable.append(
+        tf_compat.sharding_util.ShardableTensor(
+            _tensor_save_spec=spec,
+            tensor=tensor,
+            dtype=spec.dtype,
+            device=device_lib.DeviceSpec.from_string(spec.device or ""),
+            name=spec.name,
+            shape=tensor.shape,
+            slice_spec=spec.slice_spec.strip(),
+            checkpoint_key=spec.name,
+            trackable=_trackable_of(owner)))
   return shardable
 
 
@@ -122,16 +129,21 @@ def _with_tensors(shard, shardable, task):
   is replaced by (a slice of) the tensor it was given, so the save op reads
   the variable's value when it runs.
   """
-  if all(_reads_state_when_run(value)
-         for slices in shard.values() for value in slices.values()):
+  if all(
+      _reads_state_when_run(value)
+      for slices in shard.values()
+      for value in slices.values()):
     return shard
   given = {}
   for tensor in shardable:
     given.setdefault(tensor.checkpoint_key, []).append(tensor)
   with ops.device(task):
-    return {key: {slice_spec: _given_slice(given.get(key), slice_spec, value)
-                  for slice_spec, value in slices.items()}
-            for key, slices in shard.items()}
+    return {
+        key: {
+            slice_spec: _given_slice(given.get(key), slice_spec, value)
+            for slice_spec, value in slices.items()
+        } for key, slices in shard.items()
+    }
 
 
 def _reads_state_when_run(value):
@@ -196,11 +208,12 @@ def _slice_within(given, slice_spec):
     return None
   if len(given_offsets) != len(offsets) or None in given_lengths:
     return None
-  begin = [offset - given_offset
-           for offset, given_offset in zip(offsets, given_offsets)]
+  begin = [
+      offset - given_offset
+      for offset, given_offset in zip(offsets, given_offsets)
+  ]
   if any(start < 0 or start + length > given_length
-         for start, length, given_length
-         in zip(begin, lengths, given_lengths)):
+         for start, length, given_length in zip(begin, lengths, given_lengths)):
     return None
   return begin, lengths
 
@@ -259,8 +272,10 @@ def _check_shards(shards, shardable, description):
   was given, and no shard mixes tasks. (TensorFlow checks nothing, and
   writes whatever the callback returns, leaving out None values.)
   """
-  expected = {tensor.checkpoint_key: (tensor.dtype, _task(tensor.tensor.device))
-              for tensor in shardable}
+  expected = {
+      tensor.checkpoint_key: (tensor.dtype, _task(tensor.tensor.device))
+      for tensor in shardable
+  }
   seen_keys, seen = set(), set()
 
   def fail(problem, key, slice_spec, detail=""):
@@ -273,32 +288,37 @@ def _check_shards(shards, shardable, description):
     shard_task = None
     for key, slice_to_tensor in shard.items():
       if key not in expected:
-        fail("a tensor not originally in the object graph was found in the "
-             "checkpoint shards", key, "")
+        fail(
+            "a tensor not originally in the object graph was found in the "
+            "checkpoint shards", key, "")
       dtype, task = expected[key]
       for slice_spec, tensor in slice_to_tensor.items():
         if (key, slice_spec.strip()) in seen:
-          fail("multiple tensors with the same checkpoint key and slice spec "
-               "were found", key, slice_spec)
+          fail(
+              "multiple tensors with the same checkpoint key and slice spec "
+              "were found", key, slice_spec)
         seen.add((key, slice_spec.strip()))
         if tensor is None:
           fail("a tensor was replaced by None", key, slice_spec)
         if tensor.dtype != dtype:
-          fail("a tensor was found with an altered dtype", key, slice_spec,
-               f"  original tensor_dtype: {dtype}\n"
-               f"  new tensor_dtype: {tensor.dtype}\n")
+          fail(
+              "a tensor was found with an altered dtype", key, slice_spec,
+              f"  original tensor_dtype: {dtype}\n"
+              f"  new tensor_dtype: {tensor.dtype}\n")
         tensor_task = _task(tensor.device)
         if tensor_task != task:
-          fail("a tensor was found with an altered task", key, slice_spec,
-               f"  original tensor_task: {task}\n"
-               f"  new tensor_task: {tensor_task}\n")
+          fail(
+              "a tensor was found with an altered task", key, slice_spec,
+              f"  original tensor_task: {task}\n"
+              f"  new tensor_task: {tensor_task}\n")
         if shard_task is not None and task is not None and task != shard_task:
-          fail("tensors with different tasks were found in the same shard",
-               key, slice_spec)
+          fail("tensors with different tasks were found in the same shard", key,
+               slice_spec)
         shard_task = task if shard_task is None else shard_task
       seen_keys.add(key)
   missing = sorted(set(expected) - seen_keys)
   if missing:
-    fail("tensors in the object graph were not found in the checkpoint "
-         "shards", missing[0], "",
-         "".join(f"  missing: {key}\n" for key in missing))
+    fail(
+        "tensors in the object graph were not found in the checkpoint "
+        "shards", missing[0], "",
+        "".join(f"  missing: {key}\n" for key in missing))

@@ -20,7 +20,7 @@ from tf_objckpt.engine import tuning
 # TensorFlow 2.15 has no sharding callbacks; the class still exists there,
 # and raises TypeError when made.
 _ShardingCallback: Any = getattr(tf_compat.sharding_util, "ShardingCallback",
-                            object)
+                                 object)
 
 
 class ParallelShardsPolicy(_ShardingCallback):
@@ -42,7 +42,8 @@ class ParallelShardsPolicy(_ShardingCallback):
       checkpoint.write(path, options=options)
   """
 
-  def __init__(self, max_shards: Optional[int] = None,
+  def __init__(self,
+               max_shards: Optional[int] = None,
                min_shard_bytes: int = 32 << 20) -> None:
     """Makes the policy.
 
@@ -78,8 +79,8 @@ class ParallelShardsPolicy(_ShardingCallback):
       shard: dict = {}
       for index in members:
         tensor = shardable_tensors[index]
-        shard.setdefault(tensor.checkpoint_key, {})[tensor.slice_spec] = (
-            tensor.tensor)
+        shard.setdefault(tensor.checkpoint_key,
+                         {})[tensor.slice_spec] = (tensor.tensor)
       shards.append(shard)
     return shards
 

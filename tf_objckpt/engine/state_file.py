@@ -111,12 +111,14 @@ def generate_checkpoint_state_proto(save_dir,
       len(all_model_checkpoint_timestamps) != len(paths)):
     raise ValueError(
         "Checkpoint timestamps, if provided, must match checkpoint paths "
-        "(got paths %s and timestamps %s): %d timestamps for %d paths." % (
-            paths, list(all_model_checkpoint_timestamps),
-            len(all_model_checkpoint_timestamps), len(paths)))
+        "(got paths %s and timestamps %s): %d timestamps for %d paths." %
+        (paths, list(all_model_checkpoint_timestamps),
+         len(all_model_checkpoint_timestamps), len(paths)))
   if not os.path.isabs(save_dir):
+
     def rel(p):
       return p if os.path.isabs(p) else os.path.relpath(p, save_dir)
+
     model_checkpoint_path = rel(model_checkpoint_path)
     paths[:] = [rel(p) for p in paths]
   return CheckpointState(
@@ -170,12 +172,15 @@ def write_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
   paths = all_model_checkpoint_paths  # Passed on as given, as TF does.
   if save_relative_paths:
     paths = paths or []
+
     def rel(p):
       return os.path.relpath(p, save_dir) if os.path.isabs(p) else p
+
     model_checkpoint_path = rel(model_checkpoint_path)
     paths = [rel(p) for p in paths]
   state = generate_checkpoint_state_proto(
-      save_dir, model_checkpoint_path,
+      save_dir,
+      model_checkpoint_path,
       all_model_checkpoint_paths=paths,
       all_model_checkpoint_timestamps=all_model_checkpoint_timestamps,
       last_preserved_timestamp=last_preserved_timestamp)
@@ -206,7 +211,8 @@ def update_checkpoint_state(save_dir,
     RuntimeError: If the checkpoint path is the state file's own path.
   """
   update_checkpoint_state_internal(
-      save_dir, model_checkpoint_path,
+      save_dir,
+      model_checkpoint_path,
       all_model_checkpoint_paths=all_model_checkpoint_paths,
       latest_filename=latest_filename,
       save_relative_paths=False,
@@ -349,8 +355,8 @@ def checkpoint_exists(checkpoint_prefix):
   return checkpoint_exists_internal(checkpoint_prefix)
 
 
-@deprecation.deprecated(
-    date=None, instructions="Stat the checkpoint's files directly.")
+@deprecation.deprecated(date=None,
+                        instructions="Stat the checkpoint's files directly.")
 def get_checkpoint_mtimes(checkpoint_prefixes):
   """Returns modification times (seconds) of the checkpoints that exist.
 
@@ -388,8 +394,8 @@ def directory_checkpoints(directory, checkpoint_name=None):
   Returns:
     The prefixes, highest number first, then by name.
   """
-  name = (r".+?" if checkpoint_name is None else
-          re.escape(checkpoint_name) + r"-\d+")
+  name = (r".+?" if checkpoint_name is None else re.escape(checkpoint_name) +
+          r"-\d+")
   files = re.compile(rf"({name})(?:\.index|\.data-\d{{5}}-of-\d{{5}})")
   try:
     entries = file_io.list_directory(directory)
@@ -401,8 +407,9 @@ def directory_checkpoints(directory, checkpoint_name=None):
     number = re.search(r"-(\d+)$", name)
     return (-int(number.group(1)) if number else 1, name)
 
-  return [os.path.join(directory, name) for name in sorted(names,
-                                                           key=newest_first)]
+  return [
+      os.path.join(directory, name) for name in sorted(names, key=newest_first)
+  ]
 
 
 def comparable(path):
@@ -424,8 +431,10 @@ def unlisted_checkpoints(directory, listed, checkpoint_name=None):
   absolute, with redundant separators).
   """
   seen = {comparable(path) for path in listed}
-  return [path for path in directory_checkpoints(directory, checkpoint_name)
-          if comparable(path) not in seen]
+  return [
+      path for path in directory_checkpoints(directory, checkpoint_name)
+      if comparable(path) not in seen
+  ]
 
 
 def delete_matching(pattern):
@@ -438,14 +447,14 @@ def delete_matching(pattern):
     try:
       file_io.delete_file(path)
     except errors.NotFoundError:
-      logging.warning("Hit NotFoundError when deleting '%s', possibly because "
-                      "another process/thread is also deleting/moving the "
-                      "same file: it vanished before it could be deleted.",
-                      path)
+      logging.warning(
+          "Hit NotFoundError when deleting '%s', possibly because "
+          "another process/thread is also deleting/moving the "
+          "same file: it vanished before it could be deleted.", path)
 
 
-@deprecation.deprecated(
-    date=None, instructions="Delete the checkpoint's files directly.")
+@deprecation.deprecated(date=None,
+                        instructions="Delete the checkpoint's files directly.")
 def remove_checkpoint(checkpoint_prefix,
                       checkpoint_format_version=saver_pb2.SaverDef.V2,
                       meta_graph_suffix="meta"):

@@ -29,13 +29,13 @@ _LATER_OPTIONS = {
     "experimental_skip_slot_variables": "2.16",
 }
 
-_GRAPH_DEF_ARGUMENTS = (
-    {"use_pybind11_proto": True}
-    if "use_pybind11_proto" in inspect.signature(
-        ops.Graph.as_graph_def).parameters else {})
+_GRAPH_DEF_ARGUMENTS = ({
+    "use_pybind11_proto": True
+} if "use_pybind11_proto" in inspect.signature(
+    ops.Graph.as_graph_def).parameters else {})
 
-_OPTIONS_PARAMETERS = frozenset(inspect.signature(
-    checkpoint_options.CheckpointOptions.__init__).parameters)
+_OPTIONS_PARAMETERS = frozenset(
+    inspect.signature(checkpoint_options.CheckpointOptions.__init__).parameters)
 
 
 def check_options_arguments(arguments):

@@ -29,14 +29,13 @@ def enabled():
 
   A traced function saves and restores when it runs, not when traced.
   """
-  return (logging.get_verbosity() <= logging.INFO and
-          not ops.inside_function())
+  return (logging.get_verbosity() <= logging.INFO and not ops.inside_function())
 
 
 def _log(action, path, values, num_bytes, started):
   seconds = max(time.perf_counter() - started, 1e-9)
-  logging.info("%s %s: %d values, %d bytes in %.3f s (%.1f MB/s)", action,
-               path, values, num_bytes, seconds, num_bytes / seconds / 1e6)
+  logging.info("%s %s: %d values, %d bytes in %.3f s (%.1f MB/s)", action, path,
+               values, num_bytes, seconds, num_bytes / seconds / 1e6)
 
 
 def saved(path, started):
@@ -64,11 +63,10 @@ def restored(path, started, values):
   if not enabled() or not isinstance(path, (str, bytes)):
     return
   # Values mostly share a few shapes and dtypes: size each kind once.
-  kinds = collections.Counter((tuple(shape or ()), dtype)
-                              for shape, dtype in values)
-  num_bytes = sum(
-      count * reads.byte_size(shape, dtypes.as_dtype(dtype))
-      for (shape, dtype), count in kinds.items())
+  kinds = collections.Counter(
+      (tuple(shape or ()), dtype) for shape, dtype in values)
+  num_bytes = sum(count * reads.byte_size(shape, dtypes.as_dtype(dtype))
+                  for (shape, dtype), count in kinds.items())
   _log("Restored checkpoint", compat.as_str(path), len(values), num_bytes,
        started)
 

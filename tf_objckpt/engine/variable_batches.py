@@ -148,8 +148,10 @@ def _colocated_elsewhere(node):
   """Whether the op of `node` is colocated with ops other than itself."""
   if "_class" not in node.attr:  # Looking up a missing key would add it.
     return False
-  groups = [group for group in node.attr["_class"].list.s
-            if group.startswith(b"loc:@")]
+  groups = [
+      group for group in node.attr["_class"].list.s
+      if group.startswith(b"loc:@")
+  ]
   return bool(groups) and groups != [b"loc:@" + node.name.encode()]
 
 
@@ -162,31 +164,34 @@ def read_variables(variables):
   """The values of `variables`, all of one `batch_key`."""
   if context.executing_eagerly():
     with direct_kernels(len(variables)):
-      return execute.execute(
-          b"_ReadVariablesOp", num_outputs=len(variables),
-          inputs=[variable.handle for variable in variables],
-          attrs=("N", len(variables), "dtypes", _dtype_enums(variables)),
-          ctx=context.context())
+      return execute.execute(b"_ReadVariablesOp",
+                             num_outputs=len(variables),
+                             inputs=[variable.handle for variable in variables],
+                             attrs=("N", len(variables), "dtypes",
+                                    _dtype_enums(variables)),
+                             ctx=context.context())
   values = []
   batch_size = tuning.TUNING.graph_batch_size
   for start in range(0, len(variables), batch_size):
     batch = variables[start:start + batch_size]
     with ops.colocate_with(batch[0].handle.op):
-      values.extend(create_op(
-          "_ReadVariablesOp", "ReadVariables", variable_handles(batch),
-          [variable.dtype for variable in batch],
-          N=attr_value_pb2.AttrValue(i=len(batch)),
-          dtypes=list_attr(type=_dtype_enums(batch))).outputs)
+      values.extend(
+          create_op("_ReadVariablesOp",
+                    "ReadVariables",
+                    variable_handles(batch),
+                    [variable.dtype for variable in batch],
+                    N=attr_value_pb2.AttrValue(i=len(batch)),
+                    dtypes=list_attr(type=_dtype_enums(batch))).outputs)
   return values
 
 
 def variable_handles(variables):
   """A `_VarHandlesOp`'s handles to `variables` (graph building)."""
   with ops.colocate_with(variables[0].handle.op):
-    return create_op(
-        "_VarHandlesOp", "VarHandles", [], [dtypes.resource] * len(variables),
-        N=attr_value_pb2.AttrValue(i=len(variables)),
-        **handle_attrs(variables)).outputs
+    return create_op("_VarHandlesOp",
+                     "VarHandles", [], [dtypes.resource] * len(variables),
+                     N=attr_value_pb2.AttrValue(i=len(variables)),
+                     **handle_attrs(variables)).outputs
 
 
 def handle_attrs(variables, shapes=True, handle_nodes=None):
@@ -206,13 +211,12 @@ def handle_attrs(variables, shapes=True, handle_nodes=None):
     handle_shapes = [node.attr["shape"].shape for node in handle_nodes]
   else:
     handle_shapes = [_UNKNOWN_SHAPE] * len(variables)
-  return dict(
-      containers=list_attr(s=[node.attr["container"].s
-                              for node in handle_nodes]),
-      shared_names=list_attr(s=[node.attr["shared_name"].s
-                                for node in handle_nodes]),
-      dtypes=list_attr(type=_dtype_enums(variables)),
-      shapes=list_attr(shape=handle_shapes))
+  return dict(containers=list_attr(
+      s=[node.attr["container"].s for node in handle_nodes]),
+              shared_names=list_attr(
+                  s=[node.attr["shared_name"].s for node in handle_nodes]),
+              dtypes=list_attr(type=_dtype_enums(variables)),
+              shapes=list_attr(shape=handle_shapes))
 
 
 def _dtype_enums(variables):
@@ -221,14 +225,17 @@ def _dtype_enums(variables):
 
 def create_op(op_type, name, inputs, output_types, **attrs):
   """Adds an op to the default graph, given its attributes as protos."""
-  return ops.get_default_graph().create_op(
-      op_type, inputs, output_types, name=name, attrs=attrs)
+  return ops.get_default_graph().create_op(op_type,
+                                           inputs,
+                                           output_types,
+                                           name=name,
+                                           attrs=attrs)
 
 
 def list_attr(**values):
   """A list-valued `AttrValue`."""
-  return attr_value_pb2.AttrValue(
-      list=attr_value_pb2.AttrValue.ListValue(**values))
+  return attr_value_pb2.AttrValue(list=attr_value_pb2.AttrValue.ListValue(
+      **values))
 
 
 @functools.lru_cache(maxsize=None)

@@ -38,7 +38,8 @@ class ReferenceVariableSaveable(saveable_objects.SaveableObject):
     if restored_shapes is not None:
       value = array_ops.reshape(value, restored_shapes[0])
     return state_ops.assign(
-        self.op, value,
+        self.op,
+        value,
         validate_shape=(restored_shapes is None and
                         self.op.get_shape().is_fully_defined()))
 
@@ -59,8 +60,11 @@ class ResourceVariableSaveable(saveable_objects.SaveableObject):
       raise ValueError(
           "Expected a resource variable or a read of one to save as "
           f"{name!r}, got {var!r}.")
-    spec = saveable_objects.SaveSpec(
-        tensor, slice_spec, name, dtype=var.dtype, device=var.device)
+    spec = saveable_objects.SaveSpec(tensor,
+                                     slice_spec,
+                                     name,
+                                     dtype=var.dtype,
+                                     device=var.device)
     super().__init__(var, [spec], name)
 
   def restore(self, restored_tensors, restored_shapes=None):
@@ -119,8 +123,10 @@ class VariableSaveable(ResourceVariableSaveable):
     device = var.device
     self.op = var
     self.name = name
-    self.specs = [variable_values.VariableValueSpec(
-        var, name + _VARIABLE_VALUE_KEY, device)]
+    self.specs = [
+        variable_values.VariableValueSpec(var, name + _VARIABLE_VALUE_KEY,
+                                          device)
+    ]
     self.handle_op = var.handle
     self._var_device = device
     self._var_shape = var.shape

@@ -16,6 +16,7 @@ from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 
+
 def set_cpu0(device_string: str) -> str:
   """Returns `device_string` with the device replaced by CPU:0.
 
@@ -38,8 +39,7 @@ def read_to_cpu(var, device):
     value = var._graph_element  # pylint: disable=protected-access
   else:
     with ops.device(device):
-      value = gen_resource_variable_ops.read_variable_op(var.handle,
-                                                         var.dtype)
+      value = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
   if not device or "CPU" in device.upper():
     return value
   with ops.device("/device:CPU:0"):
@@ -84,8 +84,8 @@ def spec_tensors(specs):
   tensors = [None] * len(specs)
   batches = {}
   for index, spec in enumerate(specs):
-    key = (variable_batches.batch_key(spec.variable)
-           if isinstance(spec, VariableValueSpec) else None)
+    key = (variable_batches.batch_key(spec.variable) if isinstance(
+        spec, VariableValueSpec) else None)
     if key is None:
       tensors[index] = spec.tensor
     else:
@@ -98,8 +98,8 @@ def spec_tensors(specs):
       values = []
       limit = tuning.TUNING.read_batch_limit
       for start in range(0, len(variables), limit):
-        values.extend(variable_batches.read_variables(
-            variables[start:start + limit]))
+        values.extend(
+            variable_batches.read_variables(variables[start:start + limit]))
     for index, value in zip(indices, values):
       tensors[index] = value
   return tensors

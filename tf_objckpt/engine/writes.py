@@ -27,8 +27,8 @@ from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 
 # The threads of eager writes of several shards.
-_write_pool = thread_pools.ThreadPool(
-    "tf_objckpt_write", lambda: tuning.TUNING.write_threads)
+_write_pool = thread_pools.ThreadPool("tf_objckpt_write",
+                                      lambda: tuning.TUNING.write_threads)
 
 
 def save_v2(file_prefix, names, slices, tensors):
@@ -40,7 +40,9 @@ def save_v2(file_prefix, names, slices, tensors):
 def save_v1(filename, names, slices, tensors):
   """One `SaveSlices` writing a V1 checkpoint file."""
   return io_ops._save(  # pylint: disable=protected-access
-      filename=filename, tensor_names=names, tensors=tensors,
+      filename=filename,
+      tensor_names=names,
+      tensors=tensors,
       tensor_slices=slices)
 
 
@@ -61,14 +63,18 @@ def temp_shard_prefix(file_prefix):
   """
   with ops.device("CPU"):
     on_s3 = string_ops.regex_full_match(file_prefix, "^s3://.*")
-    suffix = array_ops.where(on_s3, constant_op.constant(".part"),
-                             constant_op.constant(os.path.normpath(
-                                 temporary_names.TEMP_DIR_SUFFIX + "/part")))
+    suffix = array_ops.where(
+        on_s3, constant_op.constant(".part"),
+        constant_op.constant(
+            os.path.normpath(temporary_names.TEMP_DIR_SUFFIX + "/part")))
     return string_ops.string_join([file_prefix, suffix])
 
 
-def write_shards(file_prefix, shard_writers, merge_device=None,
-                 shard_filename=sharded_filename, graph_compatible=False,
+def write_shards(file_prefix,
+                 shard_writers,
+                 merge_device=None,
+                 shard_filename=sharded_filename,
+                 graph_compatible=False,
                  other_prefixes=()):
   """Writes shards under a temporary prefix, then merges them into one.
 
@@ -97,16 +103,18 @@ def write_shards(file_prefix, shard_writers, merge_device=None,
     shard_prefix = shard_filename(temp_prefix, index, num_shards)
     return shard_prefix, write(shard_prefix)
 
-  named_and_written = _write_each(
-      [(device, functools.partial(name_and_write, index, write))
-       for index, (device, write) in enumerate(shard_writers)])
+  named_and_written = _write_each([
+      (device, functools.partial(name_and_write, index, write))
+      for index, (device, write) in enumerate(shard_writers)
+  ])
   shard_prefixes = [shard_prefix for shard_prefix, _ in named_and_written]
   written = [write for _, write in named_and_written]
   device = shard_writers[-1][0] if shard_writers else None
   with ops.control_dependencies(written), ops.device(merge_device or device):
-    merge = gen_io_ops.merge_v2_checkpoints(
-        list(other_prefixes) + shard_prefixes, file_prefix,
-        delete_old_dirs=True)
+    merge = gen_io_ops.merge_v2_checkpoints(list(other_prefixes) +
+                                            shard_prefixes,
+                                            file_prefix,
+                                            delete_old_dirs=True)
     if not graph_compatible:
       return merge
     with ops.control_dependencies([merge]):
@@ -124,8 +132,10 @@ def _write_each(writes):
   if not (context.executing_eagerly() and len(writes) > 1 and
           _all_local([device for device, _ in writes])):
     return [_run_on(device, write) for device, write in writes]
-  futures = [_write_pool.submit(_run_on, device, write, eager=True)
-             for device, write in writes]
+  futures = [
+      _write_pool.submit(_run_on, device, write, eager=True)
+      for device, write in writes
+  ]
   # Every write ends before any error is raised, so that the cleanup of a
   # failed save finds no write still running.
   concurrent.futures.wait(futures)
@@ -142,8 +152,9 @@ def _all_local(devices):
   if context.is_async():
     return False
   host = _task_of(context.context().host_address_space())
-  return all(pydev.DeviceSpec.from_string(device or "").job is None or
-             _task_of(device) == host for device in devices)
+  return all(
+      pydev.DeviceSpec.from_string(device or "").job is None or
+      _task_of(device) == host for device in devices)
 
 
 def _task_of(device):

@@ -26,8 +26,8 @@ def escape_local_name(name: str) -> str:
   """Escapes a local name so it can be one segment of a checkpoint key."""
   if ESCAPE_CHAR not in name and "/" not in name:  # Most names.
     return name
-  return name.replace(ESCAPE_CHAR, ESCAPE_CHAR * 2).replace(
-      "/", ESCAPE_CHAR + "S")
+  return name.replace(ESCAPE_CHAR,
+                      ESCAPE_CHAR * 2).replace("/", ESCAPE_CHAR + "S")
 
 
 def checkpoint_key(object_name: str, attribute_name: str) -> str:

@@ -170,6 +170,7 @@ class ObjectIdentityWeakSet(ObjectIdentitySet):
     return sum(1 for _ in self)
 
 
-module_names.keep_module_name(
-    "tf_objckpt.object_identity", ObjectIdentityDictionary,
-    ObjectIdentityWeakKeyDictionary, ObjectIdentitySet, ObjectIdentityWeakSet)
+module_names.keep_module_name("tf_objckpt.object_identity",
+                              ObjectIdentityDictionary,
+                              ObjectIdentityWeakKeyDictionary,
+                              ObjectIdentitySet, ObjectIdentityWeakSet)

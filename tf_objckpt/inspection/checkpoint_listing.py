@@ -68,8 +68,8 @@ def find_checkpoint(path):
     note = (f"{path!r} is a file of checkpoint {own_file.group(1)!r}; using "
             "that checkpoint.")
     path = own_file.group(1)
-  if file_io.file_exists(path + ".index") or (
-      file_io.file_exists(path) and not own_file):
+  if file_io.file_exists(path + ".index") or (file_io.file_exists(path) and
+                                              not own_file):
     return path, note
   data_files = file_io.get_matching_files(path + ".data-*")
   if data_files:
@@ -110,8 +110,8 @@ class Value(NamedTuple):
 
 
 def format_shape(shape):
-  return "(" + ", ".join(str(dim) for dim in shape) + (
-      ",)" if len(shape) == 1 else ")")
+  return "(" + ", ".join(
+      str(dim) for dim in shape) + (",)" if len(shape) == 1 else ")")
 
 
 def format_bytes(count):
@@ -126,7 +126,11 @@ def format_bytes(count):
 class Listing:
   """A checkpoint's values, files and (object-based) object graph."""
 
-  def __init__(self, path, reader, index, object_graph,
+  def __init__(self,
+               path,
+               reader,
+               index,
+               object_graph,
                object_graph_error=None):
     self.path = path
     self.index = index  # A `bundle_index.BundleIndex`, or None (V1).
@@ -148,13 +152,17 @@ class Listing:
 
   def data_files(self):
     """Every data file of the checkpoint (V2), in shard order."""
-    return [bundle_index.data_file_name(self.path, shard, self.num_shards)
-            for shard in range(self.num_shards)]
+    return [
+        bundle_index.data_file_name(self.path, shard, self.num_shards)
+        for shard in range(self.num_shards)
+    ]
 
   def stored_values(self):
     """The values other than the object graph, in key order."""
-    return [value for key, value in sorted(self.values.items())
-            if key != OBJECT_GRAPH_KEY]
+    return [
+        value for key, value in sorted(self.values.items())
+        if key != OBJECT_GRAPH_KEY
+    ]
 
   def python_class(self, node_id):
     """The class that saved a node, where the checkpoint records it."""
@@ -195,18 +203,21 @@ class Listing:
     if name in self.values:
       return name
     if self.object_based:
-      matches = sorted({attribute.checkpoint_key
-                        for node_id in self._nodes_at(name)
-                        for attribute in self.object_graph.nodes[
-                            node_id].attributes
-                        if attribute.checkpoint_key in self.values})
+      matches = sorted({
+          attribute.checkpoint_key
+          for node_id in self._nodes_at(name)
+          for attribute in self.object_graph.nodes[node_id].attributes
+          if attribute.checkpoint_key in self.values
+      })
       if len(matches) == 1:
         return matches[0]
       if matches:
         raise KeyError(f"{name!r} holds several values; name one of their "
                        f"keys: {', '.join(matches)}")
     message = f"No value {name!r} in checkpoint {self.path!r}."
-    close = difflib.get_close_matches(name, self._names(), n=_SUGGESTED,
+    close = difflib.get_close_matches(name,
+                                      self._names(),
+                                      n=_SUGGESTED,
                                       cutoff=0.5)
     if close:
       message += " Closest: " + ", ".join(close) + "."
@@ -245,9 +256,10 @@ class Listing:
       return sorted(names)
     nodes = self.object_graph.nodes
     for node_id, node in enumerate(nodes):
-      holders = [child for child in node.children
-                 if child.node_id < len(nodes) and
-                 nodes[child.node_id].attributes]
+      holders = [
+          child for child in node.children
+          if child.node_id < len(nodes) and nodes[child.node_id].attributes
+      ]
       if not holders:
         continue
       parent = self.node_paths[node_id] + "/" if node_id else ""
@@ -263,8 +275,7 @@ def _values(path, checkpoint, index):
     entry = index.entries.get(key) if index else None
     if entry is not None and not entry.slices:
       size = entry.size
-      file = bundle_index.data_file_name(path, entry.shard_id,
-                                            index.num_shards)
+      file = bundle_index.data_file_name(path, entry.shard_id, index.num_shards)
     else:
       size = reads.byte_size(shape, dtype)
       file = path if index is None else ""

@@ -108,8 +108,8 @@ class CheckpointReader:
       return self._listing().find_key(name)
     except KeyError as e:
       raise errors.NotFoundError(
-          None, None, f"Key {name} not found in checkpoint: {e.args[0]}"
-      ) from None
+          None, None,
+          f"Key {name} not found in checkpoint: {e.args[0]}") from None
 
   def _missing(self, key):
     """The `NotFoundError` for a key the checkpoint lacks."""
@@ -167,8 +167,7 @@ def list_variables(
       key=operator.itemgetter(0))
 
 
-def load_variable(ckpt_dir_or_file: Union[str, os.PathLike],
-                  name: str) -> Any:
+def load_variable(ckpt_dir_or_file: Union[str, os.PathLike], name: str) -> Any:
   """The value of `name` in a checkpoint, as numpy.
 
   Args:

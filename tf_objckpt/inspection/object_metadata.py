@@ -31,8 +31,11 @@ class ObjectGraphProtoPrettyPrinter:
     if self._node_names is None:
       paths = object_graph_check.NodePaths(self._object_graph_proto)
       names = (paths[node_id] for node_id in range(len(paths)))
-      self._node_names = {node_id: name for node_id, name in enumerate(names)
-                          if not name.startswith("<unreachable")}
+      self._node_names = {
+          node_id: name
+          for node_id, name in enumerate(names)
+          if not name.startswith("<unreachable")
+      }
     return self._node_names
 
 
@@ -44,8 +47,7 @@ def object_metadata(
   Raises:
     ValueError: If the checkpoint is name-based (has no object graph).
   """
-  proto = reads.read_object_graph(
-      reads.open_reader(save_path), save_path)
+  proto = reads.read_object_graph(reads.open_reader(save_path), save_path)
   if proto is None:
     raise ValueError(
         f"The specified checkpoint \"{save_path}\" does not appear to be "

@@ -30,7 +30,6 @@ from tf_objckpt.restoring import restore_report
 _BATCH_BYTES = 256 << 20
 _BATCH_KEYS = 4096
 
-
 _OBJECT_GRAPH_KEY = checkpoint_listing.OBJECT_GRAPH_KEY
 
 
@@ -98,10 +97,9 @@ class _Progress:
     if not self._enabled or now - self._last < 0.2:
       return
     self._last = now
-    self._stream.write(
-        f"\rverifying: {values}/{self._total_values} values, "
-        f"{checkpoint_listing.format_bytes(size)} of "
-        f"{checkpoint_listing.format_bytes(self._total_bytes)}")
+    self._stream.write(f"\rverifying: {values}/{self._total_values} values, "
+                       f"{checkpoint_listing.format_bytes(size)} of "
+                       f"{checkpoint_listing.format_bytes(self._total_bytes)}")
     self._stream.flush()
 
   def done(self):
@@ -125,8 +123,9 @@ def verify(listing, progress_stream=None):
   start = time.monotonic()
   problems = file_problems(listing)
   lost = set(_subjects(problems))
-  to_read = [value for value in _in_file_order(listing)
-             if value.key not in lost]
+  to_read = [
+      value for value in _in_file_order(listing) if value.key not in lost
+  ]
   progress = _Progress(len(to_read), sum(value.bytes for value in to_read),
                        progress_stream)
   values_read = bytes_read = 0
@@ -136,8 +135,10 @@ def verify(listing, progress_stream=None):
     bytes_read += sum(value.bytes for value in batch)
     progress.update(values_read, bytes_read)
   progress.done()
-  problems.extend(_object_graph_problems(
-      listing, graph_unreadable=_OBJECT_GRAPH_KEY in _subjects(problems)))
+  problems.extend(
+      _object_graph_problems(listing,
+                             graph_unreadable=_OBJECT_GRAPH_KEY
+                             in _subjects(problems)))
   graph_read = any(value.key == _OBJECT_GRAPH_KEY for value in to_read)
   return Result(problems, values_read - graph_read, graph_read, bytes_read,
                 time.monotonic() - start)
@@ -164,19 +165,23 @@ def file_problems(listing):
     size = bundle_index.file_size(file)
     keys = sorted(holders.get(file, ()))
     if size is None:
-      problems.append(Problem(
-          file, "", "data file is missing; it holds "
-          f"{restore_report.count_text(len(keys), 'value')}",
-          covers=tuple(keys) or None))
+      problems.append(
+          Problem(file,
+                  "", "data file is missing; it holds "
+                  f"{restore_report.count_text(len(keys), 'value')}",
+                  covers=tuple(keys) or None))
       continue
     needed = max(ends.get(file, {}).values(), default=0)
     if size < needed:
       beyond = tuple(key for key in keys if ends[file][key] > size)
-      problems.append(Problem(
-          file, "", f"data file is truncated: {size} bytes, the index "
-          f"places values up to byte {needed}; "
-          f"{restore_report.count_text(len(beyond), 'value')} beyond its "
-          "end cannot be read", covers=beyond))
+      problems.append(
+          Problem(
+              file,
+              "", f"data file is truncated: {size} bytes, the index "
+              f"places values up to byte {needed}; "
+              f"{restore_report.count_text(len(beyond), 'value')} beyond its "
+              "end cannot be read",
+              covers=beyond))
   return problems
 
 
@@ -217,9 +222,11 @@ def read_values(listing, values):
   except errors.OpError as e:
     if len(values) == 1:
       value = values[0]
-      return {}, [Problem(value.file or listing.path, value.key,
-                          f"cannot be read: {type(e).__name__}: "
-                          f"{op_error_text(e)}")]
+      return {}, [
+          Problem(value.file or listing.path, value.key,
+                  f"cannot be read: {type(e).__name__}: "
+                  f"{op_error_text(e)}")
+      ]
   half = len(values) // 2
   first, first_problems = read_values(listing, values[:half])
   second, second_problems = read_values(listing, values[half:])
@@ -250,8 +257,10 @@ def _object_graph_problems(listing, graph_unreadable):
   if listing.object_graph_error is not None:
     if graph_unreadable:
       return []
-    return [Problem(graph_file, _OBJECT_GRAPH_KEY,
-                    listing.object_graph_error.message)]
+    return [
+        Problem(graph_file, _OBJECT_GRAPH_KEY,
+                listing.object_graph_error.message)
+    ]
   if not listing.object_based:
     return []
   graph = listing.object_graph
@@ -259,9 +268,11 @@ def _object_graph_problems(listing, graph_unreadable):
       Problem(graph_file, _OBJECT_GRAPH_KEY,
               f"node {node_id} ({listing.node_paths[node_id]}): {problem}")
       for node_id, problem in object_graph_check.object_graph_problems(
-          graph, listing.values)]
+          graph, listing.values)
+  ]
   problems.extend(
-      Problem(listing.values[key].file or listing.path, key,
+      Problem(listing.values[key].file or listing.path,
+              key,
               "no object of the object graph refers to this value",
               warning=True)
       for key in object_graph_check.unreferenced_keys(graph, listing.values))
@@ -293,6 +304,5 @@ def report_lines(listing, result):
   else:
     summary += "; OK"
   if result.warnings:
-    summary += ", " + restore_report.count_text(len(result.warnings),
-                                                "warning")
+    summary += ", " + restore_report.count_text(len(result.warnings), "warning")
   return lines + [summary]

@@ -37,8 +37,9 @@ class AutoTrackable(trackable.Trackable):
     except AttributeError:
       pass
     if getattr(self, "_self_setattr_tracking", True):
-      value = wrapping.sticky_attribute_assignment(
-          trackable=self, name=name, value=value)
+      value = wrapping.sticky_attribute_assignment(trackable=self,
+                                                   name=name,
+                                                   value=value)
     super().__setattr__(name, value)
 
   def __delattr__(self, name):

@@ -29,8 +29,10 @@ class Mapping(structure_base.TrackableDataStructure, collections.abc.Mapping):
     """Builds the mapping; arguments are those of `dict()`."""
     super().__init__()
     self._storage = self._make_storage(*args, **kwargs)
-    tracked = {key: self._track_value(value, self._name_element(key))
-               for key, value in self._storage.items()}
+    tracked = {
+        key: self._track_value(value, self._name_element(key))
+        for key, value in self._storage.items()
+    }
     self._storage.update(tracked)
 
   def _make_storage(self, *args, **kwargs):
@@ -87,7 +89,6 @@ def _values_sorted_by_key(mapping):
 # when a dict is first wrapped (the wrapper is unsaveable anyway).
 _NON_STRING_KEY_NAME = "-non_string_key"
 
-
 # The start of the errors of unsaveable dict wrappers: TensorFlow's phrase.
 _UNABLE_TO_SAVE_DICT = ("Unable to save the object {!r} (a dictionary "
                         "wrapper constructed automatically on attribute "
@@ -117,8 +118,10 @@ class _DictWrapper(structure_base.TrackableDataStructure, wrapt.ObjectProxy):
     structure_base.TrackableDataStructure.__init__(self)
     self._self_non_string_key = False
     self._self_external_modification = False
-    tracked = {key: self._track_value(value, key)
-               for key, value in self.__wrapped__.items()}
+    tracked = {
+        key: self._track_value(value, key)
+        for key, value in self.__wrapped__.items()
+    }
     self.__wrapped__.update(tracked)
     self._update_snapshot()
 
@@ -152,8 +155,7 @@ class _DictWrapper(structure_base.TrackableDataStructure, wrapt.ObjectProxy):
     return self._with_flags(_DictWrapper(copy.copy(self.__wrapped__)))
 
   def __deepcopy__(self, memo):
-    return self._with_flags(
-        _DictWrapper(copy.deepcopy(self.__wrapped__, memo)))
+    return self._with_flags(_DictWrapper(copy.deepcopy(self.__wrapped__, memo)))
 
   def _with_flags(self, copied):
     """Gives `copied` this wrapper's saveability flags; returns it."""

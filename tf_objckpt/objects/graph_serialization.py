@@ -96,12 +96,17 @@ class Serialization:
       # Eagerly, variables' saveables are kept for later saves: they must
       # not keep the variables alive.
       registered = _registered_nodes(gathered)
-      node_saveables, attributes = self._node_saveables(
-          gathered, freeze, weak=freeze, registered=registered)
-      last = self._last = _Serialized(
-          gathered, node_saveables, attributes,
-          _object_graph_proto(gathered, attributes, registered),
-          keep_all=not freeze, registered=registered)
+      node_saveables, attributes = self._node_saveables(gathered,
+                                                        freeze,
+                                                        weak=freeze,
+                                                        registered=registered)
+      last = self._last = _Serialized(gathered,
+                                      node_saveables,
+                                      attributes,
+                                      _object_graph_proto(
+                                          gathered, attributes, registered),
+                                      keep_all=not freeze,
+                                      registered=registered)
     saveables = _in_write_order(node_saveables, last.python_state_nodes)
     saveables.extend(_registered_saves(gathered, last.registered))
     feed_additions = {}
@@ -111,7 +116,9 @@ class Serialization:
           feed_additions.update(saveable.feed_dict_additions())
     return saveables, last.proto, feed_additions
 
-  def frozen_saveables(self, gathered, object_map=None,
+  def frozen_saveables(self,
+                       gathered,
+                       object_map=None,
                        call_with_mapped_captures=None):
     """Saveables of `gathered` for a static save, the object graph included.
 
@@ -119,23 +126,28 @@ class Serialization:
     graph. See `ObjectGraphView.frozen_saveable_objects` for the arguments.
     """
     saving = _Saving(
-        identity_containers.ObjectIdentityDictionary() if object_map is None
-        else object_map, call_with_mapped_captures)
+        identity_containers.ObjectIdentityDictionary()
+        if object_map is None else object_map, call_with_mapped_captures)
     registered = _registered_nodes(gathered)
-    node_saveables, attributes = self._node_saveables(
-        gathered, freeze=True, registered=registered, saving=saving)
+    node_saveables, attributes = self._node_saveables(gathered,
+                                                      freeze=True,
+                                                      registered=registered,
+                                                      saving=saving)
     proto = _object_graph_proto(gathered, attributes, registered)
     with ops.device("/cpu:0"):
       proto_tensor = constant_op.constant(proto.SerializeToString(),
                                           dtype=dtypes.string)
-    return [saveable for per_node in node_saveables
-            for saveable in per_node] + _registered_saves(
-                gathered, registered, saving.object_map) + [
-                    saveable_objects.NoRestoreSaveable(
-                        tensor=proto_tensor,
-                        name=trackable.OBJECT_GRAPH_PROTO_KEY)]
+    return [saveable for per_node in node_saveables for saveable in per_node
+           ] + _registered_saves(gathered, registered, saving.object_map) + [
+               saveable_objects.NoRestoreSaveable(
+                   tensor=proto_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY)
+           ]
 
-  def _node_saveables(self, gathered, freeze, weak=False, registered=(),
+  def _node_saveables(self,
+                      gathered,
+                      freeze,
+                      weak=False,
+                      registered=(),
                       saving=None):
     """Each node's saveables, and its attributes (as SerializedTensor dicts).
 
@@ -149,9 +161,9 @@ class Serialization:
         node_saveables.append([])
         attributes.append(node_attributes)
         continue
-      node_saveables.append(self._object_saveables(
-          obj, gathered.names[node_id], node_attributes, freeze, weak,
-          saving))
+      node_saveables.append(
+          self._object_saveables(obj, gathered.names[node_id], node_attributes,
+                                 freeze, weak, saving))
       attributes.append(node_attributes)
     return node_saveables, attributes
 
@@ -167,21 +179,29 @@ class Serialization:
     objects = gathered.objects
     for node_id, kept in enumerate(last.node_saveables):
       # A variable may have set its own `_serialize_to_tensors` since.
-      if kept is not None and (
-          not kept or
-          trackable_saveables.has_default_variable_saving(objects[node_id])):
+      if kept is not None and (not kept or
+                               trackable_saveables.has_default_variable_saving(
+                                   objects[node_id])):
         node_saveables.append(kept)
         continue
       node_attributes = []
-      node_saveables.append(self._object_saveables(
-          objects[node_id], gathered.names[node_id], node_attributes, freeze,
-          weak=True))
+      node_saveables.append(
+          self._object_saveables(objects[node_id],
+                                 gathered.names[node_id],
+                                 node_attributes,
+                                 freeze,
+                                 weak=True))
       if node_attributes != last.attributes[node_id]:
         return None
     return node_saveables
 
-  def _object_saveables(self, obj, object_name, node_attributes, freeze,
-                        weak=False, saving=None):
+  def _object_saveables(self,
+                        obj,
+                        object_name,
+                        node_attributes,
+                        freeze,
+                        weak=False,
+                        saving=None):
     """The saveables of `obj`; Python state frozen if `freeze`."""
     saveables = []
     for attribute_saveables in self._attribute_saveables(
@@ -192,8 +212,12 @@ class Serialization:
       saveables.extend(attribute_saveables)
     return saveables
 
-  def _attribute_saveables(self, obj, object_name, node_attributes,
-                           weak=False, saving=None):
+  def _attribute_saveables(self,
+                           obj,
+                           object_name,
+                           node_attributes,
+                           weak=False,
+                           saving=None):
     """The saveables of each attribute of `obj`; fills `node_attributes`.
 
     Args:
@@ -221,9 +245,10 @@ class Serialization:
           weakref.proxy(variable) if weak else variable,
           checkpoint_keys.checkpoint_key(
               object_name, checkpoint_keys.SERIALIZE_TO_TENSORS_NAME))
-      node_attributes.append(dict(name=trackable.VARIABLE_VALUE_KEY,
-                                  checkpoint_key=saveable.specs[0].name,
-                                  full_name=full_name))
+      node_attributes.append(
+          dict(name=trackable.VARIABLE_VALUE_KEY,
+               checkpoint_key=saveable.specs[0].name,
+               full_name=full_name))
       return [(saveable,)]
     factories = trackable_saveables.saveable_objects_from_trackable(obj)
     if not factories:
@@ -242,10 +267,11 @@ class Serialization:
           cache[name] = saveables
       names_and_keys = getattr(saveables[0],
                                "get_proto_names_and_checkpoint_keys", None)
-      for local_name, local_key in (names_and_keys() if names_and_keys
-                                    else [(name, key)]):
-        node_attributes.append(dict(name=local_name, checkpoint_key=local_key,
-                                    full_name=full_name))
+      for local_name, local_key in (names_and_keys()
+                                    if names_and_keys else [(name, key)]):
+        node_attributes.append(
+            dict(name=local_name, checkpoint_key=local_key,
+                 full_name=full_name))
       result.append(saveables)
     return result
 
@@ -290,7 +316,8 @@ class _Serialized:
     self.proto = proto
     self.node_saveables = node_saveables if keep_all else [
         saveables if _only_variable_saveables(saveables) else None
-        for saveables in node_saveables]
+        for saveables in node_saveables
+    ]
 
   def describes(self, gathered):
     """Whether `gathered` has the same objects, names and edges."""
@@ -298,8 +325,7 @@ class _Serialized:
     return (len(refs) == len(gathered.objects) and
             all(ref() is obj for ref, obj in zip(refs, gathered.objects)) and
             self.names == gathered.names and
-            self.children == gathered.children and
-            self.slots == gathered.slots)
+            self.children == gathered.children and self.slots == gathered.slots)
 
 
 def _in_write_order(node_saveables, python_state_nodes):
@@ -309,16 +335,19 @@ def _in_write_order(node_saveables, python_state_nodes):
   objects after all others (each group in graph order), and the data file
   holds values in the order they are written.
   """
-  ordered = [saveable for node_id, per_node in enumerate(node_saveables)
-             if node_id not in python_state_nodes for saveable in per_node]
+  ordered = [
+      saveable for node_id, per_node in enumerate(node_saveables)
+      if node_id not in python_state_nodes for saveable in per_node
+  ]
   ordered.extend(saveable for node_id in sorted(python_state_nodes)
                  for saveable in node_saveables[node_id])
   return ordered
 
 
 def _only_variable_saveables(saveables):
-  return all(isinstance(saveable, variable_saveables.VariableSaveable)
-             for saveable in saveables)
+  return all(
+      isinstance(saveable, variable_saveables.VariableSaveable)
+      for saveable in saveables)
 
 
 def _registered_nodes(gathered):
@@ -339,10 +368,13 @@ def _registered_saves(gathered, registered, object_map=None):
   by_saver = {}
   for node_id, name in registered.items():
     obj = gathered.objects[node_id]
-    by_saver.setdefault(name, {})[gathered.names[node_id]] = (
-        obj if object_map is None else object_map.get(obj, obj))
-  return [registered_savers.RegisteredSave(name, trackables)
-          for name, trackables in by_saver.items()]
+    by_saver.setdefault(
+        name, {})[gathered.names[node_id]] = (obj if object_map is None else
+                                              object_map.get(obj, obj))
+  return [
+      registered_savers.RegisteredSave(name, trackables)
+      for name, trackables in by_saver.items()
+  ]
 
 
 def _object_graph_proto(gathered, attributes, registered):
@@ -371,9 +403,10 @@ def _nodes_with_values(gathered, attributes, registered):
   for node_id, children in enumerate(gathered.children):
     for child_id, _ in children:
       parents[child_id].append(node_id)
-  with_values = {node_id for node_id, node_attributes in enumerate(attributes)
-                 if node_attributes or node_id in gathered.slots or
-                 node_id in registered}
+  with_values = {
+      node_id for node_id, node_attributes in enumerate(attributes)
+      if node_attributes or node_id in gathered.slots or node_id in registered
+  }
   to_visit = list(with_values)
   while to_visit:
     for parent in parents.pop(to_visit.pop(), ()):

@@ -62,10 +62,10 @@ class ObjectGraphView:
         saved as children of the root without being its dependencies
         (`Checkpoint(root=...)`). Shared, not copied: the list may grow.
     """
-    self._root_ref = (root if isinstance(root, weakref.ref)
-                      else weakref.ref(root))
-    self._attached_dependencies = (
-        [] if attached_dependencies is None else attached_dependencies)
+    self._root_ref = (root
+                      if isinstance(root, weakref.ref) else weakref.ref(root))
+    self._attached_dependencies = ([] if attached_dependencies is None else
+                                   attached_dependencies)
     self._serialization = graph_serialization.Serialization()
 
   def __deepcopy__(self, memo):
@@ -76,10 +76,10 @@ class ObjectGraphView:
     copied._serialization = graph_serialization.Serialization(
         cache_saveables=self.saveables_cache is not None)
     root = self.root
-    copied._root_ref = (self._root_ref if root is None
-                        else weakref.ref(copy.deepcopy(root, memo)))
-    copied._attached_dependencies = copy.deepcopy(
-        self._attached_dependencies, memo)
+    copied._root_ref = (self._root_ref if root is None else weakref.ref(
+        copy.deepcopy(root, memo)))
+    copied._attached_dependencies = copy.deepcopy(self._attached_dependencies,
+                                                  memo)
     return copied
 
   @property
@@ -103,8 +103,7 @@ class ObjectGraphView:
     """
     self._serialization.cache_saveables()
 
-  def _child_items(self, obj, save_type=tf_base.SaveType.CHECKPOINT,
-                   **kwargs):
+  def _child_items(self, obj, save_type=tf_base.SaveType.CHECKPOINT, **kwargs):
     """The dependencies of `obj`, as (local name, object) pairs."""
     if _is_plain_leaf(obj):
       return ()
@@ -141,21 +140,23 @@ class ObjectGraphView:
                 f"{gathered.describe(node_id, local_name)} is a "
                 f"{type(child).__name__}, not a trackable object; only "
                 "trackables can be checkpointed.")
-          child_id = gathered.add(
-              child, checkpoint_keys.escape_local_name(local_name), node_id)
+          child_id = gathered.add(child,
+                                  checkpoint_keys.escape_local_name(local_name),
+                                  node_id)
         children.append((child_id, local_name))
       gathered.children.append(children)
     return gathered
 
-  def list_children(self, obj, save_type=tf_base.SaveType.CHECKPOINT,
-                    **kwargs):
+  def list_children(self, obj, save_type=tf_base.SaveType.CHECKPOINT, **kwargs):
     """`TrackableReference`s to the children of `obj`, in their order.
 
     The root's attached dependencies (`Checkpoint(root=...)`) come last.
     `save_type` and `kwargs` are passed to `obj._trackable_children`.
     """
-    return [tf_base.TrackableReference(name, child) for name, child
-            in self._child_items(obj, save_type, **kwargs)]
+    return [
+        tf_base.TrackableReference(name, child)
+        for name, child in self._child_items(obj, save_type, **kwargs)
+    ]
 
   def children(self, obj, save_type=tf_base.SaveType.CHECKPOINT, **kwargs):
     """`{local name: child}` of `obj` (see `list_children`)."""
@@ -180,8 +181,8 @@ class ObjectGraphView:
     for node_id, children in enumerate(gathered.children):
       for child_id, local_name in children:
         if paths[child_id] is None:  # Its parent on a shortest path.
-          paths[child_id] = paths[node_id] + (
-              tf_base.TrackableReference(local_name, objects[child_id]),)
+          paths[child_id] = paths[node_id] + (tf_base.TrackableReference(
+              local_name, objects[child_id]),)
     node_paths = identity_containers.ObjectIdentityDictionary()
     for obj, path in zip(objects, paths):
       node_paths[obj] = path
@@ -219,7 +220,9 @@ class ObjectGraphView:
     """
     return self._serialization.serialize(self._gather(), saveables_cache)
 
-  def frozen_saveable_objects(self, object_map=None, to_graph=None,
+  def frozen_saveable_objects(self,
+                              object_map=None,
+                              to_graph=None,
                               call_with_mapped_captures=None):
     """Saveables for a static save, the object graph included as a constant.
 
@@ -236,8 +239,8 @@ class ObjectGraphView:
         into `to_graph`.
     """
     with to_graph.as_default() if to_graph else contextlib.nullcontext():
-      return self._serialization.frozen_saveables(
-          self._gather(), object_map, call_with_mapped_captures)
+      return self._serialization.frozen_saveables(self._gather(), object_map,
+                                                  call_with_mapped_captures)
 
 
 _STOCK_CHILDREN_BY_CLASS: dict[type, bool] = {}
@@ -253,9 +256,10 @@ def _is_plain_leaf(obj):
   cls = type(obj)
   stock = _STOCK_CHILDREN_BY_CLASS.get(cls)
   if stock is None:
-    stock = (cls._trackable_children is tf_base.Trackable._trackable_children  # pylint: disable=protected-access
-             and cls._checkpoint_dependencies is  # pylint: disable=protected-access
-             tf_base.Trackable._checkpoint_dependencies)  # pylint: disable=protected-access
+    stock = (
+        cls._trackable_children is tf_base.Trackable._trackable_children  # pylint: disable=protected-access
+        and cls._checkpoint_dependencies is  # pylint: disable=protected-access
+        tf_base.Trackable._checkpoint_dependencies)  # pylint: disable=protected-access
     _STOCK_CHILDREN_BY_CLASS[cls] = stock
   return stock and not getattr(
       obj, "_self_unconditional_checkpoint_dependencies", None)
@@ -321,14 +325,17 @@ def _gather_slot_variables(gathered):
         if slot is None:
           continue
         _check_slot_variable(slot, gathered.node_ids)
-        slot_id = gathered.add(slot, checkpoint_keys.slot_variable_key(
-            variable_path=gathered.names[variable_id],
-            optimizer_path=gathered.names[optimizer_id],
-            slot_name=slot_name))
+        slot_id = gathered.add(
+            slot,
+            checkpoint_keys.slot_variable_key(
+                variable_path=gathered.names[variable_id],
+                optimizer_path=gathered.names[optimizer_id],
+                slot_name=slot_name))
         gathered.children.append([])
         gathered.slots.setdefault(optimizer_id, []).append(
             _TrackableObject.SlotVariableReference(
-                slot_name=slot_name, original_variable_node_id=variable_id,
+                slot_name=slot_name,
+                original_variable_node_id=variable_id,
                 slot_variable_node_id=slot_id))
 
 
@@ -352,8 +359,11 @@ def list_objects(root_trackable: Any) -> List[Any]:
 
 def gather_initializers(root_trackable: Any) -> List[Any]:
   """The initializers of every object saved with `root_trackable`."""
-  return [obj.initializer for obj in list_objects(root_trackable)
-          if getattr(obj, "initializer", None) is not None]
+  return [
+      obj.initializer
+      for obj in list_objects(root_trackable)
+      if getattr(obj, "initializer", None) is not None
+  ]
 
 
 module_names.keep_module_name("tf_objckpt.graph_view", WeakTrackableReference,

@@ -254,8 +254,10 @@ class ListWrapper(  # type: ignore[misc,metaclass]  # Valid at run time.
     return result
 
   def __delitem__(self, key):
+
     def delete(storage):
       del storage[key]
+
     self._mutate("__delitem__", delete)
 
   def pop(self, index=-1):
@@ -271,8 +273,10 @@ class ListWrapper(  # type: ignore[misc,metaclass]  # Valid at run time.
     self._mutate("reverse", lambda storage: storage.reverse())
 
   def insert(self, index, obj):
+
     def insert(storage):
       storage.insert(index, obj)
+
     unsafe = (self._holds_trackable_or_mutated() or
               isinstance(obj, tf_base.Trackable))
     self._mutate("insert", insert, mutates=unsafe)
@@ -283,8 +287,10 @@ class ListWrapper(  # type: ignore[misc,metaclass]  # Valid at run time.
   def __imul__(self, times):
     if times > 0:
       return super().__imul__(times)  # Appends, which updates the snapshot.
+
     def clear(storage):
       storage *= times
+
     self._mutate(f"*= {times}", clear)
     return self
 

@@ -77,8 +77,10 @@ class TrackableDataStructure(trackable.Trackable):
   @property
   def _layers(self):
     """Contained layers and containers, including empty ones."""
-    return [value for value in self._values
-            if _is_layer(value) or _has_weights(value)]
+    return [
+        value for value in self._values
+        if _is_layer(value) or _has_weights(value)
+    ]
 
   @property
   def layers(self):
@@ -146,8 +148,9 @@ class TrackableDataStructure(trackable.Trackable):
   @property
   def losses(self):
     """Losses of the contained layers."""
-    return [loss for layer in self.layers
-            for loss in getattr(layer, "losses", [])]
+    return [
+        loss for layer in self.layers for loss in getattr(layer, "losses", [])
+    ]
 
   def __hash__(self):
     # Identity hashing lets containers live in sets and dict keys.
@@ -166,8 +169,7 @@ def _has_weights(value):
   """Whether `value` exposes weights like a layer (containers do too)."""
   cls = type(value)
   return (hasattr(cls, "trainable_weights") and
-          hasattr(cls, "non_trainable_weights") and
-          not isinstance(value, type))
+          hasattr(cls, "non_trainable_weights") and not isinstance(value, type))
 
 
 def is_class_property(proxy, name):

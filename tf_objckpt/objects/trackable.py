@@ -34,7 +34,6 @@ VARIABLE_VALUE_KEY = checkpoint_keys.VARIABLE_VALUE_KEY
 # The attribute name of an object's JSON configuration (Keras uses it).
 OBJECT_CONFIG_JSON_KEY = "OBJECT_CONFIG_JSON"
 
-
 # TensorFlow's: a weak named edge, and a checkpointed slice's description.
 WeakTrackableReference = tf_base.WeakTrackableReference
 ShardInfo = tf_base.ShardInfo
@@ -123,9 +122,13 @@ class Trackable(tf_base.Trackable):
     self._maybe_initialize_trackable()
     return self._self_unconditional_dependency_names.get(name)
 
-  def _add_variable_with_custom_getter(self, name, shape=None,
-                                       dtype=dtypes.float32, initializer=None,
-                                       getter=None, overwrite=False,
+  def _add_variable_with_custom_getter(self,
+                                       name,
+                                       shape=None,
+                                       dtype=dtypes.float32,
+                                       initializer=None,
+                                       getter=None,
+                                       overwrite=False,
                                        **kwargs_for_getter):
     """Creates a variable with `getter` and tracks it as `name`.
 
@@ -146,8 +149,11 @@ class Trackable(tf_base.Trackable):
         isinstance(initializer, tf_base.CheckpointInitialValueCallable) and
         initializer.restore_uid > restored.restore_uid):
       initializer = restored
-    variable = getter(name=name, shape=shape, dtype=dtype,
-                      initializer=initializer, **kwargs_for_getter)
+    variable = getter(name=name,
+                      shape=shape,
+                      dtype=dtype,
+                      initializer=initializer,
+                      **kwargs_for_getter)
     if not overwrite or isinstance(variable, tf_base.Trackable):
       return self._track_trackable(variable, name=name, overwrite=overwrite)
     return variable
@@ -196,8 +202,9 @@ class Trackable(tf_base.Trackable):
             f"{type(self).__name__} tracks {current!r} as {name!r}, not "
             f"{trackable!r}; names must be unique (pass overwrite=True to "
             "replace it).")
-      dependencies[:] = [reference if old.name == name else old
-                         for old in dependencies]
+      dependencies[:] = [
+          reference if old.name == name else old for old in dependencies
+      ]
     by_name = self._self_unconditional_dependency_names
     by_name[name] = trackable
     if current is None:

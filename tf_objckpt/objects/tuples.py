@@ -45,10 +45,13 @@ class _TupleWrapper(structure_base.TrackableDataStructure, wrapt.ObjectProxy):
   _only_trackables = False
 
   def __init__(self, original_wrapped_tuple=()):
-    tracked = [not isinstance(element, tf_data_structures.NoDependency)
-               for element in original_wrapped_tuple]
-    elements = [wrapping.wrap_or_unwrap(element)
-                for element in original_wrapped_tuple]
+    tracked = [
+        not isinstance(element, tf_data_structures.NoDependency)
+        for element in original_wrapped_tuple
+    ]
+    elements = [
+        wrapping.wrap_or_unwrap(element) for element in original_wrapped_tuple
+    ]
     fields = _namedtuple_fields(original_wrapped_tuple)
     rebuilt = _rebuild_tuple(original_wrapped_tuple, elements, fields)
     if rebuilt is None:

@@ -22,8 +22,12 @@ from tf_objckpt.foundation import module_names
 from tf_objckpt.restoring import checkpoint_position
 
 
-def _new_resource_variable(name, shape, dtype, initializer=None,
-                           partition_info=None, **kwargs):
+def _new_resource_variable(name,
+                           shape,
+                           dtype,
+                           initializer=None,
+                           partition_info=None,
+                           **kwargs):
   """Creates a resource variable, never reusing one (unlike get_variable)."""
   dtype = dtypes.as_dtype(dtype)
   shape_object = tensor_shape.as_shape(shape)
@@ -36,7 +40,9 @@ def _new_resource_variable(name, shape, dtype, initializer=None,
     if initializer is None:
       store = variable_scope._get_default_variable_store()  # pylint: disable=protected-access
       initializer, from_value = store._get_default_initializer(  # pylint: disable=protected-access
-          name=name, shape=shape_object, dtype=dtype)
+          name=name,
+          shape=shape_object,
+          dtype=dtype)
     else:
       from_value = not callable(initializer)
     if from_value:
@@ -61,12 +67,16 @@ def _new_resource_variable(name, shape, dtype, initializer=None,
     # shape is an error rather than a variable of the wrong shape.
     if shape is not None and shape_object.is_fully_defined():
       kwargs["shape"] = shape_object
-    return variable_v1.VariableV1(initial_value=initial_value, name=name,
-                                dtype=dtype.base_dtype, use_resource=True,
-                                **kwargs)
+    return variable_v1.VariableV1(initial_value=initial_value,
+                                  name=name,
+                                  dtype=dtype.base_dtype,
+                                  use_resource=True,
+                                  **kwargs)
 
 
-def add_variable(trackable: Any, name: str, shape: Any = None,
+def add_variable(trackable: Any,
+                 name: str,
+                 shape: Any = None,
                  dtype: Any = dtypes.float32,
                  initializer: Any = None,
                  trainable: bool = True) -> Any:
@@ -77,8 +87,11 @@ def add_variable(trackable: Any, name: str, shape: Any = None,
   called.
   """
   add_tracked = trackable._add_variable_with_custom_getter  # pylint: disable=protected-access
-  return add_tracked(name=name, shape=shape, dtype=dtype,
-                     initializer=initializer, getter=_new_resource_variable,
+  return add_tracked(name=name,
+                     shape=shape,
+                     dtype=dtype,
+                     initializer=initializer,
+                     getter=_new_resource_variable,
                      trainable=trainable)
 
 
@@ -98,25 +111,31 @@ def capture_dependencies(template: Any) -> Iterator[None]:
   def relative(name):
     return name[len(scope) + 1:]
 
-  def creator(next_creator, name, initial_value, trackable_parent=None,
+  def creator(next_creator,
+              name,
+              initial_value,
+              trackable_parent=None,
               **kwargs):
     kwargs["trackable_parent"] = this_template
     if name is None or not name.startswith(scope):
       return next_creator(name=name, initial_value=initial_value, **kwargs)
     if trackable_parent:  # Created in a nested template: track that one.
       nested, nested_scope = trackable_parent
-      template._track_trackable(nested, name=relative(nested_scope),  # pylint: disable=protected-access
-                                overwrite=True)
+      template._track_trackable(
+          nested,
+          name=relative(nested_scope),  # pylint: disable=protected-access
+          overwrite=True)
       return next_creator(name=name, initial_value=initial_value, **kwargs)
 
     def create_with_full_name(initializer, **inner_kwargs):
       inner_kwargs.pop("name")  # The scope-relative name; keep the full one.
-      return next_creator(initial_value=initializer, name=name,
-                          **inner_kwargs)
+      return next_creator(initial_value=initializer, name=name, **inner_kwargs)
 
     add_tracked = template._add_variable_with_custom_getter  # pylint: disable=protected-access
-    return add_tracked(initializer=initial_value, name=relative(name),
-                       getter=create_with_full_name, overwrite=True,
+    return add_tracked(initializer=initial_value,
+                       name=relative(name),
+                       getter=create_with_full_name,
+                       overwrite=True,
                        **kwargs)
 
   with variable_scope.variable_creator_scope(creator):

@@ -53,10 +53,12 @@ def wrapper_for(*container_types):
   Returns:
     A decorator that registers the class and returns it unchanged.
   """
+
   def register(wrapper_class):
     for container_type in container_types:
       _WRAPPERS[container_type] = wrapper_class
     return wrapper_class
+
   return register
 
 
@@ -68,8 +70,8 @@ def _is_plain_container(value):
 def _tuple_needs_wrapper(values):
   """Whether a tuple holds anything that tracking would have to change."""
   for element in values:
-    if isinstance(element, (tf_data_structures.NoDependency,
-                            tf_base.Trackable)):
+    if isinstance(element,
+                  (tf_data_structures.NoDependency, tf_base.Trackable)):
       return True
     if _is_plain_container(element):
       return True

@@ -34,16 +34,13 @@ from tf_objckpt.restoring import restore_plan
 from tf_objckpt.restoring import restore_walk
 from tf_objckpt.restoring import trackable_saveables
 
-
 # Keys of `_serialize_to_tensors` values start with "<object path>" + this.
 _ATTRIBUTES_SEGMENT = "/" + trackable_utils.OBJECT_ATTRIBUTES_NAME + "/"
-
 
 # A slot of a bound variable, waiting for its optimizer to be bound.
 _SlotAwaitingOptimizer = collections.namedtuple(
     "_SlotAwaitingOptimizer",
     ["original_variable", "slot_variable_id", "slot_name"])
-
 
 # A slot in the checkpoint, waiting for its variable to be bound.
 SlotToRestore = collections.namedtuple(
@@ -112,8 +109,7 @@ class CheckpointPosition:
     if slot_lists.unlisted and self._node_id in slot_lists.slot_ids:
       self._restore_ops_of(
           lambda checkpoint: restore_walk.restore_unlisted_slots(
-              checkpoint, trackable),
-          self._checkpoint)
+              checkpoint, trackable), self._checkpoint)
 
   def _restore_into(self, trackable):
     """Restores this node and its dependencies into `trackable`.
@@ -141,8 +137,7 @@ class CheckpointPosition:
       if node_binding.bind(checkpoint, self._node_id, trackable, see=False):
         self._record_restore_ops(
             lambda _: node_binding.restore_plain_variable(
-                checkpoint, trackable, plain),
-            None)
+                checkpoint, trackable, plain), None)
       return
     if not self.bind_object(trackable):
       return
@@ -236,13 +231,12 @@ class CheckpointPosition:
       if optimizer is None:
         checkpoint.slots_awaiting_optimizer.setdefault(
             slot.optimizer_id, []).append(
-                _SlotAwaitingOptimizer(
-                    original_variable=variable,
-                    slot_variable_id=slot.slot_variable_id,
-                    slot_name=slot.slot_name))
+                _SlotAwaitingOptimizer(original_variable=variable,
+                                       slot_variable_id=slot.slot_variable_id,
+                                       slot_name=slot.slot_name))
       elif self._holds_slots(optimizer, slot.optimizer_id):
-        self._create_or_restore_slot(optimizer, variable,
-                                     slot.slot_variable_id, slot.slot_name)
+        self._create_or_restore_slot(optimizer, variable, slot.slot_variable_id,
+                                     slot.slot_name)
 
   def _holds_slots(self, optimizer, optimizer_id):
     """Whether slots are restored into `optimizer`, bound to `optimizer_id`.
@@ -263,9 +257,9 @@ class CheckpointPosition:
   def _mismatched_slots(self, node_id, problem):
     """The error of a slot whose objects are of the wrong kind."""
     checkpoint = self._checkpoint
-    return object_graph_check.damaged_graph_error(
-        checkpoint.object_graph_proto, checkpoint.values.save_path,
-        [(node_id, problem)])
+    return object_graph_check.damaged_graph_error(checkpoint.object_graph_proto,
+                                                  checkpoint.values.save_path,
+                                                  [(node_id, problem)])
 
   def _create_or_restore_slot(self, optimizer, variable, slot_variable_id,
                               slot_name):
@@ -276,7 +270,8 @@ class CheckpointPosition:
     """
     position = CheckpointPosition(self._checkpoint, slot_variable_id)
     slot_variable = optimizer._create_or_restore_slot_variable(  # pylint: disable=protected-access
-        slot_variable_position=position, variable=variable,
+        slot_variable_position=position,
+        variable=variable,
         slot_name=slot_name)
     if slot_variable is not None:
       position.restore(slot_variable)
@@ -304,8 +299,7 @@ class CheckpointPosition:
     values = {}
     for attribute in self.object_proto.attributes:
       values[attribute.name] = self._checkpoint.values.read_one(
-          attribute.checkpoint_key,
-          shape_and_slices.get(attribute.name, ""))
+          attribute.checkpoint_key, shape_and_slices.get(attribute.name, ""))
     return values
 
   def check_initial_value(self, shape=None, dtype=None):
@@ -316,9 +310,10 @@ class CheckpointPosition:
         checkpointed shape or dtype differs (None: not checked).
     """
     key = self.object_proto.attributes[0].checkpoint_key
-    self._checkpoint.check(
-        restore_plan.plan_of_initial_value(key, dtype, shape),
-        shape_error=ValueError, dtype_error=ValueError)
+    self._checkpoint.check(restore_plan.plan_of_initial_value(
+        key, dtype, shape),
+                           shape_error=ValueError,
+                           dtype_error=ValueError)
 
   def fits(self, trackable):
     """Whether `trackable` has this node's checkpointed shape (if known)."""
@@ -347,8 +342,7 @@ class CheckpointPosition:
     if not attributes:
       return [], {}, []
     trackable = self.trackable
-    factories = trackable_saveables.saveable_objects_from_trackable(
-        trackable)
+    factories = trackable_saveables.saveable_objects_from_trackable(trackable)
     if (len(factories) == 1 and
         trackable_utils.SERIALIZE_TO_TENSORS_NAME in factories):
       return self._whole_object_saveable(factories, attributes, trackable)
@@ -386,8 +380,8 @@ class CheckpointPosition:
         if factory is None:
           # TensorFlow 2.21's SerializedTensor has no optional_restore: an
           # attribute without a saveable is always reported as unused.
-          checkpoint.unused_attributes.setdefault(
-              self._node_id, []).append(attribute.name)
+          checkpoint.unused_attributes.setdefault(self._node_id,
+                                                  []).append(attribute.name)
           continue
         saveable = factory(name=key) if callable(factory) else factory
         checkpoint.cache_saveable(self.trackable, attribute.name, saveable)

@@ -23,8 +23,10 @@ class CheckpointInitialValueCallable(tf_base.CheckpointInitialValueCallable):
     self._checkpoint_position = checkpoint_position
 
   def __call__(self, shape=None, dtype=None, shard_info=None):
-    return CheckpointInitialValue(self._checkpoint_position, shape,
-                                  shard_info=shard_info, dtype=dtype)
+    return CheckpointInitialValue(self._checkpoint_position,
+                                  shape,
+                                  shard_info=shard_info,
+                                  dtype=dtype)
 
 
 class CheckpointInitialValue(tf_base.CheckpointInitialValue):
@@ -35,13 +37,17 @@ class CheckpointInitialValue(tf_base.CheckpointInitialValue):
   """
 
   # pylint: disable=super-init-not-called
-  def __init__(self, checkpoint_position, shape=None, shard_info=None,
+  def __init__(self,
+               checkpoint_position,
+               shape=None,
+               shard_info=None,
                dtype=None):
-    checkpoint_position.check_initial_value(
-        None if shard_info else shape, dtype)
+    checkpoint_position.check_initial_value(None if shard_info else shape,
+                                            dtype)
     shape_and_slice = _shape_and_slice(shape, shard_info)
-    self.wrapped_value = checkpoint_position.value_tensors(
-        {checkpoint_keys.VARIABLE_VALUE_KEY: shape_and_slice})[checkpoint_keys.VARIABLE_VALUE_KEY]
+    self.wrapped_value = checkpoint_position.value_tensors({
+        checkpoint_keys.VARIABLE_VALUE_KEY: shape_and_slice
+    })[checkpoint_keys.VARIABLE_VALUE_KEY]
     self._checkpoint_position = checkpoint_position
 
 

@@ -72,11 +72,11 @@ def _restore_slots_by_variable(position, slot_list, visit_queue, batch):
   return True
 
 
-def _bind_late_variables(checkpoint, slot_list, variables, visit_queue,
-                         batch):
+def _bind_late_variables(checkpoint, slot_list, variables, visit_queue, batch):
   """Binds the trainable variables only the optimizer's list reaches."""
-  late = checkpoint.slot_lists.unbound_variables(
-      slot_list, checkpoint.objects_by_node_id, variables)
+  late = checkpoint.slot_lists.unbound_variables(slot_list,
+                                                 checkpoint.objects_by_node_id,
+                                                 variables)
   if late:
     logging.warning(
         "%d Keras 3 model variable(s) restored only now that the optimizer "
@@ -88,7 +88,12 @@ def _bind_late_variables(checkpoint, slot_list, variables, visit_queue,
     node_binding.bind_child(checkpoint, node_id, variable, visit_queue, batch)
 
 
-def _bind_slot(checkpoint, node_id, slot, visit_queue, batch, parent=None,
+def _bind_slot(checkpoint,
+               node_id,
+               slot,
+               visit_queue,
+               batch,
+               parent=None,
                local_name=None):
   """Binds slot node `node_id` to the program's `slot` of its variable.
 
@@ -122,16 +127,18 @@ def bind_unlisted_slots(checkpoint, visit_queue, batch, newest=None):
       continue
     variables = optimizer._trainable_variables  # pylint: disable=protected-access
     _bind_late_variables(checkpoint, unlisted, variables, visit_queue, batch)
-    for node_id, slot in keras3_slots.match_unlisted(
-        unlisted, layout, objects_by_node_id, variables):
+    for node_id, slot in keras3_slots.match_unlisted(unlisted, layout,
+                                                     objects_by_node_id,
+                                                     variables):
       _bind_slot(checkpoint, node_id, slot, visit_queue, batch)
     for name, list_id in unlisted.listed:
       slots = getattr(optimizer, name, None)
       if list_id not in objects_by_node_id and isinstance(slots, list):
         list_position = checkpoint.position(list_id)
         list_position.bind_object(slots)
-        _restore_slots_by_variable(list_position, checkpoint.slot_lists.get(
-            list_id), visit_queue, batch)
+        _restore_slots_by_variable(list_position,
+                                   checkpoint.slot_lists.get(list_id),
+                                   visit_queue, batch)
     _restore_waiting_slot_lists(checkpoint, unlisted, visit_queue, batch)
 
 
@@ -144,5 +151,6 @@ def _restore_waiting_slot_lists(checkpoint, slot_list, visit_queue, batch):
   """
   for waiting in checkpoint.slot_lists.take_waiting(slot_list):
     if checkpoint.objects_by_node_id.get(waiting.proto_id) is not None:
-      _restore_slots_by_variable(waiting, checkpoint.slot_lists.get(
-          waiting.proto_id), visit_queue, batch)
+      _restore_slots_by_variable(waiting,
+                                 checkpoint.slot_lists.get(waiting.proto_id),
+                                 visit_queue, batch)

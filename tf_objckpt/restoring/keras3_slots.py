@@ -86,8 +86,9 @@ class SlotLists:
 
   def _add_optimizer(self, nodes, node_id):
     """Records the slot lists of node `node_id`, if a Keras 3 optimizer."""
-    children = {child.local_name: child.node_id
-                for child in nodes[node_id].children}
+    children = {
+        child.local_name: child.node_id for child in nodes[node_id].children
+    }
     if (_TRAINABLE_VARIABLES not in children or
         _OWNED_VARIABLES not in children):
       return
@@ -124,9 +125,9 @@ class SlotLists:
       variable_ids.update(child.node_id for child in nodes[list_id].children)
     for node_id, node in enumerate(nodes):
       if node_id not in self._trainable_list_ids:
-        self._reached_elsewhere.update(
-            child.node_id for child in node.children
-            if child.node_id in variable_ids)
+        self._reached_elsewhere.update(child.node_id
+                                       for child in node.children
+                                       if child.node_id in variable_ids)
 
   def is_trainable_list(self, list_id):
     """Whether node `list_id` is an optimizer's `_trainable_variables`."""
@@ -153,8 +154,8 @@ class SlotLists:
     return [(node_id, variable)
             for node_id, variable in zip(slot_list.variable_ids, variables)
             if node_id not in objects_by_node_id and
-            id(variable) not in bound and
-            node_id not in self._reached_elsewhere]
+            id(variable) not in bound and node_id not in self._reached_elsewhere
+           ]
 
   def get(self, list_id):
     """The `SlotList` at node `list_id`, or None if it is not one."""
@@ -215,8 +216,10 @@ def _program_slot_order(optimizer, kinds, newest):
       lists[kind] = slots
   if not count or not lists:
     return None
-  place = {id(slot): (kind, index) for kind, slots in lists.items()
-           for index, slot in enumerate(slots)}
+  place = {
+      id(slot): (kind, index) for kind, slots in lists.items()
+      for index, slot in enumerate(slots)
+  }
   owned = list(getattr(optimizer, _OWNED_VARIABLES, ()))
   if newest is not None and not any(v is newest for v in owned):
     owned.append(newest)
@@ -231,9 +234,8 @@ def _program_slot_order(optimizer, kinds, newest):
 
 def _layouts(kinds, count):
   """The slot orders Keras optimizers use, for `count` variables."""
-  return (
-      [(kind, index) for index in range(count) for kind in kinds],
-      [(kind, index) for kind in kinds for index in range(count)])
+  return ([(kind, index) for index in range(count) for kind in kinds],
+          [(kind, index) for kind in kinds for index in range(count)])
 
 
 def unlisted_layout(unlisted, optimizer, newest=None):
@@ -271,8 +273,9 @@ def match_unlisted(unlisted, layout, objects_by_node_id, variables):
     variables: The program's optimizer's trainable variables.
   """
   written_layout, lists, last = layout
-  positions = {id(variable): position
-               for position, variable in enumerate(variables)}
+  positions = {
+      id(variable): position for position, variable in enumerate(variables)
+  }
   pairs = []
   for slot_id, (kind, index) in zip(unlisted.slot_ids, written_layout):
     variable = objects_by_node_id.get(unlisted.variable_ids[index])

@@ -33,9 +33,9 @@ def _forwards_saving(cls) -> bool:
   if result is None:
     keras_backend = sys.modules.get(_KERAS3_BACKEND_MODULE)
     keras_variable = getattr(keras_backend, "Variable", None)
-    result = (keras_variable is not None and
-              issubclass(cls, keras_variable) and
-              cls._serialize_to_tensors is keras_variable._serialize_to_tensors and  # pylint: disable=protected-access
-              cls._restore_from_tensors is keras_variable._restore_from_tensors)  # pylint: disable=protected-access
+    result = (
+        keras_variable is not None and issubclass(cls, keras_variable) and
+        cls._serialize_to_tensors is keras_variable._serialize_to_tensors and  # pylint: disable=protected-access
+        cls._restore_from_tensors is keras_variable._restore_from_tensors)  # pylint: disable=protected-access
     _FORWARDS_SAVING_BY_CLASS[cls] = result
   return result

@@ -58,7 +58,11 @@ conversion_hint = _ConversionHint()
 class NameBasedRestoreCoordinator:
   """The state of restoring a name-based (v1 `Saver`) checkpoint."""
 
-  def __init__(self, save_path, checkpoint_keys, objects_below, values=None,
+  def __init__(self,
+               save_path,
+               checkpoint_keys,
+               objects_below,
+               values=None,
                assignment_map=None):
     """Restores `save_path`.
 
@@ -89,9 +93,9 @@ class NameBasedRestoreCoordinator:
     """The checkpoint's dtypes and shapes (a `CheckpointValues`)."""
     if self._values is not None:
       return self._values
-    return reads.CheckpointValues(
-        self.save_path, reads.open_reader(self.save_path),
-        self.save_path)
+    return reads.CheckpointValues(self.save_path,
+                                  reads.open_reader(self.save_path),
+                                  self.save_path)
 
   def globally_named_object_attributes(self, trackable, record_unused=True):
     """Yields saveables named by global (variable) names for `trackable`.
@@ -112,8 +116,8 @@ class NameBasedRestoreCoordinator:
         return
       count = self.optimizers.step_count(trackable)
       if count is not None:
-        yield v1_optimizer_state.IterationsSaveable(
-            keras_variable, count, self.values().dtypes)
+        yield v1_optimizer_state.IterationsSaveable(keras_variable, count,
+                                                    self.values().dtypes)
         return
     factories = trackable_saveables.saveable_objects_from_trackable(
         trackable, tf1_saver=True)
@@ -128,8 +132,8 @@ class NameBasedRestoreCoordinator:
           continue
       else:
         saveable = factory
-      named = named_saveables.op_list_to_dict(
-          [saveable], convert_variable_to_tensor=False)
+      named = named_saveables.op_list_to_dict([saveable],
+                                              convert_variable_to_tensor=False)
       for name, op in named.items():
         yield from self._saveables_named(name, op, strip_model_name=False)
 
@@ -163,10 +167,13 @@ class NameBasedRestoreCoordinator:
     """
     for trackable in trackables:  # Before their slots are matched.
       self.optimizers.note(trackable)
-    plans = [restore_plan.plan_of(self._found_saveables(trackable))
-             for trackable in trackables]
-    self._check(read_plan.ReadPlan(destination for plan in plans
-                                   for destination in plan.destinations))
+    plans = [
+        restore_plan.plan_of(self._found_saveables(trackable))
+        for trackable in trackables
+    ]
+    self._check(
+        read_plan.ReadPlan(
+            destination for plan in plans for destination in plan.destinations))
     for trackable, plan in zip(trackables, plans):
       self._checked[trackable] = plan
 
@@ -199,8 +206,10 @@ class NameBasedRestoreCoordinator:
     Objects without Keras 3 variables below them are left as TensorFlow
     leaves them.
     """
-    below = [obj for obj in self._objects_below(trackable)
-             if obj._update_uid < self.restore_uid]  # pylint: disable=protected-access
+    below = [
+        obj for obj in self._objects_below(trackable)
+        if obj._update_uid < self.restore_uid
+    ]  # pylint: disable=protected-access
     if not any(_keras3_variable_value(obj) is not None for obj in below):
       return
     self.check(below)
@@ -232,16 +241,15 @@ class NameBasedRestoreCoordinator:
       self._record_unused(variable, variable.path)
       return
     key = source.key
-    self._check(
-        restore_plan.plan_of_initial_value(key, variable.dtype,
-                                           variable.shape),
-        dtype_error=ValueError)
+    self._check(restore_plan.plan_of_initial_value(key, variable.dtype,
+                                                   variable.shape),
+                dtype_error=ValueError)
 
     def read_value(shape=None, dtype=None):
       del shape, dtype  # Checked above.
       with ops.device("/cpu:0"):
         value = reads.restore_v2(self.save_path, [key], [""],
-                                            [self._values.dtypes[key]])[0]
+                                 [self._values.dtypes[key]])[0]
       return value if source.scale is None else value * source.scale
 
     variable._initializer = read_value  # pylint: disable=protected-access
@@ -260,16 +268,15 @@ class NameBasedRestoreCoordinator:
       elif _keras3_variable_value(trackable) is not None:
         reason = self.optimizers.missing_reason(trackable)
         self._record_unused(  # By its matched name.
-            trackable, f"{trackable.path} ({reason})" if reason else
-            trackable.path)
+            trackable,
+            f"{trackable.path} ({reason})" if reason else trackable.path)
       else:
         self._record_unused(trackable, saveable.name)
     return found
 
   def _check(self, plan, **error_types):
     """Raises unless every value of `plan` fits (see `read_plan.check`)."""
-    read_plan.check(plan, self.values(), shape_error=ValueError,
-                    **error_types)
+    read_plan.check(plan, self.values(), shape_error=ValueError, **error_types)
 
   def _found(self, saveable):
     return all(spec.name in self._values.dtypes for spec in saveable.specs)

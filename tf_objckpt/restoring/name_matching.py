@@ -31,7 +31,6 @@ ASSIGNMENT_MAP = "assignment_map"
 # The rules, in the order they are tried.
 RULES = (EXACT, WITHOUT_MODEL_NAME, ASSIGNMENT_MAP)
 
-
 # The checkpoint key found for a name, and the rule (one of `RULES`) that
 # found it.
 Match = collections.namedtuple("Match", ["checkpoint_key", "rule"])
@@ -81,12 +80,11 @@ def _normalized_assignment_map(assignment_map) -> Tuple[Tuple[str, str], ...]:
   """
   if assignment_map is None:
     return ()
-  items = (assignment_map.items() if isinstance(assignment_map, Mapping)
-           else assignment_map)
+  items = (assignment_map.items()
+           if isinstance(assignment_map, Mapping) else assignment_map)
   pairs = []
   for checkpoint_name, target in items:
-    program_name = target if isinstance(target, str) else variable_name(
-        target)
+    program_name = target if isinstance(target, str) else variable_name(target)
     if _is_scope(checkpoint_name) != _is_scope(program_name):
       raise ValueError(
           f"Assignment map entry {checkpoint_name!r}: {program_name!r} mixes "
@@ -120,7 +118,8 @@ class NameMatcher:
     # Match(checkpoint_key="dense/kernel", rule="without_model_name")
   """
 
-  def __init__(self, checkpoint_keys: Iterable[str],
+  def __init__(self,
+               checkpoint_keys: Iterable[str],
                assignment_map: Union[Mapping, Iterable, None] = None):
     """Matches names against `checkpoint_keys`.
 
@@ -154,8 +153,7 @@ class NameMatcher:
         if key:
           yield Match(key, ASSIGNMENT_MAP)
 
-  def match(self, name: str,
-            strip_model_name: bool = True) -> Optional[Match]:
+  def match(self, name: str, strip_model_name: bool = True) -> Optional[Match]:
     """The first candidate of `name` the checkpoint holds, or None."""
     for candidate in self.candidates(name, strip_model_name):
       if candidate.checkpoint_key in self._keys:
@@ -163,7 +161,8 @@ class NameMatcher:
     return None
 
 
-def match_names(names: Iterable[str], checkpoint_keys: Iterable[str],
+def match_names(names: Iterable[str],
+                checkpoint_keys: Iterable[str],
                 assignment_map=None) -> MatchReport:
   """Matches every name in `names` to a checkpoint key; see `NameMatcher`."""
   checkpoint_keys = list(checkpoint_keys)
@@ -176,5 +175,4 @@ def match_names(names: Iterable[str], checkpoint_keys: Iterable[str],
     else:
       matched[name] = found
   used = {found.checkpoint_key for found in matched.values()}
-  return MatchReport(matched, unmatched,
-                     sorted(set(checkpoint_keys) - used))
+  return MatchReport(matched, unmatched, sorted(set(checkpoint_keys) - used))

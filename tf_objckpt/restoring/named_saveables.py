@@ -56,8 +56,8 @@ def _slice_saveables(slices, name):
       yield variable_saveables.ReferenceVariableSaveable(
           variable, info.spec, name)
     else:
-      yield variable_saveables.ResourceVariableSaveable(
-          variable, info.spec, name)
+      yield variable_saveables.ResourceVariableSaveable(variable, info.spec,
+                                                        name)
 
 
 def saveable_objects_for_op(op, name):
@@ -73,9 +73,8 @@ def saveable_objects_for_op(op, name):
     ValueError: If `op` cannot be saved.
   """
   if not isinstance(name, str):
-    raise TypeError(
-        "Saveables must be keyed by string names; got name "
-        f"{name!r} for {op!r}.")
+    raise TypeError("Saveables must be keyed by string names; got name "
+                    f"{name!r} for {op!r}.")
   if isinstance(op, tf_saveable_object.SaveableObject):
     yield op
   elif isinstance(op, (list, tuple, variables.PartitionedVariable)):
@@ -150,8 +149,8 @@ def op_list_to_dict(op_list, convert_variable_to_tensor=True):
   names_to_saveables = {}
   for var in sorted(nest.flatten(list(op_list)), key=lambda v: v.name):
     is_variable = isinstance(
-        var, (resource_variable_ops.BaseResourceVariable,
-              ref_variable.RefVariable))
+        var,
+        (resource_variable_ops.BaseResourceVariable, ref_variable.RefVariable))
     slice_info = getattr(var, "_save_slice_info", None)
     if isinstance(var, tf_saveable_object.SaveableObject):
       names_to_saveables[var.name] = var
@@ -166,8 +165,10 @@ def op_list_to_dict(op_list, convert_variable_to_tensor=True):
     elif isinstance(var, tf_base.Trackable) and not is_variable:
       factories = trackable_saveables.saveable_objects_from_trackable(
           var, tf1_saver=True)
-      made = [factory() if callable(factory) else factory
-              for factory in factories.values()]
+      made = [
+          factory() if callable(factory) else factory
+          for factory in factories.values()
+      ]
       names_to_saveables.update(op_list_to_dict(made))
     elif not getattr(var, "_in_graph_mode", True):
       if not isinstance(var, resource_variable_ops.BaseResourceVariable):
@@ -212,7 +213,9 @@ def validate_and_slice_inputs(names_to_saveables):
   return saveables
 
 
-def saveables_for_attribute(factory, key, attribute=None,
+def saveables_for_attribute(factory,
+                            key,
+                            attribute=None,
                             call_with_mapped_captures=None):
   """Calls a saveable factory and returns its saveables as a tuple.
 

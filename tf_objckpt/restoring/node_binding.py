@@ -49,8 +49,8 @@ def bind(checkpoint, node_id, trackable, see=True):
 class RestoreBatch:
   """What one walk of a checkpoint found to restore; restored together."""
 
-  __slots__ = ("cached", "tensor_saveables", "python_saveables",
-               "variables", "registered", "errors", "walking", "slot_lists")
+  __slots__ = ("cached", "tensor_saveables", "python_saveables", "variables",
+               "registered", "errors", "walking", "slot_lists")
 
   def __init__(self):
     self.cached = []  # (name, saveable, cached restore op) (graph mode).
@@ -73,8 +73,8 @@ class RestoreBatch:
     saved_by = position.object_proto.registered_saver
     if saved_by.name:
       if registered_savers.should_restore(position.trackable, saved_by.name):
-        self.registered.setdefault(saved_by.name, {})[
-            saved_by.object_name] = position.trackable
+        self.registered.setdefault(
+            saved_by.name, {})[saved_by.object_name] = position.trackable
       else:
         position.skip_restore = True
       return
@@ -89,12 +89,13 @@ class RestoreBatch:
     Restore ops are returned when graph building; registered savers
     restore their own files.
     """
-    restore_ops = checkpoint.restore_saveables(
-        self.tensor_saveables, self.python_saveables, self.variables,
-        self.cached)
+    restore_ops = checkpoint.restore_saveables(self.tensor_saveables,
+                                               self.python_saveables,
+                                               self.variables, self.cached)
     if self.registered:
-      restore_ops.extend(registered_savers.restore(
-          self.registered, checkpoint.values.path_tensor))
+      restore_ops.extend(
+          registered_savers.restore(self.registered,
+                                    checkpoint.values.path_tensor))
     return restore_ops
 
 
@@ -114,8 +115,7 @@ def plain_variable(checkpoint, node_id, trackable):
   variable = trackable_saveables.stock_variable(trackable)
   if variable is None:
     return None
-  return (key.removesuffix(trackable_utils.VARIABLE_VALUE_KEY), key,
-          variable)
+  return (key.removesuffix(trackable_utils.VARIABLE_VALUE_KEY), key, variable)
 
 
 def restore_plain_variable(checkpoint, trackable, plain):
@@ -139,8 +139,13 @@ def _update_uid(trackable):
     return trackable._update_uid  # pylint: disable=protected-access
 
 
-def bind_child(checkpoint, node_id, local_object, visit_queue, batch,
-               parent=None, local_name=None):
+def bind_child(checkpoint,
+               node_id,
+               local_object,
+               visit_queue,
+               batch,
+               parent=None,
+               local_name=None):
   """Binds node `node_id` to `local_object`, gathering or queueing it.
 
   A value that does not fit a Keras 3 variable awaiting initialization is
@@ -157,8 +162,7 @@ def bind_child(checkpoint, node_id, local_object, visit_queue, batch,
     return
   child_position = checkpoint.position(node_id)
   try:
-    if child_position.initialize_when_awaited(local_object, parent,
-                                              local_name):
+    if child_position.initialize_when_awaited(local_object, parent, local_name):
       return
   except ValueError as e:
     batch.errors.append(e)

@@ -75,8 +75,8 @@ class NodePaths:
     for node_id in queue:
       for child in nodes[node_id].children:
         child_id = child.node_id
-        if child_id != 0 and child_id not in parents and (
-            0 <= child_id < len(nodes)):
+        if child_id != 0 and child_id not in parents and (0 <= child_id <
+                                                          len(nodes)):
           parents[child_id] = (node_id, child.local_name)
           queue.append(child_id)
     # Slots last: their variables may be deeper than their optimizer.
@@ -175,14 +175,16 @@ def unreferenced_keys(object_graph_proto, stored_keys):
   keys of a legacy saveable's tensors). The object graph's own key is not
   listed.
   """
-  named = sorted({attribute.checkpoint_key
-                  for node in object_graph_proto.nodes
-                  for attribute in node.attributes})
+  named = sorted({
+      attribute.checkpoint_key
+      for node in object_graph_proto.nodes
+      for attribute in node.attributes
+  })
   unreferenced = []
   for key in sorted(stored_keys):
     index = bisect.bisect_right(named, key)
-    if key != tf_base.OBJECT_GRAPH_PROTO_KEY and not (
-        index and key.startswith(named[index - 1])):
+    if key != tf_base.OBJECT_GRAPH_PROTO_KEY and not (index and key.startswith(
+        named[index - 1])):
       unreferenced.append(key)
   return unreferenced
 
@@ -205,8 +207,8 @@ class GraphIndex:
     child_names: Every local name of a child, in the graph.
   """
 
-  __slots__ = ("plain_keys", "valued_node_ids", "slot_variables",
-               "children", "child_names")
+  __slots__ = ("plain_keys", "valued_node_ids", "slot_variables", "children",
+               "child_names")
 
   def __init__(self):
     self.plain_keys = {}
@@ -279,21 +281,20 @@ def _index(object_graph_proto, stored_keys):
       fits = fits and len(set(child_names)) == len(child_names)
     if slot_variables:
       index.slot_variables.extend((node_id, slot) for slot in slot_variables)
-  fits = (fits and (not referred or (min(referred) >= 0 and
-                                     max(referred) < count)) and
-          all(keys) and all(map(stored_keys.__contains__, keys)) and
-          all(_slot_fits(slot, nodes, plain_keys)
+  fits = (fits and (not referred or
+                    (min(referred) >= 0 and max(referred) < count)) and
+          all(keys) and all(map(stored_keys.__contains__, keys)) and all(
+              _slot_fits(slot, nodes, plain_keys)
               for _, slot in index.slot_variables))
   return index, fits
 
 
 def _slot_fits(slot, nodes, plain_keys):
   """Whether a slot refers to a variable and a slot variable."""
-  return all(
-      0 < node_id < len(nodes) and (node_id in plain_keys or
-                                    _is_variable(nodes[node_id]))
-      for node_id in (slot.original_variable_node_id,
-                      slot.slot_variable_node_id))
+  return all(0 < node_id < len(nodes) and
+             (node_id in plain_keys or _is_variable(nodes[node_id]))
+             for node_id in (slot.original_variable_node_id,
+                             slot.slot_variable_node_id))
 
 
 def damaged_graph_error(object_graph_proto, save_path, problems):

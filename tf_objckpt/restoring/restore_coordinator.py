@@ -48,9 +48,11 @@ class _UnrestoredValuesReport:
   def warn_if_incomplete(self):
     if self.expect_partial:
       return
-    unmatched = [node_id for node_id in self._valued_node_ids
-                 if node_id not in self._matched_proto_ids
-                 and node_id not in self._ignored_proto_ids]
+    unmatched = [
+        node_id for node_id in self._valued_node_ids
+        if node_id not in self._matched_proto_ids and
+        node_id not in self._ignored_proto_ids
+    ]
     if not unmatched and not self._unused_attributes:
       return
     names = object_graph_check.NodePaths(self._proto)
@@ -64,12 +66,14 @@ class _UnrestoredValuesReport:
         "for details about the status object returned by the restore "
         "function.")
     for node_id in unmatched:
-      logging.warning("Value in checkpoint could not be found in the "
-                      "restored object: %s", names[node_id])
+      logging.warning(
+          "Value in checkpoint could not be found in the "
+          "restored object: %s", names[node_id])
     for node_id, attributes in self._unused_attributes.items():
-      logging.warning("An attribute in the restored object could not be "
-                      "found in the checkpoint. Object: %s, attribute: %s",
-                      names[node_id], attributes)
+      logging.warning(
+          "An attribute in the restored object could not be "
+          "found in the checkpoint. Object: %s, attribute: %s", names[node_id],
+          attributes)
 
 
 class CheckpointRestoreCoordinator:
@@ -80,8 +84,13 @@ class CheckpointRestoreCoordinator:
   not created yet, and, when graph building, the restore ops to run.
   """
 
-  def __init__(self, object_graph_proto, graph_index, values,
-               restore_op_cache, graph_view, options=None):
+  def __init__(self,
+               object_graph_proto,
+               graph_index,
+               values,
+               restore_op_cache,
+               graph_view,
+               options=None):
     """Prepares to restore `values.save_path` into `graph_view`'s objects.
 
     Args:
@@ -120,8 +129,8 @@ class CheckpointRestoreCoordinator:
     # Optimizer node id -> slots waiting for the optimizer to be bound.
     self.slots_awaiting_optimizer = {}
     # Slots of Keras 3 optimizers, matched to their variables by path.
-    self.slot_lists = keras3_slots.SlotLists(
-        object_graph_proto, graph_index.child_names)
+    self.slot_lists = keras3_slots.SlotLists(object_graph_proto,
+                                             graph_index.child_names)
     self._slot_variables = graph_index.slot_variables
     for node_id, slot in () if self.skip_slot_variables else (
         self._slot_variables):
@@ -131,10 +140,11 @@ class CheckpointRestoreCoordinator:
                   optimizer_id=node_id,
                   slot_variable_id=slot.slot_variable_node_id,
                   slot_name=slot.slot_name))
-    self._report = _UnrestoredValuesReport(
-        object_graph_proto, graph_index.valued_node_ids,
-        self.matched_node_ids, self.unused_attributes,
-        self.skipped_slot_node_ids())
+    self._report = _UnrestoredValuesReport(object_graph_proto,
+                                           graph_index.valued_node_ids,
+                                           self.matched_node_ids,
+                                           self.unused_attributes,
+                                           self.skipped_slot_node_ids())
     weakref.finalize(self, self._report.warn_if_incomplete)
 
   def position(self, node_id):
@@ -145,8 +155,8 @@ class CheckpointRestoreCoordinator:
     """Slot variable nodes left alone (`experimental_skip_slot_variables`)."""
     if not self.skip_slot_variables:
       return frozenset()
-    return frozenset(slot.slot_variable_node_id
-                     for _, slot in self._slot_variables)
+    return frozenset(
+        slot.slot_variable_node_id for _, slot in self._slot_variables)
 
   @property
   def expect_partial(self):
@@ -246,7 +256,9 @@ class CheckpointRestoreCoordinator:
     if cache is not None:
       cache.setdefault(trackable, {})[name] = (saveable,)
 
-  def check(self, plan, shape_error=ValueError,
+  def check(self,
+            plan,
+            shape_error=ValueError,
             dtype_error=errors.InvalidArgumentError):
     """Checks a `read_plan.ReadPlan` against the checkpoint.
 
@@ -260,7 +272,9 @@ class CheckpointRestoreCoordinator:
       The error types above: If values do not fit; the message names the
         checkpoint and every key that does not fit.
     """
-    read_plan.check(plan, self.values, shape_error=shape_error,
+    read_plan.check(plan,
+                    self.values,
+                    shape_error=shape_error,
                     dtype_error=dtype_error)
 
   def restore_variable_eagerly(self, name, key, variable):
@@ -272,8 +286,11 @@ class CheckpointRestoreCoordinator:
     read_plan.restore_variable_eagerly(
         read_plan.ToVariable(name, key, variable), self.values, self.check)
 
-  def restore_saveables(self, tensor_saveables, python_saveables,
-                        variables=(), cached=()):
+  def restore_saveables(self,
+                        tensor_saveables,
+                        python_saveables,
+                        variables=(),
+                        cached=()):
     """Restores one step's values now (eagerly) or builds their restore ops.
 
     The step's plan is built once and checked before anything is assigned,
@@ -295,7 +312,9 @@ class CheckpointRestoreCoordinator:
     eager = context.executing_eagerly()
     plan = restore_plan.plan_of(
         named_saveables.validate_and_slice_inputs(tensor_saveables),
-        python_saveables, variables, cached,
+        python_saveables,
+        variables,
+        cached,
         built_ops=None if eager else self._op_cache.by_name)
     self.check(plan)
     if eager:
@@ -303,13 +322,15 @@ class CheckpointRestoreCoordinator:
       return []
     # Python state is handed over at once, after the ops are built.
     hand_over_python_state = read_plan.read_python_state(plan, self.values)
-    restore_ops = multi_device_saver.execute_plan(
-        plan, self.values.path_tensor, self.options)
+    restore_ops = multi_device_saver.execute_plan(plan, self.values.path_tensor,
+                                                  self.options)
     hand_over_python_state()
-    new_ops = {destination.name: restore_ops[destination.name]
-               for destination in plan.destinations
-               if destination.name in restore_ops and
-               not isinstance(destination, read_plan.ToRestoreOp)}
+    new_ops = {
+        destination.name: restore_ops[destination.name]
+        for destination in plan.destinations
+        if destination.name in restore_ops and
+        not isinstance(destination, read_plan.ToRestoreOp)
+    }
     self._op_cache.by_name.update(new_ops)
     self._built_restore_ops.extend(new_ops.values())
     return list(restore_ops.values())

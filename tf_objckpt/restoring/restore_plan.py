@@ -23,8 +23,8 @@ from tf_objckpt.engine import read_plan
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 
 
-def plan_of(saveables=(), python_saveables=(), variables=(), cached=(),
-            built_ops=None):
+def plan_of(
+    saveables=(), python_saveables=(), variables=(), cached=(), built_ops=None):
   """The plan of one restore step of the object-based walk.
 
   Args:
@@ -42,17 +42,19 @@ def plan_of(saveables=(), python_saveables=(), variables=(), cached=(),
   """
   destinations = [
       read_plan.ToRestoreOp(name, _saveable_reads(saveable), op)
-      for name, saveable, op in cached]
-  destinations.extend(read_plan.ToSaveable(saveable, expected_shape(saveable))
-                      for saveable in saveables)
+      for name, saveable, op in cached
+  ]
+  destinations.extend(
+      read_plan.ToSaveable(saveable, expected_shape(saveable))
+      for saveable in saveables)
   for name, key, variable in variables:
     destination = read_plan.ToVariable(name, key, variable)
     built_op = built_ops.get(name) if built_ops else None
     if built_op is not None:
       destination = read_plan.ToRestoreOp(name, destination.reads, built_op)
     destinations.append(destination)
-  destinations.extend(read_plan.ToPythonState(saveable)
-                      for saveable in python_saveables)
+  destinations.extend(
+      read_plan.ToPythonState(saveable) for saveable in python_saveables)
   return read_plan.ReadPlan(destinations)
 
 
@@ -80,9 +82,8 @@ def expected_shape(saveable):
   if shape is not None:
     return shape
   obj = getattr(saveable, "_trackable", None)
-  if (obj is None or len(saveable.specs) != 1 or
-      getattr(saveable, "_local_names", None) !=
-      [trackable_utils.VARIABLE_VALUE_KEY]):
+  if (obj is None or len(saveable.specs) != 1 or getattr(
+      saveable, "_local_names", None) != [trackable_utils.VARIABLE_VALUE_KEY]):
     return None
   shape = getattr(obj, "shape", None)
   try:
@@ -171,8 +172,10 @@ def plan_from_graph(graph, restore_op_name):
     slices = tensor_util.constant_value(op.inputs[2])
     if names is None or slices is None:
       continue
-    for output, key, slice_spec, dtype in zip(
-        op.outputs, names.flat, slices.flat, op.get_attr("dtypes")):
+    for output, key, slice_spec, dtype in zip(op.outputs,
+                                              names.flat, slices.flat,
+                                              op.get_attr("dtypes")):
       shape, reshaped = _assigned_shape(output)
-      entries.append(read_plan.plan_read(key, slice_spec, dtype, shape, reshaped))
+      entries.append(
+          read_plan.plan_read(key, slice_spec, dtype, shape, reshaped))
   return read_plan.ReadPlan([read_plan.ToRestoreOp(root.name, entries, root)])

@@ -78,15 +78,17 @@ class RestoreReport(NamedTuple):
     return not self.unmatched and not self.objects_without_values
 
   def __str__(self):
-    parts = [f"Restore from {self.save_path!r}: "
-             f"{count_text(len(self.restored), 'value')} restored, "
-             f"{count_text(len(self.unmatched), 'checkpoint value')} "
-             f"unmatched, {count_text(len(self.objects_without_values), 'object')}"
-             " without a value."]
+    parts = [
+        f"Restore from {self.save_path!r}: "
+        f"{count_text(len(self.restored), 'value')} restored, "
+        f"{count_text(len(self.unmatched), 'checkpoint value')} "
+        f"unmatched, {count_text(len(self.objects_without_values), 'object')}"
+        " without a value."
+    ]
     for header, items in (("Restored:", self.restored),
-                          ("In the checkpoint, not restored:", self.unmatched),
-                          ("Objects without a value:",
-                           self.objects_without_values)):
+                          ("In the checkpoint, not restored:",
+                           self.unmatched), ("Objects without a value:",
+                                             self.objects_without_values)):
       if items:
         parts.append(listing(header, items))
     return "\n".join(parts)

@@ -100,8 +100,7 @@ def _restore_one(position, visit_queue, batch):
         deferred.only_if_it_fits = only_if_it_fits
         deferred.defer_in(parent, local_name)
       continue
-    if only_if_it_fits and not checkpoint.position(node_id).fits(
-        local_object):
+    if only_if_it_fits and not checkpoint.position(node_id).fits(local_object):
       continue
     node_binding.bind_child(checkpoint, node_id, local_object, visit_queue,
                             batch, parent, local_name)

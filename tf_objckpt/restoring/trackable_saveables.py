@@ -36,7 +36,12 @@ class TrackableSaveable(saveable_objects.SaveableObject):
   local names become the object's attribute names in the object graph.
   """
 
-  def __init__(self, obj, specs, name, local_names, prefix="",
+  def __init__(self,
+               obj,
+               specs,
+               name,
+               local_names,
+               prefix="",
                call_with_mapped_captures=None):
     self._trackable = obj
     self._local_names = local_names
@@ -48,8 +53,8 @@ class TrackableSaveable(saveable_objects.SaveableObject):
     del restored_shapes  # Unused: trackables restore whole tensors.
     # An object that saves no tensors is not asked to restore (TensorFlow's
     # default `_restore_from_tensors` raises).
-    result = self._restore(
-        dict(zip(self._local_names, restored_tensors))) if self.specs else None
+    result = self._restore(dict(zip(self._local_names,
+                                    restored_tensors))) if self.specs else None
     if result is None and not context.executing_eagerly():
       return gen_control_flow_ops.no_op()
     return result
@@ -90,9 +95,10 @@ def has_default_variable_saving(obj) -> bool:
   result = _DEFAULT_SAVING_BY_CLASS.get(cls)
   if result is None:
     base = resource_variable_ops.BaseResourceVariable
-    result = (issubclass(cls, base) and
-              cls._serialize_to_tensors is base._serialize_to_tensors and  # pylint: disable=protected-access
-              cls._restore_from_tensors is base._restore_from_tensors)  # pylint: disable=protected-access
+    result = (
+        issubclass(cls, base) and
+        cls._serialize_to_tensors is base._serialize_to_tensors and  # pylint: disable=protected-access
+        cls._restore_from_tensors is base._restore_from_tensors)  # pylint: disable=protected-access
     _DEFAULT_SAVING_BY_CLASS[cls] = result
   return result and not _overrides_serialization(obj)
 
@@ -118,9 +124,8 @@ def stock_variable(obj):
 def _overrides_serialization(obj):
   """Whether `obj` sets its own (de)serialization methods on the instance."""
   attributes = getattr(obj, "__dict__", None)
-  return attributes is not None and (
-      "_serialize_to_tensors" in attributes or
-      "_restore_from_tensors" in attributes)
+  return attributes is not None and ("_serialize_to_tensors" in attributes or
+                                     "_restore_from_tensors" in attributes)
 
 
 def _serialized_tensor_specs(tensor_dict, name):
@@ -158,9 +163,13 @@ def _serialize_to_tensors_factory(obj, legacy_name=""):
     else:
       tensors = save()
     specs, local_names = _serialized_tensor_specs(tensors, name)
-    return TrackableSaveable(obj, specs, name, local_names,
-                             prefix=legacy_name,
-                             call_with_mapped_captures=call_with_mapped_captures)
+    return TrackableSaveable(
+        obj,
+        specs,
+        name,
+        local_names,
+        prefix=legacy_name,
+        call_with_mapped_captures=call_with_mapped_captures)
 
   return make_saveable
 
@@ -200,13 +209,17 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
   """
   variable = None if tf1_saver else stock_variable(obj)
   if variable is not None:
-    return {trackable_utils.SERIALIZE_TO_TENSORS_NAME:
-                functools.partial(variable_saveables.VariableSaveable,
-                                  variable)}
+    return {
+        trackable_utils.SERIALIZE_TO_TENSORS_NAME:
+            functools.partial(variable_saveables.VariableSaveable, variable)
+    }
   if isinstance(obj, python_state.PythonState):
-    return {python_state.PYTHON_STATE: functools.partial(
-        saveable_objects.PythonStringStateSaveable,
-        state_callback=obj.serialize, restore_callback=obj.deserialize)}
+    return {
+        python_state.PYTHON_STATE:
+            functools.partial(saveable_objects.PythonStringStateSaveable,
+                              state_callback=obj.serialize,
+                              restore_callback=obj.deserialize)
+    }
   if tf1_saver:
     legacy = obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
     if legacy:
@@ -215,8 +228,10 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
     # The v1 Saver ignores legacy names, as TensorFlow's does.
     legacy_name = "" if tf1_saver else (
         saveable_compat.get_saveable_name(obj) or "")
-    return {trackable_utils.SERIALIZE_TO_TENSORS_NAME:
-                _serialize_to_tensors_factory(obj, legacy_name)}
+    return {
+        trackable_utils.SERIALIZE_TO_TENSORS_NAME:
+            _serialize_to_tensors_factory(obj, legacy_name)
+    }
   return obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
 
 

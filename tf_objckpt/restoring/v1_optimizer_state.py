@@ -71,7 +71,7 @@ _V1_OPTIMIZER_NAMES = ("Adam", "Momentum", "Adagrad", "RMSProp", "Ftrl",
                        "Adadelta", "ProximalAdagrad", "AdagradDA",
                        "ProximalGradientDescent")
 # float32 rounds each product `power * beta` within this relative error.
-_FLOAT32_ROUNDING = 2.0 ** -24
+_FLOAT32_ROUNDING = 2.0**-24
 
 
 def is_keras3_optimizer(obj):
@@ -88,8 +88,8 @@ def v1_slot_suffixes(optimizer):
   """
   for cls in type(optimizer).__mro__:
     if cls.__name__ == "RMSprop":
-      slots = ("velocity",) + (
-          ("average_gradient",) if optimizer.centered else ()) + ("momentum",)
+      slots = ("velocity",) + (("average_gradient",) if optimizer.centered else
+                               ()) + ("momentum",)
       return _numbered("RMSProp", slots)
     if cls.__name__ in _V1_SLOTS:
       return _numbered(*_V1_SLOTS[cls.__name__])
@@ -97,8 +97,10 @@ def v1_slot_suffixes(optimizer):
 
 
 def _numbered(v1_name, slots):
-  return {slot: v1_name if index == 0 else f"{v1_name}_{index}"
-          for index, slot in enumerate(slots)}
+  return {
+      slot: v1_name if index == 0 else f"{v1_name}_{index}"
+      for index, slot in enumerate(slots)
+  }
 
 
 class Source(NamedTuple):
@@ -147,8 +149,7 @@ class ScaledSaveable(saveable_objects.SaveableObject):
 
   def restore(self, restored_tensors, restored_shapes=None):
     return self._saveable.restore(
-        [tensor * self._scale for tensor in restored_tensors],
-        restored_shapes)
+        [tensor * self._scale for tensor in restored_tensors], restored_shapes)
 
 
 class StepCount(NamedTuple):
@@ -207,8 +208,10 @@ def adam_step_count(powers, betas):
         "the same?")
   steps = exponent_count - 1
   beta_name = {"beta1_power": "beta_1", "beta2_power": "beta_2"}[source]
-  notes = {source: f"iterations = {steps}: {source} = "
-                   f"{beta_name} ** ({steps} + 1)"}
+  notes = {
+      source: f"iterations = {steps}: {source} = "
+              f"{beta_name} ** ({steps} + 1)"
+  }
   for spread, key, exponent in estimates[1:]:
     if abs(exponent - exponent_count) > spread + 1e-6:
       raise ValueError(
@@ -234,9 +237,13 @@ class IterationsSaveable(saveable_objects.SaveableObject):
       count: A `StepCount`.
       dtypes: `{checkpoint key: DType}` of the keys in `count.notes`.
     """
-    specs = [saveable_objects.SaveSpec(lambda: None, "", key,
-                                       dtype=dtypes[key], device="/cpu:0")
-             for key in count.notes]
+    specs = [
+        saveable_objects.SaveSpec(lambda: None,
+                                  "",
+                                  key,
+                                  dtype=dtypes[key],
+                                  device="/cpu:0") for key in count.notes
+    ]
     super().__init__(variable, specs, variable.name)
     self.count = count
 
@@ -258,8 +265,7 @@ def _slot_kind(variable, kinds):
   path in most versions (`sequential_dense_kernel_accumulator`).
   """
   name = variable.name
-  named = [kind for kind in kinds
-           if name == kind or name.endswith("_" + kind)]
+  named = [kind for kind in kinds if name == kind or name.endswith("_" + kind)]
   return max(named, key=len) if named else None
 
 
@@ -276,10 +282,12 @@ class _OptimizerStructure:
     self._name = optimizer.name
     self._trained = list(getattr(optimizer, _TRAINED, ()))
     self._owned = list(getattr(optimizer, _OWNED, ()))
-    self._positions = {id(owned): position
-                       for position, owned in enumerate(self._owned)}
-    self._by_path = {variable.path.replace("/", "_"): variable
-                     for variable in self._trained}
+    self._positions = {
+        id(owned): position for position, owned in enumerate(self._owned)
+    }
+    self._by_path = {
+        variable.path.replace("/", "_"): variable for variable in self._trained
+    }
     self._slot_index = {}
     for name, value in vars(optimizer).items():
       if (name in (_TRAINED, _OWNED) or not isinstance(value, list) or
@@ -324,8 +332,9 @@ class _OptimizerStructure:
     if reference is not None:
       return reference, kind
     position = self._positions.get(id(variable), len(self._owned))
-    index = sum(_slot_kind(owned, (kind,)) is not None
-                for owned in self._owned[:position])
+    index = sum(
+        _slot_kind(owned, (kind,)) is not None
+        for owned in self._owned[:position])
     if index < len(self._trained):
       return self._trained[index], kind
     return None
@@ -409,8 +418,9 @@ class Keras3Optimizers:
 
   def _optimizer_counting(self, variable):
     for optimizer in self._optimizers:
-      if any(vars(optimizer).get(name) is variable
-             for name in _ITERATIONS_ATTRIBUTES):
+      if any(
+          vars(optimizer).get(name) is variable
+          for name in _ITERATIONS_ATTRIBUTES):
         return optimizer
     return None
 
@@ -424,15 +434,18 @@ class Keras3Optimizers:
     if optimizer is None:
       return None
     values = self._values()
-    powers = {key: values.python_value(key) for key in BETA_POWERS
-              if key in self._keys}
+    powers = {
+        key: values.python_value(key) for key in BETA_POWERS if key in self._keys
+    }
     steps = None
     if GLOBAL_STEP in self._keys and values.dtypes[GLOBAL_STEP].is_integer:
       steps = int(values.python_value(GLOBAL_STEP))
     if powers and "Adam" in v1_slot_suffixes(optimizer).values():
       try:
-        count = adam_step_count(powers, {"beta1_power": optimizer.beta_1,
-                                         "beta2_power": optimizer.beta_2})
+        count = adam_step_count(powers, {
+            "beta1_power": optimizer.beta_1,
+            "beta2_power": optimizer.beta_2
+        })
       except (ValueError, TypeError) as e:
         reason = f"gives no step count: {e}"
         self.unplaced.update((key, reason) for key in powers)
@@ -452,14 +465,15 @@ class Keras3Optimizers:
     v1 optimizers save none: when no key matches it by name, it keeps the
     value it was made with, and restores need not give it one.
     """
-    return any(getattr(optimizer, "_learning_rate", None) is variable
-               for optimizer in self._optimizers)
+    return any(
+        getattr(optimizer, "_learning_rate", None) is variable
+        for optimizer in self._optimizers)
 
   def missing_reason(self, variable):
     """Why a Keras 3 optimizer's `iterations` found no value, or None."""
     if self._optimizer_counting(variable) is not None:
-      reasons = sorted({self.unplaced[key] for key in BETA_POWERS
-                        if key in self.unplaced})
+      reasons = sorted(
+          {self.unplaced[key] for key in BETA_POWERS if key in self.unplaced})
       return "; ".join(reasons) or (
           f"no {', '.join(BETA_POWERS)} or {GLOBAL_STEP} gives the step count")
     return None
@@ -486,4 +500,3 @@ class Keras3Optimizers:
       if key in BETA_POWERS or (found and found.group(1) in variable_keys):
         leftover.append(key)
     return leftover
-

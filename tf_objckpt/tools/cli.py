@@ -31,19 +31,24 @@ _PATH_HELP = ("a checkpoint prefix (such as /tmp/train/ckpt-3) or a directory, "
               "whose latest checkpoint is used")
 
 _EXAMPLES = {
-    "inspect": """example:
+    "inspect":
+        """example:
   tf-objckpt inspect /tmp/train            # the latest checkpoint's tree
   tf-objckpt inspect /tmp/train/ckpt-3 --keys
   tf-objckpt inspect /tmp/train/ckpt-3 --values model/layer_with_weights-0/kernel""",
-    "verify": """example:
+    "verify":
+        """example:
   tf-objckpt verify /tmp/train/ckpt-3      # exit code 1 if anything is wrong
   tf-objckpt verify /tmp/train --all       # every checkpoint, one line each""",
-    "diff": """example:
+    "diff":
+        """example:
   tf-objckpt diff /tmp/train/ckpt-3 /tmp/train/ckpt-4 --atol 1e-6""",
-    "convert": """example:
+    "convert":
+        """example:
   tf-objckpt convert /tmp/legacy/model-7 /tmp/migrated/ckpt \\
       --objects my_project.models:build_objects --map dense/=encoder/dense/""",
-    "run": """example:
+    "run":
+        """example:
   tf-objckpt run train.py --epochs 3      # as 'python train.py --epochs 3'""",
 }
 
@@ -59,23 +64,30 @@ def _parser():
       epilog="exit codes: 0 ok; 1 problems or differences found (or a "
       "checkpoint too damaged to open); 2 usage error or no checkpoint at "
       "the path. Run 'tf-objckpt COMMAND --help' for each command.")
-  parser.add_argument("--version", action="version",
+  parser.add_argument("--version",
+                      action="version",
                       version=f"tf-objckpt {__version__}")
-  commands = parser.add_subparsers(dest="command", required=True,
+  commands = parser.add_subparsers(dest="command",
+                                   required=True,
                                    metavar="COMMAND")
   common = argparse.ArgumentParser(add_help=False)
-  common.add_argument("--verbose", action="store_true",
+  common.add_argument("--verbose",
+                      action="store_true",
                       help="also show TensorFlow's own log lines")
 
   def command(name, summary, parents=(common,)):
     return commands.add_parser(
-        name, help=summary, description=summary, epilog=_EXAMPLES[name],
+        name,
+        help=summary,
+        description=summary,
+        epilog=_EXAMPLES[name],
         parents=list(parents),
         formatter_class=argparse.RawDescriptionHelpFormatter)
 
-  inspect = command("inspect", "Show what a checkpoint holds: the object "
-                    "graph as a tree, with dtype, shape and size of each "
-                    "value, and totals.")
+  inspect = command(
+      "inspect", "Show what a checkpoint holds: the object "
+      "graph as a tree, with dtype, shape and size of each "
+      "value, and totals.")
   # PATH may come after `--values KEY...`, which takes it: see `_path_last`.
   inspect.usage = ("%(prog)s [-h] [--verbose]\n" + " " * 26 +
                    "[--keys | --json | --values KEY [KEY ...]]\n" + " " * 26 +
@@ -83,65 +95,85 @@ def _parser():
   inspect.set_defaults(usage_error=inspect.error)
   inspect.add_argument("path", metavar="PATH", nargs="?", help=_PATH_HELP)
   output = inspect.add_mutually_exclusive_group()
-  output.add_argument("--keys", action="store_true",
+  output.add_argument("--keys",
+                      action="store_true",
                       help="print the checkpoint keys, one per line, instead "
                       "of the tree")
-  output.add_argument("--json", action="store_true",
+  output.add_argument("--json",
+                      action="store_true",
                       help="print machine-readable JSON")
-  output.add_argument("--values", nargs="+", metavar="KEY",
+  output.add_argument("--values",
+                      nargs="+",
+                      metavar="KEY",
                       help="print these values (checkpoint keys or object "
                       "paths); large ones are summarised")
 
-  verify = command("verify", "Read every value of every shard, checking "
-                   "checksums, and check the object graph's consistency.")
+  verify = command(
+      "verify", "Read every value of every shard, checking "
+      "checksums, and check the object graph's consistency.")
   verify.add_argument("path", metavar="PATH", help=_PATH_HELP)
-  verify.add_argument("--all", action="store_true",
+  verify.add_argument("--all",
+                      action="store_true",
                       help="check every checkpoint of directory PATH (those "
                       "its state file lists and the others), one line each")
 
-  diff = command("diff", "List the differences between two checkpoints: "
-                 "keys, dtypes and shapes, values, object graph.")
+  diff = command(
+      "diff", "List the differences between two checkpoints: "
+      "keys, dtypes and shapes, values, object graph.")
   diff.add_argument("path_a", metavar="A", help=_PATH_HELP)
   diff.add_argument("path_b", metavar="B", help=_PATH_HELP)
-  diff.add_argument("--atol", type=float, default=0.0,
+  diff.add_argument("--atol",
+                    type=float,
+                    default=0.0,
                     help="values differing by at most this much are equal "
                     "(default 0)")
-  diff.add_argument("--include-bookkeeping", action="store_true",
+  diff.add_argument("--include-bookkeeping",
+                    action="store_true",
                     help="let changes of the save counter and of the "
                     "serialized object graph decide the exit code too (they "
                     "are always shown, apart)")
 
-  convert = command("convert", "Turn a name-based (v1 Saver) checkpoint "
-                    "into an object-based one, for the objects a function "
-                    "of yours builds.")
+  convert = command(
+      "convert", "Turn a name-based (v1 Saver) checkpoint "
+      "into an object-based one, for the objects a function "
+      "of yours builds.")
   convert.add_argument("path", metavar="NAME_BASED_PATH", help=_PATH_HELP)
-  convert.add_argument("out_prefix", metavar="OUT_PREFIX",
+  convert.add_argument("out_prefix",
+                       metavar="OUT_PREFIX",
                        help="the prefix to write the object-based checkpoint "
                        "at")
-  convert.add_argument("--objects", required=True, metavar="MODULE:FUNCTION",
+  convert.add_argument("--objects",
+                       required=True,
+                       metavar="MODULE:FUNCTION",
                        help="a function building the objects: it returns a "
                        "dict of names to trackables (each a dependency of "
                        "the checkpoint) or one trackable (the root)")
-  convert.add_argument("--map", action="append", default=[],
+  convert.add_argument("--map",
+                       action="append",
+                       default=[],
                        metavar="OLD=NEW",
                        help="checkpoint name OLD holds the variable named "
                        "NEW, as in init_from_checkpoint's assignment_map; "
                        "'old/=new/' maps a whole scope (repeatable). Tried "
                        "after the exact name and the name without the Keras "
                        "model's scope")
-  convert.add_argument("--allow-partial", action="store_true",
+  convert.add_argument("--allow-partial",
+                       action="store_true",
                        help="write even if some variables or values found no "
                        "match")
 
   run = command("run", "Run a Python script as 'python SCRIPT ARGS...' "
                 "would, with TensorFlow patched to save and restore "
                 "checkpoints through tf_objckpt (patch_tensorflow()). The "
-                "exit status is the script's.", parents=())
+                "exit status is the script's.",
+                parents=())
   run.usage = "%(prog)s [-h] SCRIPT [ARGS ...]"
   run.add_argument("script", metavar="SCRIPT", help="the script to run")
-  run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+  run.add_argument("args",
+                   nargs=argparse.REMAINDER,
+                   metavar="ARGS",
                    help="its arguments, if any (options included)"
-                   ).required = False  # Not one of "the arguments required".
+                  ).required = False  # Not one of "the arguments required".
   return parser
 
 
@@ -205,9 +237,10 @@ def _open(path, strict=True):
 
 def _inspect(args):
   from tf_objckpt.tools import inspect_checkpoint  # pylint: disable=g-import-not-at-top
-  text, code = inspect_checkpoint.run(
-      _open(args.path), keys=args.keys, as_json_output=args.json,
-      values=args.values)
+  text, code = inspect_checkpoint.run(_open(args.path),
+                                      keys=args.keys,
+                                      as_json_output=args.json,
+                                      values=args.values)
   if code == EXIT_OK:
     print(text)
   else:
@@ -244,19 +277,20 @@ def _verify_all(directory):
   for prefix in prefixes:
     problems = self_healing.damage(prefix)
     damaged += bool(problems)
-    print(f"{prefix}: " + (f"damaged: {self_healing.summary(problems)}"
-                           if problems else "intact"))
+    print(f"{prefix}: " + (
+        f"damaged: {self_healing.summary(problems)}" if problems else "intact"))
   return EXIT_PROBLEMS if damaged else EXIT_OK
 
 
 def _diff(args):
   from tf_objckpt.tools import diff_checkpoints  # pylint: disable=g-import-not-at-top
-  listing_a, listing_b = (_open(args.path_a, strict=False),
-                          _open(args.path_b, strict=False))
+  listing_a, listing_b = (_open(args.path_a,
+                                strict=False), _open(args.path_b, strict=False))
   print(f"A: {listing_a.path}\nB: {listing_b.path}")
   differences = diff_checkpoints.diff(listing_a, listing_b, atol=args.atol)
-  print("\n".join(diff_checkpoints.report_lines(
-      differences, args.atol, args.include_bookkeeping)))
+  print("\n".join(
+      diff_checkpoints.report_lines(differences, args.atol,
+                                    args.include_bookkeeping)))
   found = differences.decisive(args.include_bookkeeping)
   return EXIT_PROBLEMS if found else EXIT_OK
 
@@ -271,7 +305,9 @@ def _convert(args):
     print(f"tf-objckpt convert: error: {e}", file=sys.stderr)
     return EXIT_USAGE
   try:
-    result = convert_checkpoint.convert(prefix, args.out_prefix, build(),
+    result = convert_checkpoint.convert(prefix,
+                                        args.out_prefix,
+                                        build(),
                                         mapping,
                                         allow_partial=args.allow_partial)
   except ValueError as e:
@@ -288,8 +324,12 @@ def _run(args):
 
 
 # The commands on checkpoints (`run` is not one).
-_COMMANDS = {"inspect": _inspect, "verify": _verify, "diff": _diff,
-             "convert": _convert}
+_COMMANDS = {
+    "inspect": _inspect,
+    "verify": _verify,
+    "diff": _diff,
+    "convert": _convert
+}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -313,8 +353,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"tf-objckpt {args.command}: {e.message}", file=sys.stderr)
     return EXIT_USAGE
   except errors.OpError as e:
-    print(f"tf-objckpt {args.command}: {type(e).__name__}: "
-          f"{verify_checkpoint.op_error_text(e)}", file=sys.stderr)
+    print(
+        f"tf-objckpt {args.command}: {type(e).__name__}: "
+        f"{verify_checkpoint.op_error_text(e)}",
+        file=sys.stderr)
     return EXIT_PROBLEMS
 
 

@@ -78,9 +78,10 @@ def _variables(root):
   """
   found = []
   for obj in graph_walk.ObjectGraphView(root).list_objects():
-    if isinstance(obj, variables.Variable) or (
-        isinstance(getattr(obj, "path", None), str) and
-        callable(getattr(obj, "assign", None))):
+    if isinstance(
+        obj,
+        variables.Variable) or (isinstance(getattr(obj, "path", None), str) and
+                                callable(getattr(obj, "assign", None))):
       found.append((name_matching.variable_name(obj), obj))
   return found
 
@@ -105,7 +106,8 @@ def match_variables(root, stored_keys, mapping):
                                      mapping)
   matched = [(name, variable, report.matched[name].checkpoint_key,
               report.matched[name].rule)
-             for name, variable in named if name in report.matched]
+             for name, variable in named
+             if name in report.matched]
   return Match(matched, list(report.unmatched_names), list(report.unused_keys))
 
 
@@ -117,14 +119,16 @@ class Result(NamedTuple):
   written: bool
 
   def report_lines(self):
-    lines = [f"Converted {self.source} -> {self.out_prefix}"
-             if self.written else
-             f"Not written: {len(self.match.unmatched)} variable(s) found no "
-             f"value in {self.source} (pass --allow-partial to write anyway)"]
+    lines = [
+        f"Converted {self.source} -> {self.out_prefix}" if self.written else
+        f"Not written: {len(self.match.unmatched)} variable(s) found no "
+        f"value in {self.source} (pass --allow-partial to write anyway)"
+    ]
     lines += _listed("Matched", [
-        f"{name} <- {key}" + ("" if rule == name_matching.EXACT else
-                              f" ({rule.replace('_', ' ')})")
-        for name, _, key, rule in self.match.matched])
+        f"{name} <- {key}" +
+        ("" if rule == name_matching.EXACT else f" ({rule.replace('_', ' ')})")
+        for name, _, key, rule in self.match.matched
+    ])
     lines += _listed("Not matched (variables without a value)",
                      self.match.unmatched)
     lines += _listed("Left over (checkpoint values nothing used)",
@@ -148,8 +152,7 @@ def _checkpoint_of(objects):
   return object_checkpoints.Checkpoint(root=objects)
 
 
-def convert(save_path, out_prefix, objects, mapping=None,
-            allow_partial=False):
+def convert(save_path, out_prefix, objects, mapping=None, allow_partial=False):
   """Writes the values of a name-based checkpoint as an object-based one.
 
   Args:
@@ -181,17 +184,19 @@ def convert(save_path, out_prefix, objects, mapping=None,
   checkpoint.save_counter  # noqa: B018
   written = checkpoint.write(out_prefix)
   state_file.update_checkpoint_state_internal(
-      save_dir=os.path.dirname(written) or ".", model_checkpoint_path=written,
-      all_model_checkpoint_paths=[written], save_relative_paths=True)
+      save_dir=os.path.dirname(written) or ".",
+      model_checkpoint_path=written,
+      all_model_checkpoint_paths=[written],
+      save_relative_paths=True)
   return Result(save_path, out_prefix, match, written=True)
 
 
 def _assign(values, matched):
   """Checks every matched value against its variable, then assigns them."""
   plan = read_plan.ReadPlan(
-      read_plan.ToCallback(key, [read_plan.plan_read(key, "", variable.dtype,
-                                                variable.shape)],
-                           functools.partial(_assign_first, variable))
+      read_plan.ToCallback(
+          key, [read_plan.plan_read(key, "", variable.dtype, variable.shape)],
+          functools.partial(_assign_first, variable))
       for _, variable, key, _ in matched)
   read_plan.check(plan, values, shape_error=ValueError)
   read_plan.execute_eagerly(plan, values)

@@ -58,8 +58,10 @@ def diff(listing_a, listing_b, atol=0.0):
   The listings may have damaged object graphs (`open_listing(strict=False)`).
   """
   damaged = []
-  lost = [_file_damage(listing, side, damaged)
-          for listing, side in ((listing_a, "A"), (listing_b, "B"))]
+  lost = [
+      _file_damage(listing, side, damaged)
+      for listing, side in ((listing_a, "A"), (listing_b, "B"))
+  ]
   values_a = {value.key: value for value in listing_a.stored_values()}
   values_b = {value.key: value for value in listing_b.stored_values()}
   graph = []
@@ -67,9 +69,9 @@ def diff(listing_a, listing_b, atol=0.0):
     graph = graph_changes(listing_a, listing_b)
   counter = {_SAVE_COUNTER_KEY}
   bookkeeping = _value_differences(
-      listing_a, listing_b, _only(values_a, counter), _only(values_b, counter),
-      atol, lost, damaged,
-      [line for path, line in graph if path == _SAVE_COUNTER] +
+      listing_a, listing_b, _only(values_a, counter), _only(values_b,
+                                                            counter), atol,
+      lost, damaged, [line for path, line in graph if path == _SAVE_COUNTER] +
       _serialized_graph_change(listing_a, listing_b, lost))
   main = _value_differences(
       listing_a, listing_b, _without(values_a, counter),
@@ -97,8 +99,9 @@ def _graph_damage(listing_a, listing_b, lost, damaged):
       continue
     found = True
     if _OBJECT_GRAPH_KEY not in lost_keys:
-      damaged.append((side, verify_checkpoint.Problem(
-          listing.path, _OBJECT_GRAPH_KEY, error.message)))
+      damaged.append((side,
+                      verify_checkpoint.Problem(listing.path, _OBJECT_GRAPH_KEY,
+                                                error.message)))
   return found
 
 
@@ -119,8 +122,10 @@ def _serialized_graph_change(listing_a, listing_b, lost):
   graph_b = listing_b.read_numpy(_OBJECT_GRAPH_KEY)
   if graph_a == graph_b:
     return []
-  return [f"~ {_OBJECT_GRAPH_KEY}: the serialized object graph differs "
-          f"({len(graph_a)} B -> {len(graph_b)} B)"]
+  return [
+      f"~ {_OBJECT_GRAPH_KEY}: the serialized object graph differs "
+      f"({len(graph_a)} B -> {len(graph_b)} B)"
+  ]
 
 
 def _value_differences(listing_a, listing_b, values_a, values_b, atol, lost,
@@ -133,14 +138,17 @@ def _value_differences(listing_a, listing_b, values_a, values_b, atol, lost,
   removed = [values_a[key] for key in sorted(values_a.keys() - values_b)]
   added = [values_b[key] for key in sorted(values_b.keys() - values_a)]
   common = sorted(values_a.keys() & values_b.keys())
-  retyped = [(values_a[key], values_b[key]) for key in common
-             if (values_a[key].dtype, values_a[key].shape) !=
-             (values_b[key].dtype, values_b[key].shape)]
+  retyped = [(values_a[key], values_b[key])
+             for key in common
+             if (values_a[key].dtype,
+                 values_a[key].shape) != (values_b[key].dtype,
+                                          values_b[key].shape)]
   lost_a, lost_b = lost
-  comparable = [key for key in common
-                if (values_a[key].dtype, values_a[key].shape) ==
-                (values_b[key].dtype, values_b[key].shape) and
-                key not in lost_a and key not in lost_b]
+  comparable = [
+      key for key in common if (values_a[key].dtype, values_a[key].shape) == (
+          values_b[key].dtype,
+          values_b[key].shape) and key not in lost_a and key not in lost_b
+  ]
   changed = []
   for batch in _batches(comparable, values_a):
     read_a = _read(listing_a, [values_a[key] for key in batch], "A", damaged)
@@ -196,11 +204,11 @@ def _object_attributes(listing):
   if not listing.object_based:
     return {}
   return {
-      listing.node_paths[node_id]: (
-          listing.python_class(node_id),
-          {attribute.name: attribute.checkpoint_key
-           for attribute in node.attributes})
-      for node_id, node in enumerate(listing.object_graph.nodes)}
+      listing.node_paths[node_id]: (listing.python_class(node_id), {
+          attribute.name: attribute.checkpoint_key
+          for attribute in node.attributes
+      }) for node_id, node in enumerate(listing.object_graph.nodes)
+  }
 
 
 def graph_changes(listing_a, listing_b):
@@ -209,8 +217,10 @@ def graph_changes(listing_a, listing_b):
   The path is None for a line about the whole graph.
   """
   if listing_a.object_based != listing_b.object_based:
-    kinds = ["object-based" if listing.object_based else "name-based"
-             for listing in (listing_a, listing_b)]
+    kinds = [
+        "object-based" if listing.object_based else "name-based"
+        for listing in (listing_a, listing_b)
+    ]
     return [(None, f"A is {kinds[0]}, B is {kinds[1]}")]
   objects_a = _object_attributes(listing_a)
   objects_b = _object_attributes(listing_b)
@@ -240,17 +250,19 @@ def _section(title, lines):
 def _sections(differences, atol):
   """`(title, lines)` of each kind of difference."""
   return [
-      ("Only in A", [f"- {value.key} {value.describe()}"
-                     for value in differences.removed]),
-      ("Only in B", [f"+ {value.key} {value.describe()}"
-                     for value in differences.added]),
-      ("Dtype or shape changed",
-       [f"~ {a.key}: {a.dtype} {checkpoint_listing.format_shape(a.shape)} -> "
-        f"{b.dtype} {checkpoint_listing.format_shape(b.shape)}"
-        for a, b in differences.retyped]),
-      (f"Values changed (atol={atol:g})",
-       [f"~ {key}: max abs diff {difference:.6g}"
-        for key, difference in differences.changed]),
+      ("Only in A",
+       [f"- {value.key} {value.describe()}" for value in differences.removed]),
+      ("Only in B",
+       [f"+ {value.key} {value.describe()}" for value in differences.added]),
+      ("Dtype or shape changed", [
+          f"~ {a.key}: {a.dtype} {checkpoint_listing.format_shape(a.shape)} -> "
+          f"{b.dtype} {checkpoint_listing.format_shape(b.shape)}"
+          for a, b in differences.retyped
+      ]),
+      (f"Values changed (atol={atol:g})", [
+          f"~ {key}: max abs diff {difference:.6g}"
+          for key, difference in differences.changed
+      ]),
       ("Object graph changed", differences.graph),
   ]
 
@@ -260,10 +272,13 @@ def _damage_section(damaged):
   file loses are listed below it."""
   if not damaged:
     return []
-  count = len({(side, subject) for side, problem in damaged
+  count = len({(side, subject)
+               for side, problem in damaged
                for subject in problem.subjects()})
-  lines = [f"Damaged, not compared ({restore_report.count_text(count, 'value')}"
-           "):"]
+  lines = [
+      f"Damaged, not compared ({restore_report.count_text(count, 'value')}"
+      "):"
+  ]
   for side, problem in damaged:
     key = f" {problem.key}:" if problem.key else ""
     lines.append(f"  {side}: {problem.file}:{key} {problem.message}")
@@ -276,15 +291,18 @@ def report_lines(differences, atol, include_bookkeeping=False):
   """The differences as text: damage first, then section by section,
   bookkeeping last."""
   lines = _damage_section(differences.damaged)
-  lines += [line for title, section in _sections(differences, atol)
-            for line in _section(title, section)]
+  lines += [
+      line for title, section in _sections(differences, atol)
+      for line in _section(title, section)
+  ]
   if not differences:
-    lines.append("No differences apart from bookkeeping."
-                 if differences.bookkeeping else "No differences.")
+    lines.append("No differences apart from bookkeeping." if differences.
+                 bookkeeping else "No differences.")
   if differences.bookkeeping:
     counted = "counted" if include_bookkeeping else (
         "not counted without --include-bookkeeping")
     lines += _section(f"Bookkeeping changed, {counted}", [
         line for _, section in _sections(differences.bookkeeping, atol)
-        for line in section])
+        for line in section
+    ])
   return lines

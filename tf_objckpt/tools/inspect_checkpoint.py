@@ -110,8 +110,8 @@ def _name_tree(listing):
   for value in listing.stored_values():
     parts = value.key.split("/")
     common = 0
-    while (common < min(len(previous), len(parts) - 1) and
-           previous[common] == parts[common]):
+    while (common < min(len(previous),
+                        len(parts) - 1) and previous[common] == parts[common]):
       common += 1
     for depth in range(common, len(parts) - 1):
       lines.append(_INDENT * depth + parts[depth])
@@ -127,31 +127,45 @@ def as_json(listing):
   result = {
       "checkpoint": listing.path,
       "format": "object-based" if listing.object_based else "name-based",
-      "values": [dict(value._asdict(), shape=list(value.shape))
-                 for value in listing.stored_values()],
-      "totals": {"values": count, "bytes": size, "shards": shards},
+      "values": [
+          dict(value._asdict(), shape=list(value.shape))
+          for value in listing.stored_values()
+      ],
+      "totals": {
+          "values": count,
+          "bytes": size,
+          "shards": shards
+      },
   }
   if listing.object_based:
-    result["objects"] = [_object_json(listing, node_id, node) for node_id, node
-                         in enumerate(listing.object_graph.nodes)]
+    result["objects"] = [
+        _object_json(listing, node_id, node)
+        for node_id, node in enumerate(listing.object_graph.nodes)
+    ]
   return result
 
 
 def _object_json(listing, node_id, node):
   return {
-      "node_id": node_id,
-      "path": listing.node_paths[node_id],
-      "class": listing.python_class(node_id),
-      "children": [{"name": child.local_name, "node_id": child.node_id}
-                   for child in node.children],
-      "attributes": [{"name": attribute.name,
-                      "key": attribute.checkpoint_key}
-                     for attribute in node.attributes],
-      "slot_variables": [
-          {"slot_name": slot.slot_name,
-           "variable_node_id": slot.original_variable_node_id,
-           "slot_node_id": slot.slot_variable_node_id}
-          for slot in node.slot_variables],
+      "node_id":
+          node_id,
+      "path":
+          listing.node_paths[node_id],
+      "class":
+          listing.python_class(node_id),
+      "children": [{
+          "name": child.local_name,
+          "node_id": child.node_id
+      } for child in node.children],
+      "attributes": [{
+          "name": attribute.name,
+          "key": attribute.checkpoint_key
+      } for attribute in node.attributes],
+      "slot_variables": [{
+          "slot_name": slot.slot_name,
+          "variable_node_id": slot.original_variable_node_id,
+          "slot_node_id": slot.slot_variable_node_id
+      } for slot in node.slot_variables],
   }
 
 

@@ -99,23 +99,26 @@ _TARGETS: typing.Tuple[_Target, ...] = (
 # which tf_keras reads checkpoints through) and `tf.compat.v1.train`.
 _CHECKPOINT_UTILS = "tensorflow.python.training.checkpoint_utils"
 _UTILS_ROLES = {
-    name: _Role(_CHECKPOINT_UTILS, name, ours) for name, ours in (
-        ("load_checkpoint", checkpoint_reader.load_checkpoint),
-        ("list_variables", checkpoint_reader.list_variables),
-        ("load_variable", checkpoint_reader.load_variable),
-        ("checkpoints_iterator", checkpoint_polling.checkpoints_iterator),
-        ("wait_for_new_checkpoint",
-         checkpoint_polling.wait_for_new_checkpoint),
-        ("init_from_checkpoint", warm_start.init_from_checkpoint))}
+    name: _Role(_CHECKPOINT_UTILS, name, ours)
+    for name, ours in (("load_checkpoint", checkpoint_reader.load_checkpoint),
+                       ("list_variables", checkpoint_reader.list_variables),
+                       ("load_variable", checkpoint_reader.load_variable),
+                       ("checkpoints_iterator",
+                        checkpoint_polling.checkpoints_iterator),
+                       ("wait_for_new_checkpoint",
+                        checkpoint_polling.wait_for_new_checkpoint),
+                       ("init_from_checkpoint",
+                        warm_start.init_from_checkpoint))
+}
 _V2_UTILS = ("load_checkpoint", "list_variables", "load_variable",
              "checkpoints_iterator")
 _TARGETS += tuple(
     _Target(module, name, _UTILS_ROLES[name])
-    for module, names in (
-        (_CHECKPOINT_UTILS, tuple(_UTILS_ROLES)),
-        ("tensorflow.train", _V2_UTILS),
-        ("tensorflow.compat.v2.train", _V2_UTILS),
-        ("tensorflow.compat.v1.train", _V2_UTILS + ("init_from_checkpoint",)))
+    for module, names in ((_CHECKPOINT_UTILS, tuple(_UTILS_ROLES)),
+                          ("tensorflow.train", _V2_UTILS),
+                          ("tensorflow.compat.v2.train",
+                           _V2_UTILS), ("tensorflow.compat.v1.train",
+                                        _V2_UTILS + ("init_from_checkpoint",)))
     for name in names)
 
 _LOCK = threading.Lock()
@@ -158,9 +161,8 @@ def _holdings():
     except (ImportError, AttributeError):
       missing.append(f"{target.module}.{target.attribute}")
   if missing:
-    raise RuntimeError(
-        "tf_objckpt does not know this TensorFlow: "
-        f"{', '.join(missing)} not found. Nothing was changed.")
+    raise RuntimeError("tf_objckpt does not know this TensorFlow: "
+                       f"{', '.join(missing)} not found. Nothing was changed.")
   return holdings
 
 
@@ -173,14 +175,16 @@ def _foreign_to_tensorflow(holdings):
       f"  {target.module}.{target.attribute} is {_describe(value)}, not "
       f"TensorFlow's {target.role.tf_module}.{target.role.tf_name}"
       for target, _, value in holdings
-      if not _is_tensorflows(value, target.role)]
+      if not _is_tensorflows(value, target.role)
+  ]
   values_by_role = {}
   for target, _, value in holdings:
     values_by_role.setdefault(target.role, {})[id(value)] = target
   lines.extend(
       f"  {', '.join(f'{t.module}.{t.attribute}' for t in targets.values())} "
       "hold different objects"
-      for targets in values_by_role.values() if len(targets) > 1)
+      for targets in values_by_role.values()
+      if len(targets) > 1)
   return lines
 
 
@@ -189,7 +193,9 @@ def _changed_since_patch(holdings):
   return [
       f"  {target.module}.{target.attribute} is {_describe(value)}, not "
       f"tf_objckpt's {_describe(target.role.ours)}"
-      for target, _, value in holdings if value is not target.role.ours]
+      for target, _, value in holdings
+      if value is not target.role.ours
+  ]
 
 
 def _is_patched(holdings):
@@ -223,8 +229,7 @@ def patch_tensorflow() -> None:
           "TensorFlow's objects (patched by someone else, or TensorFlow "
           "internals tf_objckpt does not know). Nothing was changed.\n" +
           "\n".join(problems))
-    _originals.update(
-        (target.role, value) for target, _, value in holdings)
+    _originals.update((target.role, value) for target, _, value in holdings)
     _set_all(holdings, lambda role: role.ours)
 
 

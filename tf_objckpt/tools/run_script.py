@@ -103,9 +103,12 @@ def _run_as_main(path):
   with io.open_code(path) as f:
     code = compile(f.read(), path, "exec", dont_inherit=True)
   main = types.ModuleType("__main__")
-  main.__dict__.update(
-      __file__=path, __cached__=None, __package__=None, __spec__=None,
-      __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+  main.__dict__.update(__file__=path,
+                       __cached__=None,
+                       __package__=None,
+                       __spec__=None,
+                       __loader__=importlib.machinery.SourceFileLoader(
+                           "__main__", path))
   saved_main = sys.modules["__main__"]
   sys.modules["__main__"] = main
   try:
@@ -116,8 +119,8 @@ def _run_as_main(path):
 
 def _from_script_frames(traceback, path):
   """The part of `traceback` from the script's first frame on (or None)."""
-  while traceback is not None and (
-      traceback.tb_frame.f_code.co_filename != path):
+  while traceback is not None and (traceback.tb_frame.f_code.co_filename
+                                   != path):
     traceback = traceback.tb_next
   return traceback
 
@@ -129,8 +132,10 @@ def run(script, args):
   """
   path = os.path.abspath(script)
   if not os.path.isfile(path):
-    print(f"tf-objckpt run: can't open file {path!r}: [Errno 2] No such "
-          "file or directory", file=sys.stderr)
+    print(
+        f"tf-objckpt run: can't open file {path!r}: [Errno 2] No such "
+        "file or directory",
+        file=sys.stderr)
     return EXIT_CANNOT_OPEN
   hook = PatchOnImport()
   hook.install()
@@ -141,8 +146,7 @@ def run(script, args):
     _run_as_main(path)
   except Exception as error:  # pylint: disable=broad-except
     # Python's hook prints the traceback the exception holds.
-    error = error.with_traceback(
-        _from_script_frames(error.__traceback__, path))
+    error = error.with_traceback(_from_script_frames(error.__traceback__, path))
     sys.excepthook(type(error), error, error.__traceback__)
     return EXIT_UNCAUGHT_EXCEPTION
   finally:

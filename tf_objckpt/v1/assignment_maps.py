@@ -91,9 +91,11 @@ def _target_assignments(target, checkpoint_name, entry):
   # Slices first: a ShardedVariable passes for a resource variable.
   slices = _slices_of(target, entry)
   if slices is not None:
-    return [Assignment(variable, checkpoint_name, spec, full_shape,
-                       f"{variable.name} (a slice of {full_name})", entry)
-            for variable, spec, full_shape, full_name in slices]
+    return [
+        Assignment(variable, checkpoint_name, spec, full_shape,
+                   f"{variable.name} (a slice of {full_name})", entry)
+        for variable, spec, full_shape, full_name in slices
+    ]
   if _is_variable(target):
     return [Assignment(target, checkpoint_name, "", None, target.name, entry)]
   raise TypeError(
@@ -147,9 +149,10 @@ def _shards(target):
   offset = [0] * len(full_shape)
   shards = []
   for shard in target.variables:
-    info = variables.Variable.SaveSliceInfo(
-        full_name=target.name, full_shape=full_shape, var_offset=list(offset),
-        var_shape=shard.shape.as_list())
+    info = variables.Variable.SaveSliceInfo(full_name=target.name,
+                                            full_shape=full_shape,
+                                            var_offset=list(offset),
+                                            var_shape=shard.shape.as_list())
     shards.append((shard, info.spec, full_shape, target.name))
     offset[0] += int(shard.shape[0])
   return shards
@@ -180,8 +183,11 @@ def _scope_assignments(checkpoint_name, target, store, entry):
         f"{checkpoint_name!r} is not a scope. Assignment map with scope "
         f"only name {scope} should map to scope only {checkpoint_name}. "
         "Should be 'scope/': 'other_scope/'.")
-  names = sorted({_without_partition(name) for name in store
-                  if not scope or name.startswith(scope + "/")})
+  names = sorted({
+      _without_partition(name)
+      for name in store
+      if not scope or name.startswith(scope + "/")
+  })
   if not names:
     logging.warning(
         "init_from_checkpoint: assignment map entry %s names no variable of "
@@ -195,8 +201,7 @@ def _scope_assignments(checkpoint_name, target, store, entry):
       key = checkpoint_name + key
     if key.endswith("/"):
       key = key[:-1]
-    assignments.extend(_target_assignments(_stored(name, store), key,
-                                           entry))
+    assignments.extend(_target_assignments(_stored(name, store), key, entry))
   return assignments
 
 

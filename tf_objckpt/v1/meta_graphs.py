@@ -36,8 +36,11 @@ NO_GRAPH_WHEN_EAGER = (
     "is enabled. No graph exists when eager execution is enabled.")
 
 
-def imported(meta_graph_or_file, clear_devices=False, import_scope=None,
-             return_elements=None, **kwargs):
+def imported(meta_graph_or_file,
+             clear_devices=False,
+             import_scope=None,
+             return_elements=None,
+             **kwargs):
   """Imports a `MetaGraphDef` (or the file holding one) into the graph.
 
   Savers of its SAVERS collection are made by `saver_from_proto` of
@@ -159,11 +162,10 @@ def register_saver_class(saver_class):
 
   saver_from_proto.tf_from_proto = tf_from_proto
   registry._registry.pop(key, None)  # pylint: disable=protected-access
-  ops.register_proto_function(
-      key,
-      proto_type=saver_pb2.SaverDef,
-      to_proto=_saver_to_proto,
-      from_proto=saver_from_proto)
+  ops.register_proto_function(key,
+                              proto_type=saver_pb2.SaverDef,
+                              to_proto=_saver_to_proto,
+                              from_proto=saver_from_proto)
 
 
 def import_meta_graph(meta_graph_or_file: Any,
@@ -189,25 +191,29 @@ def import_meta_graph(meta_graph_or_file: Any,
   Raises:
     RuntimeError: when executing eagerly.
   """
-  saver, _ = _import_meta_graph_with_return_elements(
-      meta_graph_or_file, clear_devices, import_scope, **kwargs)
+  saver, _ = _import_meta_graph_with_return_elements(meta_graph_or_file,
+                                                     clear_devices,
+                                                     import_scope, **kwargs)
   return saver
 
 
-def _import_meta_graph_with_return_elements(
-    meta_graph_or_file, clear_devices=False,
-    import_scope=None, return_elements=None, **kwargs):
+def _import_meta_graph_with_return_elements(meta_graph_or_file,
+                                            clear_devices=False,
+                                            import_scope=None,
+                                            return_elements=None,
+                                            **kwargs):
   """`import_meta_graph` that also returns the requested graph elements."""
-  meta_graph_def, imported_vars, elements = imported(
-      meta_graph_or_file, clear_devices, import_scope, return_elements,
-      **kwargs)
-  saver = _create_saver_from_imported_meta_graph(
-      meta_graph_def, import_scope, imported_vars)
+  meta_graph_def, imported_vars, elements = imported(meta_graph_or_file,
+                                                     clear_devices,
+                                                     import_scope,
+                                                     return_elements, **kwargs)
+  saver = _create_saver_from_imported_meta_graph(meta_graph_def, import_scope,
+                                                 imported_vars)
   return saver, elements
 
 
-def _create_saver_from_imported_meta_graph(
-    meta_graph_def, import_scope, imported_vars):
+def _create_saver_from_imported_meta_graph(meta_graph_def, import_scope,
+                                           imported_vars):
   """A `Saver` for the variables of a just-imported meta graph, or None."""
   if meta_graph_def.HasField("saver_def"):
     scope = import_scope
@@ -223,7 +229,6 @@ def _create_saver_from_imported_meta_graph(
   return None
 
 
-module_names.keep_module_name(
-    "tf_objckpt.saver", import_meta_graph,
-    _import_meta_graph_with_return_elements,
-    _create_saver_from_imported_meta_graph)
+module_names.keep_module_name("tf_objckpt.saver", import_meta_graph,
+                              _import_meta_graph_with_return_elements,
+                              _create_saver_from_imported_meta_graph)

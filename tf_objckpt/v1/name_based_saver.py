@@ -152,8 +152,7 @@ class Saver(saver_retention.SaverRetention):
     self._reshape = reshape
     self._sharded = sharded
     self._max_to_keep = max_to_keep
-    self._keep_checkpoint_every_n_hours = (
-        keep_checkpoint_every_n_hours)
+    self._keep_checkpoint_every_n_hours = (keep_checkpoint_every_n_hours)
     self._name = name
     self._restore_sequentially = restore_sequentially
     self._builder = builder
@@ -172,8 +171,8 @@ class Saver(saver_retention.SaverRetention):
     self._restore_plans = saver_restores.RestorePlans()
     self._object_restore_saver = None  # For object-based checkpoints.
     if eager:
-      self._next_checkpoint_time = (
-          time.time() + 3600 * keep_checkpoint_every_n_hours)
+      self._next_checkpoint_time = (time.time() +
+                                    3600 * keep_checkpoint_every_n_hours)
     elif not defer_build:
       self.build()
     if self.saver_def:
@@ -183,16 +182,13 @@ class Saver(saver_retention.SaverRetention):
   def build(self) -> None:
     """Adds the save and restore ops (needed once with `defer_build=True`)."""
     if context.executing_eagerly():
-      raise RuntimeError(
-          "Use save/restore instead of build in eager mode.")
+      raise RuntimeError("Use save/restore instead of build in eager mode.")
     self._build(self._filename, True, True)
 
-  def _build_eager(self, checkpoint_path, build_save,
-                   build_restore):
+  def _build_eager(self, checkpoint_path, build_save, build_restore):
     self._build(checkpoint_path, build_save, build_restore)
 
-  def _build(self, checkpoint_path, build_save,
-             build_restore):
+  def _build(self, checkpoint_path, build_save, build_restore):
     """Builds (or, eagerly, runs) the save/restore and sets `saver_def`."""
     eager = context.executing_eagerly()
     if not eager:
@@ -213,19 +209,21 @@ class Saver(saver_retention.SaverRetention):
         self._builder = saver_builders.BulkSaverBuilder(
             write_version=self._write_version)
       build = self._builder._build_internal  # pylint: disable=protected-access
-      self.saver_def = build(
-          self._var_list, self._reshape, self._sharded, self._max_to_keep,
-          self._keep_checkpoint_every_n_hours, self._name,
-          self._restore_sequentially, checkpoint_path,
-          build_save, build_restore)
+      self.saver_def = build(self._var_list, self._reshape, self._sharded,
+                             self._max_to_keep,
+                             self._keep_checkpoint_every_n_hours, self._name,
+                             self._restore_sequentially, checkpoint_path,
+                             build_save, build_restore)
       if not eager:
-        self._restore_plans.keep(ops.get_default_graph(), *getattr(
-            self._builder, "_last_restore_plan", (None, None)))
+        self._restore_plans.keep(
+            ops.get_default_graph(),
+            *getattr(self._builder, "_last_restore_plan", (None, None)))
     elif self._name:
       # With a given saver_def, `name` is the scope it was imported under.
       for field in _SAVER_DEF_NAME_FIELDS:
-        setattr(self.saver_def, field, ops.prepend_name_scope(
-            getattr(self.saver_def, field), self._name))
+        setattr(
+            self.saver_def, field,
+            ops.prepend_name_scope(getattr(self.saver_def, field), self._name))
 
     self._check_saver_def()
     if not eager:
@@ -235,8 +233,8 @@ class Saver(saver_retention.SaverRetention):
   def _check_saver_def(self):
     saver_def = self.saver_def
     if not isinstance(saver_def, saver_pb2.SaverDef):
-      raise ValueError(
-          "saver_def must be a saver_pb2.SaverDef: %s" % (self.saver_def,))
+      raise ValueError("saver_def must be a saver_pb2.SaverDef: %s" %
+                       (self.saver_def,))
     if context.executing_eagerly():
       return
     for field in _SAVER_DEF_NAME_FIELDS[1:]:
@@ -272,19 +270,19 @@ class Saver(saver_retention.SaverRetention):
   def _numbered_prefix(self, sess, save_path, global_step, latest_filename):
     """The prefix `save` writes: `save_path`, numbered by `global_step`."""
     if global_step is None:
-      if (not self._sharded and
-          os.path.basename(save_path) == latest_filename):
+      if (not self._sharded and os.path.basename(save_path) == latest_filename):
         # The data file would overwrite the state file.
         raise ValueError(
-            "'latest_filename' collides with 'save_path': '{}' and '{}'"
-            .format(latest_filename, save_path))
+            "'latest_filename' collides with 'save_path': '{}' and '{}'".format(
+                latest_filename, save_path))
       return save_path
     step = global_step
     if not isinstance(step, compat.integral_types):
       step = training_util.global_step(sess, step)
     # Fixed width keeps the files sorted by step in listings. A bool is
     # written as an integer.
-    return save_transaction.numbered(save_path, step,
+    return save_transaction.numbered(save_path,
+                                     step,
                                      digits=8 if self._pad_step_number else 0)
 
   def save(self,
@@ -323,17 +321,15 @@ class Saver(saver_retention.SaverRetention):
     """
     eager = context.executing_eagerly()
     if not (eager or self._is_built):
-      raise RuntimeError(
-          "`build()` should be called before save if "
-          "defer_build==True")
+      raise RuntimeError("`build()` should be called before save if "
+                         "defer_build==True")
     if latest_filename is None:
       latest_filename = "checkpoint"
     if self._write_version != saver_pb2.SaverDef.V2:
       logging.warning("TensorFlow's V1 checkpoint format has been deprecated;"
                       " consider the V2 format (the default).")
     if os.path.dirname(latest_filename):
-      raise ValueError(
-          "'latest_filename' must not contain path components")
+      raise ValueError("'latest_filename' must not contain path components")
     save_path = compat.as_str(save_path)
     checkpoint_file = self._numbered_prefix(sess, save_path, global_step,
                                             latest_filename)
@@ -341,8 +337,8 @@ class Saver(saver_retention.SaverRetention):
       raise TypeError("'sess' must be a Session; %s" % (sess,))
     meta_file = None
     if write_meta_graph and not eager:
-      meta_file = state_file.meta_graph_filename(
-          checkpoint_file, meta_graph_suffix)
+      meta_file = state_file.meta_graph_filename(checkpoint_file,
+                                                 meta_graph_suffix)
 
     def write_meta_graph_file():
       with sess.graph.as_default():
@@ -355,15 +351,16 @@ class Saver(saver_retention.SaverRetention):
         write_meta_graph_file()
       return None
     plan = save_transaction.SavePlan(
-        checkpoint_file, base=save_path if global_step is not None else None,
+        checkpoint_file,
+        base=save_path if global_step is not None else None,
         extra_files=(meta_file,) if meta_file else (),
         state_file=latest_filename if write_state else None)
     record = None
     if write_state:
-      record = functools.partial(
-          self._record_and_delete, save_dir=os.path.dirname(save_path),
-          latest_filename=latest_filename,
-          meta_graph_suffix=meta_graph_suffix)
+      record = functools.partial(self._record_and_delete,
+                                 save_dir=os.path.dirname(save_path),
+                                 latest_filename=latest_filename,
+                                 meta_graph_suffix=meta_graph_suffix)
 
     def write(prefix):
       saved = self._run_save_op(sess, prefix)
@@ -436,8 +433,7 @@ class Saver(saver_retention.SaverRetention):
       self._build_eager(save_path, False, True)
       return
     graph = getattr(sess, "graph", None) or ops.get_default_graph()
-    self._restore_plans.check(graph, self.saver_def.restore_op_name,
-                              save_path)
+    self._restore_plans.check(graph, self.saver_def.restore_op_name, save_path)
     sess.run(self.saver_def.restore_op_name,
              feed_dict={self.saver_def.filename_tensor_name: save_path})
 
@@ -448,8 +444,11 @@ class Saver(saver_retention.SaverRetention):
         "builds a second saver and is fragile; object-based checkpoints are "
         "better loaded with tf.train.Checkpoint().")
     remapped = saver_from_object_based_checkpoint(
-        save_path, var_list=self._var_list, builder=self._builder,
-        names_to_keys=names_to_keys, cached_saver=self._object_restore_saver)
+        save_path,
+        var_list=self._var_list,
+        builder=self._builder,
+        names_to_keys=names_to_keys,
+        cached_saver=self._object_restore_saver)
     self._object_restore_saver = remapped
     remapped.restore(sess, save_path)
 
@@ -474,12 +473,11 @@ class Saver(saver_retention.SaverRetention):
     if self._is_empty:
       return
     if save_path is None:
-      raise ValueError(
-          "Can't load save_path when it is None.")
+      raise ValueError("Can't load save_path when it is None.")
     prefix = compat.as_text(save_path)
     if not state_file.checkpoint_exists_internal(prefix):
-      raise ValueError(
-          "The passed save_path is not a valid checkpoint: " + prefix)
+      raise ValueError("The passed save_path is not a valid checkpoint: " +
+                       prefix)
     logging.info("Restoring parameters from %s", prefix)
     started = transfer_log.start()
     with state_file.explaining_directories(prefix):
@@ -498,13 +496,11 @@ class Saver(saver_retention.SaverRetention):
         mapping = object_based_names.object_graph_key_mapping(prefix)
       except errors.NotFoundError:
         raise saver_restores.with_restore_hint(
-            err, "a Variable name or other graph key that is missing"
-        ) from None
+            err, "a Variable name or other graph key that is missing") from None
       self._restore_object_based(sess, prefix, mapping)
     except errors.InvalidArgumentError as err:
       raise saver_restores.with_restore_hint(
-          err, "a mismatch between the current graph and the graph"
-      ) from None
+          err, "a mismatch between the current graph and the graph") from None
     except (errors.DataLossError, errors.OutOfRangeError) as err:
       raise reads.damage_named(prefix, err) from err
 
@@ -517,9 +513,11 @@ class Saver(saver_retention.SaverRetention):
     return saver_restores.restored_values(prefix, plan)
 
 
-def saver_from_object_based_checkpoint(
-    checkpoint_path, var_list=None, builder=None,
-    names_to_keys=None, cached_saver=None):
+def saver_from_object_based_checkpoint(checkpoint_path,
+                                       var_list=None,
+                                       builder=None,
+                                       names_to_keys=None,
+                                       cached_saver=None):
   """Returns a `Saver` restoring variables by name from an object-based one.
 
   Every spec of `var_list` must have a key in the checkpoint's object graph
@@ -542,9 +540,10 @@ def saver_from_object_based_checkpoint(
     NotFoundError: if some variables have no key in the checkpoint.
   """
   del builder  # The remapped saver uses the default builder, as TF's does.
-  saveables = object_based_names.remapped_saveables(
-      checkpoint_path, var_list, names_to_keys,
-      rename=cached_saver is None)
+  saveables = object_based_names.remapped_saveables(checkpoint_path,
+                                                    var_list,
+                                                    names_to_keys,
+                                                    rename=cached_saver is None)
   if cached_saver is not None:
     return cached_saver
   # Keyed by a renamed spec: the slices of a partitioned variable share the

@@ -26,8 +26,8 @@ def object_graph_key_mapping(checkpoint_path):
   Raises:
     NotFoundError: if the checkpoint has no object graph.
   """
-  graph_proto = reads.read_object_graph(
-      reads.open_reader(checkpoint_path), checkpoint_path)
+  graph_proto = reads.read_object_graph(reads.open_reader(checkpoint_path),
+                                        checkpoint_path)
   if graph_proto is None:
     raise errors.NotFoundError(
         None, None,
@@ -35,12 +35,13 @@ def object_graph_key_mapping(checkpoint_path):
         "object-based.")
   return {
       attribute.full_name: attribute.checkpoint_key
-      for node in graph_proto.nodes
-      for attribute in node.attributes
+      for node in graph_proto.nodes for attribute in node.attributes
   }
 
 
-def remapped_saveables(checkpoint_path, var_list=None, names_to_keys=None,
+def remapped_saveables(checkpoint_path,
+                       var_list=None,
+                       names_to_keys=None,
                        rename=True):
   """The saveables of `var_list`, each spec pointed at its key.
 
@@ -59,8 +60,7 @@ def remapped_saveables(checkpoint_path, var_list=None, names_to_keys=None,
   """
   if names_to_keys is None:
     try:
-      names_to_keys = object_graph_key_mapping(
-          checkpoint_path)
+      names_to_keys = object_graph_key_mapping(checkpoint_path)
     except errors.NotFoundError:
       raise ValueError(
           f"Checkpoint in {checkpoint_path} not an object-based checkpoint."
@@ -72,21 +72,22 @@ def remapped_saveables(checkpoint_path, var_list=None, names_to_keys=None,
   previous = set(names_to_keys)
   missing = current - previous
   if missing:
-    raise errors.NotFoundError(None, None, (
-        "\n\nExisting variables not in the checkpoint: {}"
-        "\n\nVariables names when this checkpoint was written which don't "
-        "exist now: {}\n\n({} variable name(s) did match)\n\n"
-        "Could not find some variables in the checkpoint (see names above). "
-        "Saver was attempting to load an object-based checkpoint (saved "
-        "using tf.train.Checkpoint or tf.keras.Model.save_weights) using "
-        "variable names. If the checkpoint was written with eager execution "
-        "enabled, variable names may have changed (for example a missing "
-        "'_1' suffix), or there may be new variables which did not exist "
-        "when it was written. Construct a Saver(var_list=...) with only the "
-        "variables which previously existed, as a dictionary keyed by the "
-        "old names if names changed.").format(
-            ", ".join(sorted(missing)), ", ".join(sorted(previous - current)),
-            len(previous & current)))
+    raise errors.NotFoundError(
+        None, None,
+        ("\n\nExisting variables not in the checkpoint: {}"
+         "\n\nVariables names when this checkpoint was written which don't "
+         "exist now: {}\n\n({} variable name(s) did match)\n\n"
+         "Could not find some variables in the checkpoint (see names above). "
+         "Saver was attempting to load an object-based checkpoint (saved "
+         "using tf.train.Checkpoint or tf.keras.Model.save_weights) using "
+         "variable names. If the checkpoint was written with eager execution "
+         "enabled, variable names may have changed (for example a missing "
+         "'_1' suffix), or there may be new variables which did not exist "
+         "when it was written. Construct a Saver(var_list=...) with only the "
+         "variables which previously existed, as a dictionary keyed by the "
+         "old names if names changed.").format(
+             ", ".join(sorted(missing)), ", ".join(sorted(previous - current)),
+             len(previous & current)))
   if rename:
     for saveable in saveables:
       for spec in saveable.specs:

@@ -57,8 +57,9 @@ def plan_from_saveables(saveables, reshape):
   # legitimately restore values of any shape.
   return read_plan.ReadPlan(
       read_plan.ToSaveable(
-          saveable, tensor_shape.TensorShape(saveable.op.shape)
-          if isinstance(saveable, _VARIABLE_SAVEABLES) else None, reshape)
+          saveable,
+          tensor_shape.TensorShape(saveable.op.shape) if isinstance(
+              saveable, _VARIABLE_SAVEABLES) else None, reshape)
       for saveable in saveables)
 
 
@@ -68,8 +69,7 @@ def checkpoint_identity(save_path):
     stat = os.stat(compat.as_str(save_path) + ".index")
   except (OSError, ValueError):
     return None
-  return (compat.as_str(save_path), stat.st_ino, stat.st_size,
-          stat.st_mtime_ns)
+  return (compat.as_str(save_path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def check_plan(plan, values, eager=False):
@@ -92,7 +92,8 @@ def check_plan(plan, values, eager=False):
   if values is None:
     return
   read_plan.check(
-      plan, values,
+      plan,
+      values,
       shape_error=ValueError if eager else errors.InvalidArgumentError,
       list_unexpected=True)
 
@@ -129,13 +130,10 @@ class BaseSaverBuilder(object):
   SaveableObject = saveable_objects.SaveableObject
 
   # Historical names of the variable saveables.
-  VariableSaveable = (
-      variable_saveables.ReferenceVariableSaveable)
-  ResourceVariableSaveable = (
-      variable_saveables.ResourceVariableSaveable)
+  VariableSaveable = (variable_saveables.ReferenceVariableSaveable)
+  ResourceVariableSaveable = (variable_saveables.ResourceVariableSaveable)
 
-  def __init__(self,
-               write_version=saver_pb2.SaverDef.V2):
+  def __init__(self, write_version=saver_pb2.SaverDef.V2):
     self._write_version = write_version
 
   def save_op(self, filename_tensor, saveables):
@@ -156,11 +154,11 @@ class BaseSaverBuilder(object):
       return writes.save_v2(filename_tensor, names, slices, tensors)
     if self._write_version == saver_pb2.SaverDef.V1:
       return writes.save_v1(filename_tensor, names, slices, tensors)
-    raise _UnexpectedWriteVersionError(
-        "Unexpected write_version: %r" % (self._write_version,))
+    raise _UnexpectedWriteVersionError("Unexpected write_version: %r" %
+                                       (self._write_version,))
 
-  def bulk_restore(self, filename_tensor, saveables,
-                   preferred_shard, restore_sequentially):
+  def bulk_restore(self, filename_tensor, saveables, preferred_shard,
+                   restore_sequentially):
     """Reads the tensors of all `saveables`, one `restore_op` per saveable.
 
     Args:
@@ -178,34 +176,30 @@ class BaseSaverBuilder(object):
       device = (variable_values.set_cpu0(saveable.device)
                 if saveable.device else None)
       with ops.device(device):
-        restored.extend(self.restore_op(
-            filename_tensor, saveable, preferred_shard))
+        restored.extend(
+            self.restore_op(filename_tensor, saveable, preferred_shard))
     return restored
 
-  def restore_op(self, filename_tensor, saveable,
-                 preferred_shard):
+  def restore_op(self, filename_tensor, saveable, preferred_shard):
     """Returns the tensors of one saveable read from the checkpoint."""
     del preferred_shard  # Unused.
     restored = []
     for spec in saveable.specs:
-      restored.extend(reads.restore_v2(
-          filename_tensor, [spec.name], [spec.slice_spec], [spec.dtype]))
+      restored.extend(
+          reads.restore_v2(filename_tensor, [spec.name], [spec.slice_spec],
+                           [spec.dtype]))
     return restored
 
-  def sharded_filename(self, filename_tensor, shard,
-                       num_shards):
+  def sharded_filename(self, filename_tensor, shard, num_shards):
     """Returns `filename_tensor` with the `-SSSSS-of-NNNNN` shard suffix."""
     return writes.sharded_filename(filename_tensor, shard, num_shards)
 
-  def _AddSaveOps(self, filename_tensor,
-                  saveables):
+  def _AddSaveOps(self, filename_tensor, saveables):
     """Saves `saveables`; returns `filename_tensor` once they are written."""
     save = self.save_op(filename_tensor, saveables)
-    return control_flow_ops.with_dependencies(
-        [save], filename_tensor)
+    return control_flow_ops.with_dependencies([save], filename_tensor)
 
-  def _AddShardedSaveOpsForV2(self, checkpoint_prefix,
-                              per_device):
+  def _AddShardedSaveOpsForV2(self, checkpoint_prefix, per_device):
     """Writes one V2 shard per device, then merges them into one checkpoint.
 
     Each device writes `<prefix>_temp/part-SSSSS-of-NNNNN` (`<prefix>.part-...`
@@ -220,21 +214,20 @@ class BaseSaverBuilder(object):
     Returns:
       A string tensor evaluating to `checkpoint_prefix` after the merge.
     """
-    writers = [(variable_values.set_cpu0(device),
-                lambda shard_prefix, group=group: self._AddSaveOps(
-                    shard_prefix, group))
+    writers = [(
+        variable_values.set_cpu0(device),
+        lambda shard_prefix, group=group: self._AddSaveOps(shard_prefix, group))
                for device, group in per_device]
     # The merge runs beside the last shard.
-    return writes.write_shards(
-        checkpoint_prefix, writers, shard_filename=self.sharded_filename,
-        graph_compatible=True)
+    return writes.write_shards(checkpoint_prefix,
+                               writers,
+                               shard_filename=self.sharded_filename,
+                               graph_compatible=True)
 
-  def _AddShardedSaveOps(self, filename_tensor,
-                         per_device):
+  def _AddShardedSaveOps(self, filename_tensor, per_device):
     """Saves one shard per device; returns the saved path tensor."""
     if self._write_version == saver_pb2.SaverDef.V2:
-      return self._AddShardedSaveOpsForV2(
-          filename_tensor, per_device)
+      return self._AddShardedSaveOpsForV2(filename_tensor, per_device)
     # V1: every shard is its own file; the result is the sharded filespec.
     num_shards = constant_op.constant(len(per_device), name="num_shards")
     written = []
@@ -296,22 +289,25 @@ class BaseSaverBuilder(object):
         for spec in saveable.specs:
           value = spec.tensor
           shape = value.get_shape()
-          shapes.append(shape if shape.is_fully_defined() else
-                        array_ops.shape(value))
+          shapes.append(
+              shape if shape.is_fully_defined() else array_ops.shape(value))
       assigns.append(saveable.restore(restored[start:stop], shapes))
       start = stop
     return assigns
 
-  def _AddShardedRestoreOps(self, filename_tensor,
-                            per_device, restore_sequentially, reshape):
+  def _AddShardedRestoreOps(self, filename_tensor, per_device,
+                            restore_sequentially, reshape):
     """Restores each device's saveables on that device."""
     shard_restores = []
     for index, (device, group) in enumerate(per_device):
       with ops.device(device):
         shard_restores.append(
-            self._AddRestoreOps(filename_tensor, group,
-                                restore_sequentially, reshape,
-                                preferred_shard=index, name="restore_shard"))
+            self._AddRestoreOps(filename_tensor,
+                                group,
+                                restore_sequentially,
+                                reshape,
+                                preferred_shard=index,
+                                name="restore_shard"))
     return control_flow_ops.group(*shard_restores, name="restore_all")
 
   def _GroupByDevices(self, saveables):
@@ -324,15 +320,15 @@ class BaseSaverBuilder(object):
       ValueError: if the specs of one saveable are on different devices.
     """
     for saveable in saveables:
-      if len({pydev.canonical_name(spec.device)
-              for spec in saveable.specs}) != 1:
+      if len({pydev.canonical_name(spec.device) for spec in saveable.specs
+             }) != 1:
         raise ValueError(
             "All tensors of a saveable object must be on the same device: "
             "%s" % saveable.name)
-    return list(multi_device_saver.group_by_device(
-        saveables,
-        lambda saveable: pydev.canonical_name(saveable.specs[0].device)
-    ).items())
+    return list(
+        multi_device_saver.group_by_device(
+            saveables, lambda saveable: pydev.canonical_name(saveable.specs[0].
+                                                             device)).items())
 
   def build(self,
             names_to_saveables,
@@ -391,17 +387,19 @@ class BaseSaverBuilder(object):
           "execution is not enabled.")
     saveables = saveables_from_var_list(names_to_saveables)
     hours = keep_checkpoint_every_n_hours
-    saver_def = saver_pb2.SaverDef(
-        max_to_keep=max_to_keep or 0, sharded=sharded,
-        keep_checkpoint_every_n_hours=hours, version=self._write_version)
+    saver_def = saver_pb2.SaverDef(max_to_keep=max_to_keep or 0,
+                                   sharded=sharded,
+                                   keep_checkpoint_every_n_hours=hours,
+                                   version=self._write_version)
 
-    with ops.name_scope(name, "save",
-                        [saveable.op for saveable in saveables]):
-      default_prefix = array_ops.placeholder_with_default(
-          filename or "model", shape=(), name="filename")
+    with ops.name_scope(name, "save", [saveable.op for saveable in saveables]):
+      default_prefix = array_ops.placeholder_with_default(filename or "model",
+                                                          shape=(),
+                                                          name="filename")
       # Savers are fed through "<scope>/Const:0", the name TF1 always used.
-      prefix = array_ops.placeholder_with_default(
-          default_prefix, shape=(), name="Const")
+      prefix = array_ops.placeholder_with_default(default_prefix,
+                                                  shape=(),
+                                                  name="Const")
       plan = None
       if build_restore and reads_keys_of_specs(self):
         plan = plan_from_saveables(saveables, reshape)
@@ -409,15 +407,13 @@ class BaseSaverBuilder(object):
           check_plan(plan, reads.readable_values(prefix.numpy()), eager=True)
       groups = self._GroupByDevices(saveables) if sharded else None
       if build_save:
-        save_tensor = (
-            self._AddShardedSaveOps(prefix, groups) if sharded else
-            self._AddSaveOps(prefix, saveables))
+        save_tensor = (self._AddShardedSaveOps(prefix, groups)
+                       if sharded else self._AddSaveOps(prefix, saveables))
       if build_restore:
-        restore_op = (
-            self._AddShardedRestoreOps(prefix, groups, restore_sequentially,
-                                       reshape) if sharded else
-            self._AddRestoreOps(prefix, saveables, restore_sequentially,
-                                reshape))
+        restore_op = (self._AddShardedRestoreOps(prefix, groups,
+                                                 restore_sequentially, reshape)
+                      if sharded else self._AddRestoreOps(
+                          prefix, saveables, restore_sequentially, reshape))
 
     if eager:
       # The work is done: record the path written (if any) instead of names.
@@ -449,8 +445,8 @@ class BaseSaverBuilder(object):
 class BulkSaverBuilder(BaseSaverBuilder):
   """A builder whose restore reads all tensors with a single `RestoreV2`."""
 
-  def bulk_restore(self, filename_tensor, saveables,
-                   preferred_shard, restore_sequentially):
+  def bulk_restore(self, filename_tensor, saveables, preferred_shard,
+                   restore_sequentially):
     del preferred_shard, restore_sequentially  # One op does it all.
     names, slices, dtypes_ = [], [], []
     for saveable in saveables:
@@ -460,8 +456,7 @@ class BulkSaverBuilder(BaseSaverBuilder):
         dtypes_.append(spec.dtype)
     # Values are read on the CPU, as TensorFlow's savers do.
     with ops.device("cpu:0"):
-      return reads.restore_v2(filename_tensor, names, slices,
-                                         dtypes_)
+      return reads.restore_v2(filename_tensor, names, slices, dtypes_)
 
 
 # Methods deciding which checkpoint keys a builder's restore op reads.

@@ -87,7 +87,8 @@ def restored_values(prefix, plan):
   Those of `plan`, or, without one (eagerly), all of the checkpoint's.
   """
   values = reads.CheckpointValues(prefix, reads.open_reader(prefix), prefix)
-  keys = ([value.key for value in plan.reads] if plan is not None
-          else list(values.shapes))
-  return [(values.shapes[key], values.dtypes[key].name) for key in keys
+  keys = ([value.key for value in plan.reads]
+          if plan is not None else list(values.shapes))
+  return [(values.shapes[key], values.dtypes[key].name)
+          for key in keys
           if key in values.shapes]

@@ -31,8 +31,7 @@ class SaverRetention:
     """The checkpoint prefix of a `(prefix, timestamp)` pair."""
     return p[0]
 
-  def _RecordLastCheckpoint(self,
-                            latest_save_path):
+  def _RecordLastCheckpoint(self, latest_save_path):
     """Appends a checkpoint to the kept list, queueing the oldest excess."""
     keep = self.saver_def.max_to_keep
     if not keep:
@@ -40,14 +39,14 @@ class SaverRetention:
     # Updated in place: a list given to `set_last_checkpoints_with_time`
     # stays this saver's list, as in TensorFlow.
     kept = self._last_checkpoints
-    kept[:] = [p for p in kept
-               if self._CheckpointFilename(p) != latest_save_path]
+    kept[:] = [
+        p for p in kept if self._CheckpointFilename(p) != latest_save_path
+    ]
     kept.append((latest_save_path, time.time()))
     if len(kept) > keep:
       self._checkpoints_to_be_deleted.append(kept.pop(0))
 
-  def _MaybeDeleteOldCheckpoints(self,
-                                 meta_graph_suffix="meta"):
+  def _MaybeDeleteOldCheckpoints(self, meta_graph_suffix="meta"):
     """Deletes the oldest queued checkpoint unless it is an hourly keeper.
 
     A checkpoint newer than the next keep time survives (and moves the keep
@@ -62,8 +61,8 @@ class SaverRetention:
       self._next_checkpoint_time += 3600 * hours
       return
     try:
-      state_file.remove_checkpoint_files(
-          path, self.saver_def.version, meta_graph_suffix)
+      state_file.remove_checkpoint_files(path, self.saver_def.version,
+                                         meta_graph_suffix)
     except Exception as e:  # pylint: disable=broad-except  # Best effort.
       logging.warning("Ignoring: %s", e)
 
@@ -82,8 +81,7 @@ class SaverRetention:
     # An infinite timestamp makes them hourly keepers: never deleted.
     self._last_checkpoints = [(path, math.inf) for path in last_checkpoints]
 
-  def set_last_checkpoints_with_time(self,
-                                     last_checkpoints_with_time):
+  def set_last_checkpoints_with_time(self, last_checkpoints_with_time):
     """Sets the kept checkpoints as `(prefix, timestamp)` pairs.
 
     Raises:
@@ -95,8 +93,7 @@ class SaverRetention:
     self._last_checkpoints = stamped
 
   @session_manager_restores.forgetting_skipped
-  def recover_last_checkpoints(self,
-                               checkpoint_paths):
+  def recover_last_checkpoints(self, checkpoint_paths):
     """Restores the kept-checkpoint list after a restart.
 
     Paths whose files still exist are kept, timestamped by their mtime.
@@ -128,7 +125,8 @@ class SaverRetention:
     self._RecordLastCheckpoint(saved)
     try:
       state_file.update_checkpoint_state_internal(
-          save_dir=save_dir, model_checkpoint_path=saved,
+          save_dir=save_dir,
+          model_checkpoint_path=saved,
           all_model_checkpoint_paths=self.last_checkpoints,
           latest_filename=latest_filename,
           save_relative_paths=self._save_relative_paths)

@@ -68,7 +68,8 @@ def forgetting_skipped(recover_last_checkpoints):
     skipped = _skipped.pop(saver, set())
     return recover_last_checkpoints(saver, [
         path for path in checkpoint_paths
-        if state_file.comparable(path) not in skipped])
+        if state_file.comparable(path) not in skipped
+    ])
 
   return recover_intact
 
@@ -93,9 +94,11 @@ def _state_chosen_from(save_path):
 
 def _candidates(state):
   """The checkpoints to try, newest first: listed ones, then the others."""
-  listed = list(dict.fromkeys(
-      [state.model_checkpoint_path,
-       *reversed(state.all_model_checkpoint_paths)]))
+  listed = list(
+      dict.fromkeys([
+          state.model_checkpoint_path,
+          *reversed(state.all_model_checkpoint_paths)
+      ]))
   yield from listed
   newest = state.model_checkpoint_path
   name = re.sub(r"-\d+$", "", os.path.basename(newest))

@@ -58,6 +58,7 @@ def init_from_checkpoint(ckpt_dir_or_file: Union[str, os.PathLike],
     InvalidArgumentError: If only dtypes differ.
     NotFoundError: If there is no checkpoint at the path.
   """
+
   def initialize(_):
     _initialize(ckpt_dir_or_file, assignment_map)
 
@@ -86,9 +87,11 @@ def _initialize(ckpt_dir_or_file, assignment_map):
 
 def _check(assignments, values):
   """Raises if any assignment does not fit the checkpoint; see the module."""
-  problems = [problem for problem in (_problem(assignment, values)
-                                      for assignment in assignments)
-              if problem is not None]
+  problems = [
+      problem for problem in (
+          _problem(assignment, values) for assignment in assignments)
+      if problem is not None
+  ]
   if not problems:
     return
   text = (f"Cannot initialize variables from checkpoint "
@@ -143,9 +146,10 @@ class _ToVariable(read_plan.Destination):
 
   def __init__(self, index, assignment):
     variable = assignment.variable
-    super().__init__(f"{index}:{variable.name}", [read_plan.plan_read(
-        assignment.key, assignment.slice_spec, variable.dtype,
-        variable.shape)])
+    super().__init__(f"{index}:{variable.name}", [
+        read_plan.plan_read(assignment.key, assignment.slice_spec,
+                            variable.dtype, variable.shape)
+    ])
     self.variable = variable
     self.has_initial_value = False
 
@@ -174,8 +178,10 @@ def _override_initializers(plan, prefix):
   """Makes each variable's initializer and initial value read `prefix`."""
   with ops.name_scope("checkpoint_initializer"):
     restore_ops = multi_device_saver.execute_plan(plan, prefix)
-    _read_initial_values([destination for destination in plan.destinations
-                          if not destination.has_initial_value], prefix)
+    _read_initial_values([
+        destination for destination in plan.destinations
+        if not destination.has_initial_value
+    ], prefix)
   for destination in plan.destinations:
     destination.variable._initializer_op = restore_ops[destination.name]  # pylint: disable=protected-access
 
@@ -191,9 +197,8 @@ def _read_initial_values(destinations, prefix):
       batch = group[start:start + batch_size]
       to_read = [destination.reads[0] for destination in batch]
       with ops.device(device):
-        tensors = reads.restore_v2(
-            prefix, [value.key for value in to_read],
-            [value.slice_spec for value in to_read],
-            [value.dtype for value in to_read])
+        tensors = reads.restore_v2(prefix, [value.key for value in to_read],
+                                   [value.slice_spec for value in to_read],
+                                   [value.dtype for value in to_read])
       for destination, tensor in zip(batch, tensors):
         destination.set_initial_value(tensor)
