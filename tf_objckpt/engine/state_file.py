@@ -11,6 +11,7 @@ removing one; `checkpoint_management` makes these TensorFlow's public names.
 import contextlib
 import os
 import re
+from typing import List, Optional, Sequence
 
 from google.protobuf import text_format
 from tensorflow.core.protobuf import saver_pb2
@@ -79,11 +80,12 @@ def _recorded_paths(all_model_checkpoint_paths, model_checkpoint_path):
   return paths
 
 
-def generate_checkpoint_state_proto(save_dir,
-                                    model_checkpoint_path,
-                                    all_model_checkpoint_paths=None,
-                                    all_model_checkpoint_timestamps=None,
-                                    last_preserved_timestamp=None):
+def generate_checkpoint_state_proto(
+    save_dir: str,
+    model_checkpoint_path: str,
+    all_model_checkpoint_paths: Optional[Sequence[str]] = None,
+    all_model_checkpoint_timestamps: Optional[Sequence[float]] = None,
+    last_preserved_timestamp: Optional[float] = None) -> CheckpointState:
   """Builds a `CheckpointState` proto.
 
   Args:
@@ -128,14 +130,15 @@ def generate_checkpoint_state_proto(save_dir,
       last_preserved_timestamp=last_preserved_timestamp)
 
 
-def update_checkpoint_state_internal(save_dir,
-                                     model_checkpoint_path,
-                                     all_model_checkpoint_paths=None,
-                                     latest_filename=None,
-                                     save_relative_paths=False,
-                                     all_model_checkpoint_timestamps=None,
-                                     last_preserved_timestamp=None,
-                                     durable=False):
+def update_checkpoint_state_internal(
+    save_dir: str,
+    model_checkpoint_path: str,
+    all_model_checkpoint_paths: Optional[Sequence[str]] = None,
+    latest_filename: Optional[str] = None,
+    save_relative_paths: bool = False,
+    all_model_checkpoint_timestamps: Optional[Sequence[float]] = None,
+    last_preserved_timestamp: Optional[float] = None,
+    durable: bool = False) -> None:
   """Atomically rewrites the checkpoint state file in `save_dir`.
 
   Args:
@@ -197,12 +200,13 @@ def write_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths,
 @deprecation.deprecated(
     date=None,
     instructions="Let `tf.train.CheckpointManager` maintain the state file.")
-def update_checkpoint_state(save_dir,
-                            model_checkpoint_path,
-                            all_model_checkpoint_paths=None,
-                            latest_filename=None,
-                            all_model_checkpoint_timestamps=None,
-                            last_preserved_timestamp=None):
+def update_checkpoint_state(
+    save_dir: str,
+    model_checkpoint_path: str,
+    all_model_checkpoint_paths: Optional[Sequence[str]] = None,
+    latest_filename: Optional[str] = None,
+    all_model_checkpoint_timestamps: Optional[Sequence[float]] = None,
+    last_preserved_timestamp: Optional[float] = None) -> None:
   """Atomically rewrites the checkpoint state file, keeping paths as given.
 
   See `update_checkpoint_state_internal` for the arguments.
@@ -220,7 +224,9 @@ def update_checkpoint_state(save_dir,
       last_preserved_timestamp=last_preserved_timestamp)
 
 
-def get_checkpoint_state(checkpoint_dir, latest_filename=None):
+def get_checkpoint_state(
+    checkpoint_dir: str,
+    latest_filename: Optional[str] = None) -> Optional[CheckpointState]:
   """Reads the checkpoint state file of `checkpoint_dir`.
 
   Relative paths in the file are returned joined to `checkpoint_dir`.
@@ -288,7 +294,8 @@ def _checkpoint_file(prefix, format_version):
   return prefix
 
 
-def latest_checkpoint(checkpoint_dir, latest_filename=None):
+def latest_checkpoint(checkpoint_dir: str,
+                      latest_filename: Optional[str] = None) -> Optional[str]:
   """Returns the prefix of the latest checkpoint in `checkpoint_dir`.
 
   Args:
@@ -309,7 +316,7 @@ def latest_checkpoint(checkpoint_dir, latest_filename=None):
   return None
 
 
-def checkpoint_exists_internal(checkpoint_prefix):
+def checkpoint_exists_internal(checkpoint_prefix: str) -> bool:
   """Whether a V2 (preferred) or V1 checkpoint exists at `checkpoint_prefix`."""
   return bool(
       file_io.get_matching_files(
@@ -350,14 +357,14 @@ def explaining_directories(save_path):
 
 @deprecation.deprecated(
     date=None, instructions="Check for the checkpoint's files directly.")
-def checkpoint_exists(checkpoint_prefix):
+def checkpoint_exists(checkpoint_prefix: str) -> bool:
   """Whether a V2 (preferred) or V1 checkpoint exists at `checkpoint_prefix`."""
   return checkpoint_exists_internal(checkpoint_prefix)
 
 
 @deprecation.deprecated(date=None,
                         instructions="Stat the checkpoint's files directly.")
-def get_checkpoint_mtimes(checkpoint_prefixes):
+def get_checkpoint_mtimes(checkpoint_prefixes: Sequence[str]) -> List[float]:
   """Returns modification times (seconds) of the checkpoints that exist.
 
   For each prefix the V2 index file is tried first, then the V1 data file.
@@ -455,9 +462,9 @@ def delete_matching(pattern):
 
 @deprecation.deprecated(date=None,
                         instructions="Delete the checkpoint's files directly.")
-def remove_checkpoint(checkpoint_prefix,
-                      checkpoint_format_version=saver_pb2.SaverDef.V2,
-                      meta_graph_suffix="meta"):
+def remove_checkpoint(checkpoint_prefix: str,
+                      checkpoint_format_version: int = saver_pb2.SaverDef.V2,
+                      meta_graph_suffix: str = "meta") -> None:
   """Deletes the files of a checkpoint and its meta graph.
 
   Args:
@@ -481,7 +488,8 @@ def remove_checkpoint_files(checkpoint_prefix,
     delete_matching(checkpoint_prefix)
 
 
-def meta_graph_filename(checkpoint_filename, meta_graph_suffix="meta"):
+def meta_graph_filename(checkpoint_filename: str,
+                        meta_graph_suffix: str = "meta") -> str:
   """Returns the meta graph file name for a (possibly sharded) checkpoint.
 
   A shard suffix such as "-00001-of-00002" or "-?????-of-00002" is dropped
