@@ -241,9 +241,10 @@ def test_the_versions_are_the_ends_of_the_supported_range():
 
 def test_the_wheel_holds_every_module_the_command_and_the_requirements(wheel):
   assert wheel.name == f"tf_objckpt-{tf_objckpt.__version__}-py3-none-any.whl"
-  modules = sorted(
+  modules = sorted([
       path.relative_to(_ROOT).as_posix()
-      for path in (_ROOT / "tf_objckpt").rglob("*.py"))
+      for path in (_ROOT / "tf_objckpt").rglob("*.py")
+  ] + ["tf_objckpt/py.typed"])  # The package's type hints are for users too.
   assert "tf_objckpt/version.py" in modules
   assert "tf_objckpt/engine/reads.py" in modules
   info = f"tf_objckpt-{tf_objckpt.__version__}.dist-info"
