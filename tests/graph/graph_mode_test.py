@@ -474,7 +474,7 @@ def test_session_with_feed_dict_additions():
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     x = tf.compat.v1.placeholder(tf.float32)
     y = tf.compat.v1.placeholder(tf.float32)
-    wrapped = trackable_saver._SessionWithFeedDictAdditions(session, {x: 2.})  # pylint: disable=protected-access
+    wrapped = trackable_saver._FeedingSession(session, {x: 2.})  # pylint: disable=protected-access
     assert wrapped.run(x * 3.) == 6.
     feed = {y: 5.}
     assert wrapped.run(x + y, feed_dict=feed) == 7.

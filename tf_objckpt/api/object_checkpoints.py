@@ -208,11 +208,11 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
     if ops.inside_function():
       raise NotImplementedError(
           "Calling tf.train.Checkpoint.save() from a function is not "
-          "supported, as save() modifies saving metadata in ways not "
-          "supported by TensorFlow Operations. Consider using "
-          "tf.train.Checkpoint.write(), a lower-level API which does not "
-          "update metadata. tf.train.latest_checkpoint and related APIs will "
-          "not see this checkpoint.")
+          "supported: save() also numbers the checkpoint and records it in "
+          "the directory's state file, which a traced function cannot do. "
+          "Call tf.train.Checkpoint.write() in the function instead; it "
+          "writes the checkpoint only, so tf.train.latest_checkpoint() will "
+          "not list it.")
     session = sessions.default_session(session,
                                        f"save checkpoint to {file_prefix!r}")
     if self._save_assign_op is None:  # Built once, then run at each save.

@@ -95,7 +95,7 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
     self.assignment_map = assignment_map
 
 
-class _SessionWithFeedDictAdditions(session_lib.SessionInterface):
+class _FeedingSession(session_lib.SessionInterface):
   """A session wrapper that adds fixed feeds to every `run`."""
 
   def __init__(self, session, feed_additions):
@@ -277,8 +277,9 @@ class TrackableSaver:
                                                    dtype=dtypes.string)
       object_graph_tensor = None
     prefix_is_tensor = tensor_util.is_tf_type(file_prefix)
-    if not prefix_is_tensor:
-      file_io.recursive_create_dir(os.path.dirname(file_prefix))
+    if not prefix_is_tensor:  # A tensor's value is known only when run.
+      directory = os.path.dirname(file_prefix)
+      file_io.recursive_create_dir(directory)
     save_path, feed_additions = self._save_cached_when_graph_building(
         file_prefix_tensor,
         object_graph_tensor,

@@ -47,7 +47,10 @@ def save_v1(filename, names, slices, tensors):
 
 
 def sharded_filename(filename_tensor, shard, num_shards):
-  """The prefix with the `-SSSSS-of-NNNNN` suffix of one shard."""
+  """The prefix with the `-SSSSS-of-NNNNN` suffix of one shard.
+
+  TensorFlow's `functional_saver.sharded_filename`, by its signature.
+  """
   return gen_io_ops.sharded_filename(filename_tensor, shard, num_shards)
 
 

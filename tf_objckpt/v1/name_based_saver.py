@@ -182,13 +182,15 @@ class Saver(saver_retention.SaverRetention):
   def build(self) -> None:
     """Adds the save and restore ops (needed once with `defer_build=True`)."""
     if context.executing_eagerly():
-      raise RuntimeError("Use save/restore instead of build in eager mode.")
+      raise RuntimeError(
+          "Saver.build() builds graph ops; executing eagerly, save() and "
+          "restore() run directly (use them instead of build).")
     self._build(self._filename, True, True)
 
-  def _build_eager(self, checkpoint_path, build_save, build_restore):
-    self._build(checkpoint_path, build_save, build_restore)
+  def _build_eager(self, save_path, build_save, build_restore):
+    self._build(save_path, build_save, build_restore)
 
-  def _build(self, checkpoint_path, build_save, build_restore):
+  def _build(self, save_path, build_save, build_restore):
     """Builds (or, eagerly, runs) the save/restore and sets `saver_def`."""
     eager = context.executing_eagerly()
     if not eager:
@@ -212,8 +214,8 @@ class Saver(saver_retention.SaverRetention):
       self.saver_def = build(self._var_list, self._reshape, self._sharded,
                              self._max_to_keep,
                              self._keep_checkpoint_every_n_hours, self._name,
-                             self._restore_sequentially, checkpoint_path,
-                             build_save, build_restore)
+                             self._restore_sequentially, save_path, build_save,
+                             build_restore)
       if not eager:
         self._restore_plans.keep(
             ops.get_default_graph(),
@@ -233,8 +235,8 @@ class Saver(saver_retention.SaverRetention):
   def _check_saver_def(self):
     saver_def = self.saver_def
     if not isinstance(saver_def, saver_pb2.SaverDef):
-      raise ValueError("saver_def must be a saver_pb2.SaverDef: %s" %
-                       (self.saver_def,))
+      raise ValueError(f"saver_def must be a saver_pb2.SaverDef, not a "
+                       f"{type(saver_def).__name__}: {saver_def!r}")
     if context.executing_eagerly():
       return
     for field in _SAVER_DEF_NAME_FIELDS[1:]:
@@ -329,7 +331,8 @@ class Saver(saver_retention.SaverRetention):
       logging.warning("TensorFlow's V1 checkpoint format has been deprecated;"
                       " consider the V2 format (the default).")
     if os.path.dirname(latest_filename):
-      raise ValueError("'latest_filename' must not contain path components")
+      raise ValueError(f"'latest_filename' must be a file name in the save "
+                       f"directory, not a path: {latest_filename!r}")
     save_path = compat.as_str(save_path)
     checkpoint_file = self._numbered_prefix(sess, save_path, global_step,
                                             latest_filename)
@@ -440,9 +443,10 @@ class Saver(saver_retention.SaverRetention):
   def _restore_object_based(self, sess, save_path, names_to_keys):
     """Restores from an object-based checkpoint, keyed by variable names."""
     logging.warning(
-        "Restoring an object-based checkpoint using a name-based saver. This "
-        "builds a second saver and is fragile; object-based checkpoints are "
-        "better loaded with tf.train.Checkpoint().")
+        "Restoring an object-based checkpoint using a name-based saver. It "
+        "goes through a second saver keyed by the checkpoint's object graph, "
+        "which is fragile; load object-based checkpoints with "
+        "tf.train.Checkpoint().")
     remapped = saver_from_object_based_checkpoint(
         save_path,
         var_list=self._var_list,
@@ -473,11 +477,13 @@ class Saver(saver_retention.SaverRetention):
     if self._is_empty:
       return
     if save_path is None:
-      raise ValueError("Can't load save_path when it is None.")
+      raise ValueError("Can't load save_path when it is None: no checkpoint "
+                       "was given (tf.train.latest_checkpoint() gives None "
+                       "for a directory without one).")
     prefix = compat.as_text(save_path)
     if not state_file.checkpoint_exists_internal(prefix):
-      raise ValueError("The passed save_path is not a valid checkpoint: " +
-                       prefix)
+      raise ValueError(f"The passed save_path is not a valid checkpoint: "
+                       f"no checkpoint files at {prefix!r}")
     logging.info("Restoring parameters from %s", prefix)
     started = transfer_log.start()
     with state_file.explaining_directories(prefix):

@@ -60,7 +60,7 @@ def remapped_saveables(checkpoint_path,
   """
   if names_to_keys is None:
     try:
-      names_to_keys = object_graph_key_mapping(checkpoint_path)
+      names_to_keys = object_graph_key_mapping(checkpoint_path=checkpoint_path)
     except errors.NotFoundError:
       raise ValueError(
           f"Checkpoint in {checkpoint_path} not an object-based checkpoint."

@@ -176,8 +176,7 @@ class BaseSaverBuilder(object):
       device = (variable_values.set_cpu0(saveable.device)
                 if saveable.device else None)
       with ops.device(device):
-        restored.extend(
-            self.restore_op(filename_tensor, saveable, preferred_shard))
+        restored += self.restore_op(filename_tensor, saveable, preferred_shard)
     return restored
 
   def restore_op(self, filename_tensor, saveable, preferred_shard):
@@ -196,8 +195,8 @@ class BaseSaverBuilder(object):
 
   def _AddSaveOps(self, filename_tensor, saveables):
     """Saves `saveables`; returns `filename_tensor` once they are written."""
-    save = self.save_op(filename_tensor, saveables)
-    return control_flow_ops.with_dependencies([save], filename_tensor)
+    return control_flow_ops.with_dependencies(
+        [self.save_op(filename_tensor, saveables)], filename_tensor)
 
   def _AddShardedSaveOpsForV2(self, checkpoint_prefix, per_device):
     """Writes one V2 shard per device, then merges them into one checkpoint.
@@ -227,7 +226,8 @@ class BaseSaverBuilder(object):
   def _AddShardedSaveOps(self, filename_tensor, per_device):
     """Saves one shard per device; returns the saved path tensor."""
     if self._write_version == saver_pb2.SaverDef.V2:
-      return self._AddShardedSaveOpsForV2(filename_tensor, per_device)
+      return self._AddShardedSaveOpsForV2(checkpoint_prefix=filename_tensor,
+                                          per_device=per_device)
     # V1: every shard is its own file; the result is the sharded filespec.
     num_shards = constant_op.constant(len(per_device), name="num_shards")
     written = []
