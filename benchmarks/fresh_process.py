@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 _RESULT_PREFIX = "fresh_process result: "
 LIBRARIES = ("tensorflow", "tf_objckpt")
 
@@ -53,6 +55,21 @@ def timed_with_peak(fn):
   before = reset_peak_memory()
   seconds = timed(fn)
   return seconds, peak_memory_added(before)
+
+
+def recycle_memory(byte_count):
+  """Touches and frees `byte_count` bytes of new memory, just before a timing.
+
+  Virtual machines that hand freed memory back to their host (free page
+  reporting, as this project's CI machines do) make the next touch of that
+  memory cost the host's work, 1 to 2 s a GiB here: a write's new page
+  cache or a read's new values then take as long as the host makes them.
+  Memory freed just now is still the guest's, and the kernel hands it out
+  first, so after this the timed call costs what it costs on a machine
+  that keeps its memory, whichever library makes it.
+  """
+  pages = np.ones(byte_count, np.uint8)
+  del pages
 
 
 def clear(*prefixes):

@@ -32,13 +32,19 @@ at once" is the most data files one more write had under their temporary
 names at the same time (1: its shards were written one after the other).
 "Peak MiB" is what the write and the read added to the process's peak
 resident size (`VmHWM`), medians.
-The
-machine's load average is printed before and after: on a loaded machine,
-threads wait for a core and the ratios shrink.
+
+Each timed write and read first touches and frees twice the model's bytes
+(`--recycle`): on a VM that returns freed memory to its host, as this
+project's machines do, new memory costs the host's work on first touch,
+and the page cache a write fills (or the values a read makes) would then
+time the host, by several times either way from one process to the next.
+`--norecycle` measures that too. The machine's load average is printed
+before and after: on a loaded machine, threads wait for a core and the
+ratios shrink.
 
 Run: python benchmarks/sharding_benchmark.py [--gib=1] [--variables=16]
      [--repeats=5] [--shards=4] [--cases=numpy,tensorflow,...]
-     [--directory=/path/on/the/disk/to/measure]
+     [--directory=/path/on/the/disk/to/measure] [--norecycle]
 """
 
 import json
@@ -76,11 +82,24 @@ _CONCURRENCY = flags.DEFINE_bool(
     "concurrency", True,
     "Also count, in one more write per case, the most data files being "
     "written at the same time (files under their temporary names).")
+_RECYCLE = flags.DEFINE_bool(
+    "recycle", True,
+    "Before each timed write and read, touch and free twice the model's "
+    "bytes of memory (`fresh_process.recycle_memory`), so that the page "
+    "cache and values it fills are memory the VM's host has backed; "
+    "--norecycle times them with the memory the process finds.")
 _CHILD = flags.DEFINE_string("child", None, "Internal: one timed operation.")
 
 
 def _elements():
   return int(_GIB.value * (1 << 30)) // 4 // _VARIABLES.value
+
+
+def _timed(fn):
+  """Seconds `fn()` takes and the bytes it adds to the peak (see --recycle)."""
+  if _RECYCLE.value:
+    fresh_process.recycle_memory(2 * _elements() * 4 * _VARIABLES.value)
+  return fresh_process.timed_with_peak(fn)
 
 
 def _variable_values(index):
@@ -126,7 +145,7 @@ def _numpy_case(request, parallel):
     for thread in threads:
       thread.join()
 
-  return fresh_process.timed_with_peak(run_threads)
+  return _timed(run_threads)
 
 
 def _options(tf, tf_objckpt, policy):
@@ -158,10 +177,8 @@ def _eager_case(request, library, policy):
   checkpoint = checkpoint_class(v=variables)
   if request["op"] == "write":
     fresh_process.clear(request["prefix"])
-    return fresh_process.timed_with_peak(
-        lambda: checkpoint.write(request["prefix"], options=options))
-  measured = fresh_process.timed_with_peak(
-      lambda: checkpoint.read(request["prefix"], options=options))
+    return _timed(lambda: checkpoint.write(request["prefix"], options=options))
+  measured = _timed(lambda: checkpoint.read(request["prefix"], options=options))
   _check_restored(variables[-1].numpy())
   return measured
 
@@ -196,11 +213,10 @@ def _graph_case(request, library, policy):
       saver = saver_class(variables, sharded=True)
       if writing:
         fresh_process.clear(request["prefix"])
-        measured = fresh_process.timed_with_peak(lambda: saver.save(
+        measured = _timed(lambda: saver.save(
             session, request["prefix"], write_meta_graph=False))
       else:
-        measured = fresh_process.timed_with_peak(
-            lambda: saver.restore(session, request["prefix"]))
+        measured = _timed(lambda: saver.restore(session, request["prefix"]))
     else:
       checkpoint_class = (tf_objckpt.CheckpointV1 if library == "tf_objckpt"
                           else tf.compat.v1.train.Checkpoint)
@@ -208,11 +224,11 @@ def _graph_case(request, library, policy):
       options = _options(tf, tf_objckpt, "max_size")
       if writing:
         fresh_process.clear(request["prefix"])
-        measured = fresh_process.timed_with_peak(lambda: checkpoint.write(
+        measured = _timed(lambda: checkpoint.write(
             request["prefix"], session=session, options=options))
       else:
-        measured = fresh_process.timed_with_peak(lambda: checkpoint.restore(
-            request["prefix"]).run_restore_ops(session))
+        measured = _timed(lambda: checkpoint.restore(request["prefix"]).
+                          run_restore_ops(session))
     if not writing:
       _check_restored(session.run(variables[-1]))
   return measured
@@ -317,7 +333,7 @@ def _concurrency(directory):
 def _flags():
   return [
       f"--gib={_GIB.value}", f"--variables={_VARIABLES.value}",
-      f"--shards={_SHARDS.value}"
+      f"--shards={_SHARDS.value}", f"--recycle={_RECYCLE.value}"
   ]
 
 
