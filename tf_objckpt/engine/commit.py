@@ -144,7 +144,7 @@ def _undoing_failures(save, base, keep, extra_files, state_file):
       before = set(listed) | {
           path for path in extra_files if file_io.file_exists(path)
       }
-    if acquired and lock.mode == "exclusive":
+    if acquired and lock.mode is directory_lock.LockMode.EXCLUSIVE:
       lock.lock(exclusive=False, wait=True)  # Let other saves run beside.
     with leftovers.saving_in_process(save.prefix):
       try:

@@ -14,6 +14,7 @@ same prefixes while tf_objckpt saves there.
 """
 
 import contextlib
+import enum
 import os
 import threading
 
@@ -29,18 +30,23 @@ _lock = threading.Lock()  # Guards `_held`.
 _held: "dict[tuple[int, str], DirectoryLock]" = {}
 
 
+class LockMode(enum.Enum):
+  """What a `DirectoryLock` holds."""
+  EXCLUSIVE = "exclusive"  # The directory's flock, alone.
+  SHARED = "shared"  # The flock, shared with saves.
+  UNLOCKED = "unlocked"  # No lock to take: the time rule decides staleness.
+  MISSING = "missing"  # The directory cannot be opened: nothing to clean.
+  BUSY = "busy"  # Exclusive wanted without waiting; others hold it.
+
+
 class DirectoryLock:
   """This thread's `flock` on a local directory, or a stand-in for none.
 
-  `mode` is "exclusive" or "shared" for a real lock, "unlocked" where there
-  is no lock to take (the time rule decides what is stale), "missing"
-  when the directory cannot be opened (there is nothing to clean), and
-  "busy" when the exclusive lock was wanted without waiting and others
-  hold the directory.
+  `mode` is a `LockMode`.
   """
 
   def __init__(self, directory):
-    self.mode = "unlocked"
+    self.mode = LockMode.UNLOCKED
     self._fd = None
     local = local_paths.local_path(directory or ".")
     if local is None or fcntl is None:
@@ -48,7 +54,7 @@ class DirectoryLock:
     try:
       self._fd = os.open(local or ".", os.O_RDONLY)
     except OSError:
-      self.mode = "missing"
+      self.mode = LockMode.MISSING
 
   def lock(self, exclusive, wait):
     """Takes the lock; returns False if it is busy and `wait` is False."""
@@ -61,9 +67,9 @@ class DirectoryLock:
       return False
     except OSError:  # No flock on this file system: the time rule applies.
       self.close()
-      self.mode = "unlocked"
+      self.mode = LockMode.UNLOCKED
       return True
-    self.mode = "exclusive" if exclusive else "shared"
+    self.mode = LockMode.EXCLUSIVE if exclusive else LockMode.SHARED
     return True
 
   def close(self):
@@ -92,7 +98,7 @@ def holding(directory, exclusive, wait):
   try:
     if not held.lock(exclusive=True, wait=wait and exclusive):
       if exclusive:
-        held.mode = "busy"
+        held.mode = LockMode.BUSY
       else:
         held.lock(exclusive=False, wait=True)
     with _lock:

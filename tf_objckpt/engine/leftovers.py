@@ -126,14 +126,15 @@ def remove_stale_among(directory, listed, names, keep, state_file, lock):
   Returns:
     The entries left.
   """
-  if lock.mode in ("shared", "busy", "missing"):
+  if lock.mode in (directory_lock.LockMode.SHARED, directory_lock.LockMode.BUSY,
+                   directory_lock.LockMode.MISSING):
     return listed  # A save may be running there, or nothing is there.
   removed = set()
   now = time.time()
   for name, files in temporary_names.leftovers(listed, names, keep,
                                                state_file).items():
     paths = [os.path.join(directory, entry) for entry in files]
-    if lock.mode == "unlocked" and (
+    if lock.mode is directory_lock.LockMode.UNLOCKED and (
         _being_saved(os.path.join(directory, name)) or
         max(map(_mtime, paths)) > now - REMOTE_STALE_AFTER_SECONDS):
       continue
