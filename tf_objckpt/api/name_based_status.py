@@ -172,8 +172,7 @@ class NameBasedSaverStatus(load_status.LoadStatus):
       return
     from tf_objckpt.v1 import name_based_saver  # pylint: disable=g-import-not-at-top
     with ops.device("/cpu:0"):
-      saveables = self._gather_saveable_objects()
-      name_based_saver.Saver(saveables).restore(
+      name_based_saver.Saver(self._gather_saveable_objects()).restore(
           sess=sessions.default_session(session, "restore by name"),
           save_path=self._checkpoint.save_path)
 

@@ -270,7 +270,7 @@ class TrackableSaver:
       session = sessions.default_session(session,
                                          f"save checkpoint to {file_prefix!r}")
       file_prefix_tensor, object_graph_tensor = self._feed_tensors()
-      feed_dict[file_prefix_tensor] = file_prefix
+      feed_dict = {file_prefix_tensor: file_prefix}
     else:
       with ops.device("/cpu:0"):
         file_prefix_tensor = ops.convert_to_tensor(file_prefix,

@@ -30,7 +30,7 @@ def _new_resource_variable(name,
                            **kwargs):
   """Creates a resource variable, never reusing one (unlike get_variable)."""
   dtype = dtypes.as_dtype(dtype)
-  shape_object = tensor_shape.as_shape(shape)
+  static_shape = tensor_shape.as_shape(shape)
   if (type(initializer) is tf_base.CheckpointInitialValueCallable and  # pylint: disable=unidiomatic-typecheck
       isinstance(initializer.checkpoint_position,
                  checkpoint_position.CheckpointPosition)):
@@ -41,7 +41,7 @@ def _new_resource_variable(name,
       store = variable_scope._get_default_variable_store()  # pylint: disable=protected-access
       initializer, from_value = store._get_default_initializer(  # pylint: disable=protected-access
           name=name,
-          shape=shape_object,
+          shape=static_shape,
           dtype=dtype)
     else:
       from_value = not callable(initializer)
@@ -55,7 +55,7 @@ def _new_resource_variable(name,
       if inspect.isclass(initializer):  # An initializer class: make one.
         initializer = initializer(dtype=dtype)
 
-      shape_list = None if shape is None else shape_object.as_list()
+      shape_list = None if shape is None else static_shape.as_list()
       kwargs_for_initializer = {"dtype": dtype}
       if "partition_info" in inspect.signature(initializer).parameters:
         kwargs_for_initializer["partition_info"] = partition_info
@@ -65,8 +65,8 @@ def _new_resource_variable(name,
 
     # A full shape is passed on so that a restored initial value of another
     # shape is an error rather than a variable of the wrong shape.
-    if shape is not None and shape_object.is_fully_defined():
-      kwargs["shape"] = shape_object
+    if shape is not None and static_shape.is_fully_defined():
+      kwargs["shape"] = static_shape
     return variable_v1.VariableV1(initial_value=initial_value,
                                   name=name,
                                   dtype=dtype.base_dtype,

@@ -278,10 +278,10 @@ class CheckpointPosition:
 
   def is_simple_variable(self):
     """Whether the value fits in a variable initializer (one tensor, no deps)."""
-    attributes = self.object_proto.attributes
-    return (len(attributes) == 1 and
-            attributes[0].name == trackable_utils.VARIABLE_VALUE_KEY and
-            not self.object_proto.children)
+    node = self.object_proto
+    return (len(node.attributes) == 1 and
+            node.attributes[0].name == trackable_utils.VARIABLE_VALUE_KEY and
+            not node.children)
 
   def value_tensors(self, shape_and_slices=None):
     """Reads this node's attribute values, before any object exists.
@@ -338,14 +338,14 @@ class CheckpointPosition:
       ops an earlier restore built, {checkpoint key: saveable}, Python
       state saveables).
     """
-    attributes = self.object_proto.attributes
-    if not attributes:
+    stored = self.object_proto.attributes
+    if not stored:
       return [], {}, []
     trackable = self.trackable
     factories = trackable_saveables.saveable_objects_from_trackable(trackable)
     if (len(factories) == 1 and
         trackable_utils.SERIALIZE_TO_TENSORS_NAME in factories):
-      return self._whole_object_saveable(factories, attributes, trackable)
+      return self._whole_object_saveable(factories, stored, trackable)
     return self._saveables_by_attribute(factories)
 
   def _whole_object_saveable(self, factories, attributes, trackable):

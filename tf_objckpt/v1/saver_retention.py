@@ -77,7 +77,7 @@ class SaverRetention:
     Raises:
       AssertionError: if `last_checkpoints` is not a list.
     """
-    assert isinstance(last_checkpoints, list)
+    _require_list(last_checkpoints, "set_last_checkpoints")
     # An infinite timestamp makes them hourly keepers: never deleted.
     self._last_checkpoints = [(path, math.inf) for path in last_checkpoints]
 
@@ -88,7 +88,7 @@ class SaverRetention:
       AssertionError: if the argument is not a list.
     """
     stamped = last_checkpoints_with_time
-    assert isinstance(stamped, list), stamped
+    _require_list(stamped, "set_last_checkpoints_with_time")
     # Kept, not copied: later saves update the caller's list (as TF does).
     self._last_checkpoints = stamped
 
@@ -134,3 +134,10 @@ class SaverRetention:
       self._last_checkpoints[:] = kept
       self._checkpoints_to_be_deleted[:] = queued
       raise
+
+
+def _require_list(value, method):
+  """Raises AssertionError, as TensorFlow's Saver does, unless `value` is a list."""
+  if not isinstance(value, list):
+    raise AssertionError(
+        f"Saver.{method} takes a list of checkpoint paths, not {value!r}.")
