@@ -1,15 +1,13 @@
 """`Trackable` and its helpers, by TensorFlow's name for the module.
 
 The code is in `objects.trackable`. The restore walk's positions
-(`restoring.checkpoint_position`), initial values (`restoring.initial_values`)
-and the saveables of Python state (`engine.saveable_objects`) were born
-here, and TensorFlow's users look for them here too.
+(`restoring.checkpoint_position`), initial values
+(`restoring.initial_values`) and the saveables of Python state
+(`saveables.python_state_saveables`) were born here, and TensorFlow's users
+look for them here too.
 """
 
 # pylint: disable=unused-import
-from tf_objckpt.engine.saveable_objects import NoRestoreSaveable
-from tf_objckpt.engine.saveable_objects import PythonStateSaveable
-from tf_objckpt.engine.saveable_objects import PythonStringStateSaveable
 from tf_objckpt.objects.trackable import no_automatic_dependency_tracking
 from tf_objckpt.objects.trackable import no_automatic_dependency_tracking_scope
 from tf_objckpt.objects.trackable import no_manual_dependency_tracking_scope
@@ -23,4 +21,7 @@ from tf_objckpt.objects.trackable import WeakTrackableReference
 from tf_objckpt.restoring.checkpoint_position import CheckpointPosition
 from tf_objckpt.restoring.initial_values import CheckpointInitialValue
 from tf_objckpt.restoring.initial_values import CheckpointInitialValueCallable
+from tf_objckpt.saveables.python_state_saveables import NoRestoreSaveable
+from tf_objckpt.saveables.python_state_saveables import PythonStateSaveable
+from tf_objckpt.saveables.python_state_saveables import PythonStringStateSaveable
 # pylint: enable=unused-import

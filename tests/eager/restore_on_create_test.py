@@ -10,7 +10,8 @@ Covers: tf_objckpt.restore, tf_objckpt.restoring.restore_coordinator,
 tf_objckpt.restoring.initial_values, tf_objckpt.base, tf_objckpt.checkpoint,
 tf_objckpt.objects.trackable, tf_objckpt.api.object_checkpoints,
 tf_objckpt.objects.variable_creation, tf_objckpt.restoring.checkpoint_position,
-tf_objckpt.restoring.restore_walk, tf_objckpt.restoring.node_binding.
+tf_objckpt.restoring.restore_walk, tf_objckpt.restoring.node_binding,
+tf_objckpt.objects.restore_positions.
 """
 
 import gc

@@ -9,7 +9,7 @@ that code matches on.
 
 Covers: tf_objckpt.checkpoint, tf_objckpt.base, tf_objckpt.saveable_object_util,
 tf_objckpt.api.trackable_saver, tf_objckpt.api.object_checkpoints,
-tf_objckpt.objects.trackable, tf_objckpt.restoring.trackable_saveables.
+tf_objckpt.objects.trackable, tf_objckpt.saveables.trackable_saveables.
 """
 
 import contextlib

@@ -7,7 +7,7 @@ UTF-8.
 
 Covers: tf_objckpt.saveable_object_util, tf_objckpt.engine.read_plan,
 tf_objckpt.restore, tf_objckpt.engine.saveable_objects,
-tf_objckpt.restoring.checkpoint_position.
+tf_objckpt.saveables.python_state_saveables, tf_objckpt.restoring.checkpoint_position.
 """
 
 import os

@@ -9,7 +9,7 @@ optimizers through the other, model weights and optimizer state included.
 Covers: tf_objckpt.checkpoint, tf_objckpt.graph_view, tf_objckpt.restore,
 tf_objckpt.saveable_object_util, tf_objckpt.api.object_checkpoints,
 tf_objckpt.objects.graph_walk, tf_objckpt.objects.graph_serialization,
-tf_objckpt.restoring.trackable_saveables, tf_objckpt.restoring.keras3_variables.
+tf_objckpt.saveables.trackable_saveables, tf_objckpt.saveables.keras3_variables.
 """
 
 import os

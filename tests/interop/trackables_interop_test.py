@@ -8,7 +8,7 @@ the same program with `tf.train.Checkpoint` and `tf_objckpt.Checkpoint`.
 Covers: tf_objckpt.saveable_object_util, tf_objckpt.tracking,
 tf_objckpt.data_structures, tf_objckpt.checkpoint,
 tf_objckpt.objects.auto_trackable, tf_objckpt.api.object_checkpoints,
-tf_objckpt.restoring.trackable_saveables.
+tf_objckpt.saveables.trackable_saveables.
 """
 
 import os

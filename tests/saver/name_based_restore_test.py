@@ -9,7 +9,7 @@ once with ours; values and the outcomes of the status assertions must agree.
 
 Covers: tf_objckpt.restoring.name_based, tf_objckpt.api.load_status,
 tf_objckpt.api.name_based_status, tf_objckpt.v1.saver_restores,
-tf_objckpt.restoring.named_saveables.
+tf_objckpt.saveables.named_saveables.
 """
 
 import logging as py_logging

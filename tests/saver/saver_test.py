@@ -10,8 +10,8 @@ tf_objckpt.v1.meta_graphs, tf_objckpt.v1.object_based_names,
 tf_objckpt.saveable_object, tf_objckpt.engine.saveable_objects,
 tf_objckpt.restoring.restore_plan, tf_objckpt.engine.read_plan,
 tf_objckpt.v1.name_based_saver, tf_objckpt.v1.saver_retention,
-tf_objckpt.v1.saver_restores, tf_objckpt.restoring.named_saveables,
-tf_objckpt.engine.variable_saveables.
+tf_objckpt.v1.saver_restores, tf_objckpt.saveables.named_saveables,
+tf_objckpt.saveables.variable_saveables.
 """
 
 import os

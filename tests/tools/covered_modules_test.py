@@ -41,6 +41,7 @@ EXEMPT = (
     "tf_objckpt.inspection",
     "tf_objckpt.objects",
     "tf_objckpt.restoring",
+    "tf_objckpt.saveables",
     "tf_objckpt.tools",
     "tf_objckpt.v1",
 )

@@ -45,9 +45,15 @@ _FILE_IO = re.compile(
     r"ShardedFilespec|SaveSlices)\"")
 
 # The layers, lowest first: a module may import its own layer and those
-# before it. The foundation is what every layer shares.
-LAYER_ORDER = ("foundation", "engine", "plans", "objects", "api", "tools")
+# before it. The foundation is what every layer shares; the saveables sit
+# below the objects that gather them, and the restore walk above the
+# objects it restores (as in TensorFlow, whose trackables import nothing of
+# its checkpoint package: a trackable calls the position it is handed).
+LAYER_ORDER = ("foundation", "engine", "saveables", "objects", "restoring",
+               "api", "tools")
 # Each top-level module (TensorFlow's names) and each subpackage, by layer.
+# A top-level module only re-exports: its layer is that of the highest
+# module it re-exports from.
 LAYERS = {
     "tf_objckpt.version": "foundation",
     "tf_objckpt.object_identity": "foundation",
@@ -55,15 +61,18 @@ LAYERS = {
     "tf_objckpt.foundation": "foundation",
     "tf_objckpt.engine": "engine",
     "tf_objckpt.functional_saver": "engine",
-    "tf_objckpt.saveable_object": "engine",
-    "tf_objckpt.restoring": "plans",
-    "tf_objckpt.restore": "plans",
-    "tf_objckpt.saveable_object_util": "plans",
-    "tf_objckpt.base": "objects",
+    "tf_objckpt.saveables": "saveables",
+    "tf_objckpt.saveable_object": "saveables",
+    "tf_objckpt.saveable_object_util": "saveables",
+    "tf_objckpt.objects": "objects",
     "tf_objckpt.tracking": "objects",
     "tf_objckpt.data_structures": "objects",
     "tf_objckpt.graph_view": "objects",
-    "tf_objckpt.objects": "objects",
+    "tf_objckpt.restoring": "restoring",
+    "tf_objckpt.restore": "restoring",
+    # `Trackable` and, where TensorFlow's users find them, the positions and
+    # initial values of the restore walk.
+    "tf_objckpt.base": "restoring",
     "tf_objckpt.api": "api",
     "tf_objckpt.inspection": "api",
     "tf_objckpt.v1": "api",

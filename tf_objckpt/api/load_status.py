@@ -21,7 +21,7 @@ from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import structure_base
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_report
-from tf_objckpt.restoring import trackable_saveables
+from tf_objckpt.saveables import trackable_saveables
 
 
 class LoadStatus(abc.ABC):

@@ -34,7 +34,6 @@ from tf_objckpt.api import sessions
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import reads
-from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import sharding
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
@@ -47,6 +46,7 @@ from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_coordinator
+from tf_objckpt.saveables import python_state_saveables
 
 
 @contextlib.contextmanager
@@ -155,7 +155,7 @@ class TrackableSaver:
       with ops.device("/cpu:0"):
         object_graph_tensor = constant_op.constant(serialized)
     saveables.append(
-        saveable_objects.NoRestoreSaveable(
+        python_state_saveables.NoRestoreSaveable(
             tensor=object_graph_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY))
     return saveables, serialized, feed_additions
 

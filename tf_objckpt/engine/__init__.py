@@ -1,8 +1,8 @@
 """The I/O engine: the layer that moves checkpoint bytes.
 
-Layer 1 of 5 (engine). It reads and writes bundles (`SaveV2`, `RestoreV2`,
+Layer 1 of 6 (engine). It reads and writes bundles (`SaveV2`, `RestoreV2`,
 `MergeV2Checkpoints`, through `multi_device_saver`) from the saveables it
-is given (`saveable_objects`, `variable_saveables`), checks and executes
+is given (of the types it declares: `saveable_objects`), checks and executes
 restores' read plans (`read_plan`), parses `.index` tables, shards,
 batches variable reads, writes asynchronously, commits (temporary names,
 renames, directory locks, fsync, cleanup after crashes), and keeps

@@ -19,14 +19,14 @@ from tensorflow.python.framework import ops
 from tensorflow.python.trackable import python_state
 
 from tf_objckpt.engine import registered_savers
-from tf_objckpt.engine import saveable_objects
-from tf_objckpt.engine import variable_saveables
 from tf_objckpt.foundation import checkpoint_keys
 from tf_objckpt.foundation import identity_containers
 from tf_objckpt.foundation import module_names
 from tf_objckpt.objects import trackable
-from tf_objckpt.restoring import named_saveables
-from tf_objckpt.restoring import trackable_saveables
+from tf_objckpt.saveables import named_saveables
+from tf_objckpt.saveables import python_state_saveables
+from tf_objckpt.saveables import trackable_saveables
+from tf_objckpt.saveables import variable_saveables
 
 
 def full_name_for_variable(obj) -> str:
@@ -112,7 +112,7 @@ class Serialization:
     feed_additions = {}
     if not freeze:
       for saveable in saveables:
-        if isinstance(saveable, saveable_objects.PythonStateSaveable):
+        if isinstance(saveable, python_state_saveables.PythonStateSaveable):
           feed_additions.update(saveable.feed_dict_additions())
     return saveables, last.proto, feed_additions
 
@@ -139,7 +139,7 @@ class Serialization:
                                           dtype=dtypes.string)
     return [saveable for per_node in node_saveables for saveable in per_node
            ] + _registered_saves(gathered, registered, saving.object_map) + [
-               saveable_objects.NoRestoreSaveable(
+               python_state_saveables.NoRestoreSaveable(
                    tensor=proto_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY)
            ]
 
@@ -207,7 +207,7 @@ class Serialization:
     for attribute_saveables in self._attribute_saveables(
         obj, object_name, node_attributes, weak, saving):
       if freeze and isinstance(attribute_saveables[0],
-                               saveable_objects.PythonStateSaveable):
+                               python_state_saveables.PythonStateSaveable):
         attribute_saveables = tuple(s.freeze() for s in attribute_saveables)
       saveables.extend(attribute_saveables)
     return saveables

@@ -4,7 +4,9 @@ A `Trackable` names its dependencies (other trackables) and its own state
 (saveables). Checkpoints store that graph of objects, so restoring matches
 objects by their paths of local names rather than by global variable names.
 When a restore is waiting for a dependency that does not exist yet, tracking
-it restores it ("restore-on-create"; the walk is in `restoring/restore_walk`).
+it restores it ("restore-on-create"). A trackable restores through the
+position it is handed (`restore_positions`); the walk is the layer above
+(`restoring/restore_walk`).
 
 Our `Trackable` subclasses TensorFlow's, so that TensorFlow's containers
 (Keras layers, `tf.Module`) track our objects, and TensorFlow's trackables
@@ -23,9 +25,7 @@ from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.foundation import checkpoint_keys
 from tf_objckpt.foundation import module_names
-from tf_objckpt.restoring import checkpoint_position
-from tf_objckpt.restoring import initial_values
-from tf_objckpt.restoring import restore_walk
+from tf_objckpt.objects import restore_positions
 
 # The checkpoint key of the serialized TrackableObjectGraph: TensorFlow's
 # own, so that either library finds the other's object graph.
@@ -169,8 +169,8 @@ class Trackable(tf_base.Trackable):
     if not queued or not all(p.is_simple_variable() for p in queued):
       return None
     newest = max(queued, key=lambda position: position.restore_uid)
-    if isinstance(newest, checkpoint_position.CheckpointPosition):
-      return initial_values.CheckpointInitialValueCallable(newest)
+    if isinstance(newest, restore_positions.RestorePosition):
+      return newest.initial_value_callable()
     return tf_base.CheckpointInitialValueCallable(newest)
 
   def _track_trackable(self, trackable, name, overwrite=False):
@@ -216,7 +216,7 @@ class Trackable(tf_base.Trackable):
 
   def _restore_from_checkpoint_position(self, position):
     """Restores this object and its dependencies; returns restore ops."""
-    return restore_walk.restore_breadth_first(position)
+    return position.restore_descendants()
 
   def _list_extra_dependencies_for_serialization(self, cache):
     """Dependencies saved only in SavedModels; none by default."""

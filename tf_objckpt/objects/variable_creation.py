@@ -19,7 +19,7 @@ from tensorflow.python.ops import variable_v1
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.foundation import module_names
-from tf_objckpt.restoring import checkpoint_position
+from tf_objckpt.objects import restore_positions
 
 
 def _new_resource_variable(name,
@@ -33,7 +33,7 @@ def _new_resource_variable(name,
   static_shape = tensor_shape.as_shape(shape)
   if (type(initializer) is tf_base.CheckpointInitialValueCallable and  # pylint: disable=unidiomatic-typecheck
       isinstance(initializer.checkpoint_position,
-                 checkpoint_position.CheckpointPosition)):
+                 restore_positions.RestorePosition)):
     # Our value, queued by a TensorFlow owner: check it as ours checks.
     initializer.checkpoint_position.check_initial_value(shape, dtype)
   with ops.init_scope():

@@ -1,15 +1,16 @@
-"""The plans layer: the saveables, and the restore walk's internals.
+"""The restore walk: a checkpoint's object graph matched to the objects.
 
-Layer 2 of 5 (plans), behind `restore` and `saveable_object_util`, which
-re-export TensorFlow's names from here. Here: the saveables objects and
-named variables save and restore as (`trackable_saveables`,
-`named_saveables`, `keras3_variables`); the restore walk
-(`checkpoint_position`, `restore_walk`, `node_binding`,
-`keras3_slot_binding`) and the coordinator of one restore; the building of
-each restore step's read plan (the engine checks and executes it); the
-object-graph check (and the index of the graph a restore reads); initial
-values of variables created during a restore; name-based matching; Keras
-3 and v1-optimizer slot mapping; and restore reports. It may use the
-engine (layer 1), the foundation modules and the plans layer; never
-objects (`base`, `graph_view`, ...) or the API.
+Layer 4 of 6 (restoring), above the objects it restores, behind `restore`
+(TensorFlow's name for the module of `CheckpointPosition`). Here: the walk
+(`restore_walk`, which binds nodes to objects: `node_binding`; its Keras 3
+steps behind one hook: `keras3_slot_binding`, `keras3_slots`), its node
+(`checkpoint_position`, what TensorFlow's trackables call), the state of
+one restore and its one owner (`restore_coordinator`), the building of
+each restore step's read plan (`restore_plan`; the engine checks and
+executes it), the object-graph check and the index of the graph a restore
+reads (`object_graph_check`), initial values of variables created during a
+restore (`initial_values`), name-based restores (`name_based`,
+`name_matching`, `v1_optimizer_state`), and restore reports. It may use
+the objects, the saveables, the engine and the foundation; never the API
+or the tools.
 """

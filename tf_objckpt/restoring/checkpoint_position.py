@@ -24,15 +24,16 @@ from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import tensor_shape
 
-from tf_objckpt.engine import saveable_objects
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 from tf_objckpt.foundation import module_names
+from tf_objckpt.objects import restore_positions
 from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import node_binding
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt.restoring import restore_walk
-from tf_objckpt.restoring import trackable_saveables
+from tf_objckpt.saveables import python_state_saveables
+from tf_objckpt.saveables import trackable_saveables
 
 # Keys of `_serialize_to_tensors` values start with "<object path>" + this.
 _ATTRIBUTES_SEGMENT = "/" + trackable_utils.OBJECT_ATTRIBUTES_NAME + "/"
@@ -47,7 +48,7 @@ SlotToRestore = collections.namedtuple(
     "SlotToRestore", ["optimizer_id", "slot_variable_id", "slot_name"])
 
 
-class CheckpointPosition:
+class CheckpointPosition(restore_positions.RestorePosition):
   """One node of a checkpoint being restored (see the module docstring)."""
 
   __slots__ = ("_checkpoint", "_node_id", "skip_restore", "_deferred_in",
@@ -142,7 +143,7 @@ class CheckpointPosition:
     if not self.bind_object(trackable):
       return
     restore_fn = getattr(trackable, "_restore_from_checkpoint_position",
-                         restore_walk.restore_breadth_first)
+                         CheckpointPosition.restore_descendants)
     self._record_restore_ops(restore_fn, self)
 
   def _restore_ops_of(self, restore_fn, argument):
@@ -276,6 +277,21 @@ class CheckpointPosition:
     if slot_variable is not None:
       position.restore(slot_variable)
 
+  def restore_descendants(self):
+    """Restores the bound object and what it reaches: the restore walk.
+
+    Breadth first, so that shorter paths win when objects are shared; the
+    values the walk finds are restored together.
+
+    Returns:
+      Restore ops when graph building, else an empty list.
+    """
+    return restore_walk.restore_breadth_first(self)
+
+  def initial_value_callable(self):
+    """A variable initializer that reads this node's value."""
+    return initial_values.CheckpointInitialValueCallable(self)
+
   def is_simple_variable(self):
     """Whether the value fits in a variable initializer (one tensor, no deps)."""
     node = self.object_proto
@@ -388,7 +404,7 @@ class CheckpointPosition:
       existing_op = checkpoint.cached_restore_op(key)
       if existing_op is not None:
         cached.append((key, saveable, existing_op))
-      elif isinstance(saveable, saveable_objects.PythonStateSaveable):
+      elif isinstance(saveable, python_state_saveables.PythonStateSaveable):
         python_saveables.append(saveable)
       else:
         named_saveables[key] = saveable

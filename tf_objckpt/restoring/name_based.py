@@ -28,10 +28,10 @@ from tf_objckpt.engine import reads
 from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import name_matching
-from tf_objckpt.restoring import named_saveables
 from tf_objckpt.restoring import restore_plan
-from tf_objckpt.restoring import trackable_saveables
 from tf_objckpt.restoring import v1_optimizer_state
+from tf_objckpt.saveables import named_saveables
+from tf_objckpt.saveables import trackable_saveables
 
 
 class _ConversionHint:

@@ -16,7 +16,7 @@ from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.engine import registered_savers
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
-from tf_objckpt.restoring import trackable_saveables
+from tf_objckpt.saveables import trackable_saveables
 
 
 def bind(checkpoint, node_id, trackable, see=True):

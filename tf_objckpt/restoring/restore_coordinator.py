@@ -24,9 +24,9 @@ from tf_objckpt.engine import read_plan
 from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.restoring import checkpoint_position
 from tf_objckpt.restoring import keras3_slots
-from tf_objckpt.restoring import named_saveables
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
+from tf_objckpt.saveables import named_saveables
 
 
 class _UnrestoredValuesReport:

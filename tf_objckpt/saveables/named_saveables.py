@@ -19,11 +19,11 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training.saving import saveable_object as tf_saveable_object
 from tensorflow.python.util import nest
 
-from tf_objckpt.engine import variable_saveables
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.foundation import module_names
-from tf_objckpt.restoring import trackable_saveables
+from tf_objckpt.saveables import trackable_saveables
+from tf_objckpt.saveables import variable_saveables
 
 _REF_VARIABLE_OPS = frozenset(["Variable", "VariableV2", "AutoReloadVariable"])
 _VARIABLE_OPS = _REF_VARIABLE_OPS | {"VarHandleOp", "ReadVariableOp"}

@@ -23,10 +23,11 @@ from tensorflow.python.training.saving import saveable_object as tf_saveable_obj
 from tensorflow.python.types import core as core_types
 
 from tf_objckpt.engine import saveable_objects
-from tf_objckpt.engine import variable_saveables
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 from tf_objckpt.foundation import module_names
-from tf_objckpt.restoring import keras3_variables
+from tf_objckpt.saveables import keras3_variables
+from tf_objckpt.saveables import python_state_saveables
+from tf_objckpt.saveables import variable_saveables
 
 
 class TrackableSaveable(saveable_objects.SaveableObject):
@@ -216,7 +217,7 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
   if isinstance(obj, python_state.PythonState):
     return {
         python_state.PYTHON_STATE:
-            functools.partial(saveable_objects.PythonStringStateSaveable,
+            functools.partial(python_state_saveables.PythonStringStateSaveable,
                               state_callback=obj.serialize,
                               restore_callback=obj.deserialize)
     }

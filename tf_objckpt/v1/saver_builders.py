@@ -27,10 +27,10 @@ from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import saveable_objects
-from tf_objckpt.engine import variable_saveables
 from tf_objckpt.engine import variable_values
 from tf_objckpt.engine import writes
-from tf_objckpt.restoring import named_saveables
+from tf_objckpt.saveables import named_saveables
+from tf_objckpt.saveables import variable_saveables
 
 
 def all_saveables(scope=None):
