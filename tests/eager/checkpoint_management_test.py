@@ -5,7 +5,8 @@ its own directory under a frozen clock, and the observations (return values,
 manager properties, files on disk, state file text) must be equal.
 
 Covers: tf_objckpt.checkpoint_management, tf_objckpt.engine.state_file,
-tf_objckpt.api.checkpoint_manager, tf_objckpt.api.retention.
+tf_objckpt.api.checkpoint_manager, tf_objckpt.api.retention,
+tf_objckpt.api.manager_protocol.
 """
 
 import inspect

@@ -11,7 +11,7 @@ Keras 3, so the tests compare with v1 training, not with TensorFlow's
 restore. A departure in API.md.
 
 Covers: tf_objckpt.restoring.v1_optimizer_state,
-tf_objckpt.restoring.name_based.
+tf_objckpt.saveables.v1_optimizer_saveables, tf_objckpt.restoring.name_based.
 """
 
 import keras

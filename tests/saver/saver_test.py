@@ -6,7 +6,8 @@ compare what they observe: values, checkpoint contents, SaverDefs, files on
 disk and checkpoint state protos, and the error types raised.
 
 Covers: tf_objckpt.saver, tf_objckpt.v1.saver_builders,
-tf_objckpt.v1.meta_graphs, tf_objckpt.v1.object_based_names,
+tf_objckpt.v1.meta_graphs, tf_objckpt.v1.saver_imports,
+tf_objckpt.v1.object_based_names,
 tf_objckpt.saveable_object, tf_objckpt.engine.saveable_objects,
 tf_objckpt.restoring.restore_plan, tf_objckpt.engine.read_plan,
 tf_objckpt.v1.name_based_saver, tf_objckpt.v1.saver_retention,
@@ -1004,6 +1005,39 @@ def test_get_saver_or_default():
     graph.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, saver_lib.Saver())
     with pytest.raises(RuntimeError, match="More than one item"):
       saver_lib._get_saver_or_default()
+
+
+_SAVERS_CONVERSION = """
+import tensorflow as tf
+from tensorflow.python.framework import ops
+import tf_objckpt
+from tf_objckpt import saver
+
+
+def converter():
+  return ops.get_from_proto_function(tf.compat.v1.GraphKeys.SAVERS)
+
+
+tensorflows = converter()
+print("after import:", tensorflows.__module__)
+with tf.Graph().as_default():
+  tf.compat.v1.get_variable("v", [1])
+  saver.Saver()
+print("after a Saver:", converter() is not tensorflows,
+      getattr(converter(), "tf_from_proto", None) is tensorflows)
+"""
+
+
+def test_savers_conversion_is_taken_over_by_the_first_saver_not_on_import():
+  """Importing tf_objckpt leaves TensorFlow's process-wide SAVERS
+  conversion alone; our first `Saver` takes it over (delegating to
+  TensorFlow's outside our `import_meta_graph`)."""
+  result = tl.run_python(_SAVERS_CONVERSION)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.splitlines() == [
+      "after import: tensorflow.python.training.saver",
+      "after a Saver: True True",
+  ]
 
 
 # ----------------------------------------------------------------------------

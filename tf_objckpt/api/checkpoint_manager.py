@@ -26,6 +26,7 @@ from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.platform import tf_logging as logging
 
+from tf_objckpt.api import manager_protocol
 from tf_objckpt.api import retention
 from tf_objckpt.api import save_transaction
 from tf_objckpt.engine import bundle_index
@@ -309,13 +310,13 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
   def _write(self, plan, options):
     """Steps 2 to 4 of a save planned by `save`; step 4 records and sweeps.
 
-    Our checkpoint objects run them (in the background, for asynchronous
-    saves); others are written through their own `write`.
+    Our checkpoint objects run them (`ManagedCheckpoint`; in the
+    background, for asynchronous saves); others are written through their
+    own `write`.
     """
     record = functools.partial(self._record_and_sweep, durable=plan.durable)
-    save_planned = getattr(self._checkpoint, "_save_planned", None)
-    if save_planned is not None:
-      return save_planned(plan, options, record=record)
+    if isinstance(self._checkpoint, manager_protocol.ManagedCheckpoint):
+      return self._checkpoint.save_planned(plan, options, record=record)
     # Their write runs the options' callbacks itself.
     transaction = save_transaction.SaveTransaction(
         dataclasses.replace(plan, callbacks=()), record)
@@ -355,7 +356,6 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         return False, step
     return True, step
 
-  @save_transaction.one_save_at_a_time
   def save(self,
            checkpoint_number: Any = None,
            check_interval: bool = True,
@@ -378,6 +378,11 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       FailedPreconditionError: If another writer changed the state file
         since this manager last read or wrote it.
     """
+    with save_transaction.one_save_at_a_time(self._prefix):
+      return self._save_when_due(check_interval, checkpoint_number, options)
+
+  def _save_when_due(self, check_interval, checkpoint_number, options):
+    """`save`, alone among the saves into the manager's directory."""
     due, step = self._due(check_interval)
     if not due:
       return None
@@ -426,14 +431,13 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
       The newest checkpoint's error if every checkpoint is damaged; at once,
       the error of a restore failing for another reason (a shape mismatch).
     """
-    restore_newest_intact = getattr(self._checkpoint, "_restore_newest_intact",
-                                    None)
-    if restore_newest_intact is None:
+    if isinstance(self._checkpoint, manager_protocol.ManagedCheckpoint):
+      restored = self._restore_newest_intact(
+          self._checkpoint.restore_newest_intact)
+    else:
       restored = self._latest_checkpoint
       if restored is not None:
         self._checkpoint.restore(restored)
-    else:
-      restored = self._restore_newest_intact(restore_newest_intact)
     if restored is not None:
       if self._checkpoint_interval is not None:
         self._last_checkpoint_step = _evaluate(self._step_counter)

@@ -17,6 +17,7 @@ from tensorflow.python.framework import tensor_shape
 from tf_objckpt.api import named_restores
 from tf_objckpt.api import sessions
 from tf_objckpt.foundation import identity_containers
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import structure_base
 from tf_objckpt.restoring import object_graph_check
@@ -132,11 +133,12 @@ class CheckpointLoadStatus(LoadStatus):
     checkpoint = self._checkpoint
     self.assert_existing_objects_matched()
     skipped = checkpoint.skipped_slot_node_ids()
+    bound = checkpoint.bound_objects
     unresolved = [
         node_id
         for node_id, node in enumerate(checkpoint.object_graph_proto.nodes)
         if node.attributes and node_id not in skipped and
-        checkpoint.objects_by_node_id.get(node_id) is None
+        bound.get(node_id) is None
     ]
     if unresolved:
       values = self._values(unresolved)
@@ -148,20 +150,17 @@ class CheckpointLoadStatus(LoadStatus):
               f"{restore_report.count_text(len(values), 'value')} in checkpoint "
               f"{self._save_path!r} {'was' if len(values) == 1 else 'were'} not "
               "restored (no object of the program matched them):", values))
-    if checkpoint.slots_by_variable:
+    waiting_slots = checkpoint.waiting_slot_ids()
+    if waiting_slots:
       names = self._node_paths()
-      slots = [
-          f"{names[slot.slot_variable_id]}"
-          for slot_list in checkpoint.slots_by_variable.values()
-          for slot in slot_list
-      ]
+      slots = [f"{names[slot_id]}" for slot_id in waiting_slots]
       raise AssertionError(
           restore_report.listing(
               "Unresolved slot restorations: "
               f"{restore_report.count_text(len(slots), 'slot variable')} wait for "
               "their variable or optimizer:", slots))
-    if checkpoint.unused_attributes:
-      unused = checkpoint.unused_attributes
+    unused = checkpoint.unused_attributes()
+    if unused:
       names = object_graph_check.NodePaths(checkpoint.object_graph_proto)
       attributes = self._attributes(sorted(unused), only=unused)
       values = self._values(sorted(unused), only=unused)
@@ -218,14 +217,15 @@ class CheckpointLoadStatus(LoadStatus):
   def _bound_node_ids(self):
     """The nodes matched to objects, but for slots skipped on purpose."""
     checkpoint = self._checkpoint
-    return set(checkpoint.matched_node_ids) - checkpoint.skipped_slot_node_ids()
+    return set(
+        checkpoint.matched_node_ids()) - checkpoint.skipped_slot_node_ids()
 
   def restored_shapes_and_dtypes(self):
     checkpoint_values = self._checkpoint.values
     keys = [
         attribute.checkpoint_key for _, attribute in self._attributes(
             self._bound_node_ids(),
-            excluding=self._checkpoint.unused_attributes)
+            excluding=self._checkpoint.unused_attributes())
     ]
     return [(checkpoint_values.shapes.get(key), checkpoint_values.dtypes[key])
             for key in keys
@@ -236,7 +236,7 @@ class CheckpointLoadStatus(LoadStatus):
     checkpoint = self._checkpoint
     skipped = checkpoint.skipped_slot_node_ids()
     bound = self._bound_node_ids()
-    unused = checkpoint.unused_attributes
+    unused = checkpoint.unused_attributes()
     restored = self._values(sorted(bound), excluding=unused)
     unmatched = self._values([
         node_id for node_id in range(len(checkpoint.object_graph_proto.nodes))
@@ -255,9 +255,9 @@ class CheckpointLoadStatus(LoadStatus):
     for obj in self._graph_view.list_objects(
         skip_slot_variables=checkpoint.skip_slot_variables):
       if (isinstance(obj, structure_base.TrackableDataStructure) and
-          not obj._trackable_children()):  # pylint: disable=protected-access
+          not tensorflow_internals.children(obj)):
         continue
-      checkpoint.seen_objects.add(obj)
+      checkpoint.see(obj)
 
   def assert_existing_objects_matched(self) -> "CheckpointLoadStatus":
     """Asserts every existing object in the dependency graph got a value.
@@ -268,10 +268,7 @@ class CheckpointLoadStatus(LoadStatus):
     """
     checkpoint = self._checkpoint
     checkpoint.raise_mismatch()
-    not_assigned = [
-        node_id for node_id, trackable in checkpoint.objects_by_node_id.items()
-        if trackable._update_uid < checkpoint.restore_uid
-    ]  # pylint: disable=protected-access
+    not_assigned = checkpoint.unassigned_node_ids()
     if not_assigned:
       names = self._node_paths()
       raise AssertionError(
@@ -292,9 +289,9 @@ class CheckpointLoadStatus(LoadStatus):
 
   def _unmatched_objects(self):
     bound = identity_containers.ObjectIdentitySet(
-        self._checkpoint.objects_by_node_id.values())
+        self._checkpoint.bound_objects.values())
     return [
-        obj for obj in objects_with_values(self._checkpoint.seen_objects)
+        obj for obj in objects_with_values(self._checkpoint.seen_objects())
         if obj not in bound
     ]
 
@@ -303,8 +300,8 @@ class CheckpointLoadStatus(LoadStatus):
     self._checkpoint.raise_mismatch()
     for obj in self._graph_view.list_objects(
         skip_slot_variables=self._checkpoint.skip_slot_variables):
-      self._checkpoint.seen_objects.add(obj)
-    if len(self._checkpoint.objects_by_node_id) <= 1:
+      self._checkpoint.see(obj)
+    if len(self._checkpoint.bound_objects) <= 1:
       unmatched = self._unmatched_objects()
       if unmatched:
         raise AssertionError(
@@ -357,12 +354,12 @@ class CheckpointLoadStatus(LoadStatus):
     session = sessions.default_session(session, "initialize or restore")
     restore_uid = self._checkpoint.restore_uid
     bound = identity_containers.ObjectIdentitySet(
-        self._checkpoint.objects_by_node_id.values())
+        self._checkpoint.bound_objects.values())
     initializers = [
         obj.initializer
         for obj in self._graph_view.list_objects()
         if hasattr(obj, "initializer") and obj not in bound and
-        getattr(obj, "_update_uid", restore_uid - 1) < restore_uid
+        tensorflow_internals.last_restore_or(obj, restore_uid - 1) < restore_uid
     ]
     self.run_restore_ops(session=session)
     session.run(initializers)
@@ -370,6 +367,17 @@ class CheckpointLoadStatus(LoadStatus):
   def expect_partial(self) -> "CheckpointLoadStatus":
     self._checkpoint.expect_partial = True
     return self
+
+  def stream_restore_ops(self, session: Session = None) -> None:
+    """Runs the restore ops in `session` now, and each later one as it is
+    created (graph mode; see `streaming_restore`)."""
+    if context.executing_eagerly():
+      return
+    session = sessions.default_session(session, "stream restore ops")
+    self.run_restore_ops(session=session)
+    feed_dict = self._feed_dict
+    self._checkpoint.run_new_restore_ops_with(
+        lambda new_ops: session.run(new_ops, feed_dict=feed_dict))
 
 
 _NO_CHECKPOINT = ("No checkpoint specified (save_path=None); nothing is "
@@ -416,6 +424,7 @@ class InitializationOnlyStatus(LoadStatus):
         obj.initializer
         for obj in self._graph_view.list_objects()
         if getattr(obj, "initializer", None) is not None and
-        getattr(obj, "_update_uid", self._restore_uid - 1) < self._restore_uid
+        tensorflow_internals.last_restore_or(obj, self._restore_uid -
+                                             1) < self._restore_uid
     ]
     sessions.default_session(session, "initialize").run(initializers)

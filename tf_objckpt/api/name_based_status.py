@@ -14,6 +14,7 @@ from tf_objckpt.api import load_status
 from tf_objckpt.api import sessions
 from tf_objckpt.engine import reads
 from tf_objckpt.foundation import identity_containers
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.restoring import name_based
@@ -22,12 +23,11 @@ from tf_objckpt.restoring import restore_report
 
 def _reached(obj, restore_uid):
   """Whether a restore reached `obj`, or every object a container holds."""
-  # pylint: disable=protected-access
-  if obj._update_uid >= restore_uid:
+  if tensorflow_internals.last_restore(obj) >= restore_uid:
     return True
-  return (isinstance(obj, tf_data_structures.TrackableDataStructure) and
-          all(child._update_uid >= restore_uid
-              for child in obj._trackable_children().values()))
+  return (isinstance(obj, tf_data_structures.TrackableDataStructure) and all(
+      tensorflow_internals.last_restore(child) >= restore_uid
+      for child in tensorflow_internals.children(obj).values()))
 
 
 class NameBasedSaverStatus(load_status.LoadStatus):
@@ -106,7 +106,7 @@ class NameBasedSaverStatus(load_status.LoadStatus):
     """
     not_restored = []
     for obj in self._graph_view.list_objects():
-      obj._maybe_initialize_trackable()  # pylint: disable=protected-access
+      tensorflow_internals.initialize(obj)
       if not _reached(obj, self._checkpoint.restore_uid):
         not_restored.append(obj)
     return not_restored
@@ -117,7 +117,7 @@ class NameBasedSaverStatus(load_status.LoadStatus):
     values = checkpoint.values()
     restored: list = []
     for obj, path in self._graph_view.objects_with_paths():
-      if getattr(obj, "_update_uid", -1) < checkpoint.restore_uid:
+      if tensorflow_internals.last_restore_or(obj, -1) < checkpoint.restore_uid:
         continue
       for saveable in checkpoint.globally_named_object_attributes(
           obj, record_unused=False):
@@ -159,10 +159,8 @@ class NameBasedSaverStatus(load_status.LoadStatus):
     """Globally named saveables of objects not yet restored by this call."""
     saveables = []
     for obj in self._graph_view.list_objects():
-      obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-      if obj._update_uid >= self._checkpoint.restore_uid:  # pylint: disable=protected-access
+      if not self._checkpoint.mark_restored(obj):
         continue
-      obj._update_uid = self._checkpoint.restore_uid  # pylint: disable=protected-access
       saveables.extend(self._checkpoint.globally_named_object_attributes(obj))
     return saveables
 
@@ -201,15 +199,14 @@ def restore_by_names(save_path, reader, graph_view, assignment_map=None):
                                 graph_view=graph_view)
   coordinator = name_based.NameBasedRestoreCoordinator(
       save_path, keys, _objects_below,
-      reads.CheckpointValues(save_path, reader, save_path), assignment_map)
+      reads.CheckpointValues(save_path, reader), assignment_map)
   objects = graph_view.list_objects()
   for obj in objects:
-    obj._maybe_initialize_trackable()  # pylint: disable=protected-access
+    tensorflow_internals.initialize(obj)
   coordinator.check(objects)
   try:
     for obj in objects:
-      obj._name_based_restores.add(coordinator)  # pylint: disable=protected-access
-      obj._name_based_attribute_restore(coordinator)  # pylint: disable=protected-access
+      tensorflow_internals.restore_by_names(obj, coordinator)
   finally:
     coordinator.forget_checked()
   return NameBasedSaverStatus(coordinator, graph_view=graph_view)

@@ -13,6 +13,7 @@ TensorFlow's names for this module are `checkpoint` (TensorFlow 2) and
 import dataclasses
 import functools
 import os
+import threading
 from typing import Any, Optional
 import weakref
 
@@ -26,6 +27,7 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt.api import load_status
+from tf_objckpt.api import manager_protocol
 from tf_objckpt.api import name_based_status
 from tf_objckpt.api import named_restores
 from tf_objckpt.api import save_transaction
@@ -36,6 +38,7 @@ from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
 from tf_objckpt.engine import state_file
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.foundation.type_hints import CheckpointPath
 from tf_objckpt.foundation.type_hints import Options
 from tf_objckpt.foundation.type_hints import PathOrTensor
@@ -45,6 +48,10 @@ from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
 from tf_objckpt.objects import variable_creation
 from tf_objckpt.objects import wrapping
+
+# Held while a checkpoint object makes its background writer: saves into
+# different directories run at the same time.
+_WRITER_CREATION = threading.Lock()
 
 
 def _check_trackable(name, value, accept_weak_references):
@@ -85,12 +92,14 @@ def _assign_trackable_arguments(checkpoint, kwargs):
     assigned[name] = _check_trackable(
         name,
         getattr(checkpoint, name),
-        accept_weak_references=checkpoint._ACCEPTS_WEAK_REFERENCES)  # pylint: disable=protected-access
+        accept_weak_references=checkpoint._ACCEPTS_WEAK_REFERENCES)
   return assigned
 
 
-class _CheckpointBase(auto_trackable.AutoTrackable):
-  """What `Checkpoint` and `CheckpointV1` share: objects and a save counter."""
+class _CheckpointBase(auto_trackable.AutoTrackable,
+                      manager_protocol.ManagedCheckpoint):
+  """What `Checkpoint` and `CheckpointV1` share: objects, a save counter,
+  and what a `CheckpointManager` asks of them (`ManagedCheckpoint`)."""
 
   # Whether arguments may be weak references to trackables.
   _ACCEPTS_WEAK_REFERENCES = False
@@ -103,6 +112,7 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
     _assign_trackable_arguments(self, kwargs)
     self._save_counter: Any = None  # Created lazily, for restore-on-create.
     self._save_assign_op = None
+    self._pending_writes = None  # This checkpoint's background writer.
     self._saver = trackable_saver.saver_with_op_caching(self)
 
   def _maybe_create_save_counter(self):
@@ -125,29 +135,32 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
     self._maybe_create_save_counter()
     return self._save_counter
 
-  @save_transaction.one_save_at_a_time
   def _write(self, file_prefix, session=None, options=None):
     """Writes a checkpoint at `file_prefix`: a save that records no state.
 
     Returns:
       The path written (a tensor inside a `tf.function`).
     """
-    self._finish_pending_write()
     file_prefix = _as_path(file_prefix)
-    if getattr(options, "durable", False):
-      commit.check_durable(file_prefix)
-    plan = save_transaction.planned(file_prefix, options, make_directory=True)
-    return self._save_planned(plan, options, session=session)
+    with save_transaction.one_save_at_a_time(file_prefix):
+      self._finish_pending_write()
+      if getattr(options, "durable", False):
+        commit.check_durable(file_prefix)
+      plan = save_transaction.planned(file_prefix, options, make_directory=True)
+      return self._save_planned(plan, options, session=session)
 
-  @save_transaction.one_save_at_a_time
   def _save(self, file_prefix, session=None, options=None):
     """Counts the save, writes "<file_prefix>-<count>", records it as latest.
 
     Returns:
       The path written.
     """
-    self._finish_pending_write()
     file_prefix = _as_path(file_prefix)
+    with save_transaction.one_save_at_a_time(file_prefix):
+      return self._save_numbered(file_prefix, session, options)
+
+  def _save_numbered(self, file_prefix, session, options):
+    """`_save`, alone among the saves into its directory."""
     if getattr(options, "durable", False):
       commit.check_durable(file_prefix)
     count, session = self._count_save(file_prefix, session, options)
@@ -163,6 +176,11 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
                               record=functools.partial(
                                   save_transaction.record_latest,
                                   durable=plan.durable))
+
+  def save_planned(self, plan, options, record=None):
+    """Runs the rest of a save a `CheckpointManager` planned (eagerly, or
+    in the default session)."""
+    return self._save_planned(plan, options, record=record)
 
   def _save_planned(self, plan, options, session=None, record=None):
     """Runs the rest of a save planned by `save`, `write` or a manager.
@@ -239,15 +257,15 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
 
   def _async_writer(self):
     """This checkpoint's background writer, created on first use."""
-    if getattr(self, "_pending_writes", None) is None:
-      self._pending_writes = async_checkpoint.AsyncWriter()
-    return self._pending_writes
+    with _WRITER_CREATION:
+      if self._pending_writes is None:
+        self._pending_writes = async_checkpoint.AsyncWriter()
+      return self._pending_writes
 
   def _finish_pending_write(self):
     """Waits for a pending asynchronous write; raises its error, if any."""
-    writer = getattr(self, "_pending_writes", None)
-    if writer is not None:
-      writer.sync()
+    if self._pending_writes is not None:
+      self._pending_writes.sync()
 
   def _increment_save_counter(self):
     """Adds one to the save counter; returns the new count (or its op)."""
@@ -270,11 +288,11 @@ class _CheckpointBase(auto_trackable.AutoTrackable):
       status.add_to_optionally_restored(self.save_counter)
     return status
 
-  def _restore_newest_intact(self, candidates):
+  def restore_newest_intact(self, candidates):
     """Restores the newest intact checkpoint of `candidates` (newest first).
 
-    What `CheckpointManager.restore_or_initialize` calls on checkpoints
-    whose restores are all-or-nothing; see `self_healing`.
+    What `CheckpointManager.restore_or_initialize` calls: each restore is
+    all or nothing; see `self_healing`.
 
     Returns:
       The restored path, and the damaged paths skipped.
@@ -346,13 +364,13 @@ class Checkpoint(_CheckpointBase):
     auto_trackable.AutoTrackable.__init__(self)  # pylint: disable=non-parent-init-called
     self._root = root
     root_object = _check_trackable("root", root, accept_weak_references=True)
-    root_object._maybe_initialize_trackable()  # pylint: disable=protected-access
+    tensorflow_internals.initialize(root_object)
     kwargs["root"] = root
     # Held weakly by the graph view (this checkpoint holds them), so that
     # restores deferred in the root do not form cycles through them.
     attached = []
     for name, value in _assign_trackable_arguments(self, kwargs).items():
-      existing = root_object._lookup_dependency(name)  # pylint: disable=protected-access
+      existing = tensorflow_internals.lookup_dependency(root_object, name)
       if existing is None:
         attached.append(graph_walk.WeakTrackableReference(name, value))
       elif existing is not value:
@@ -360,9 +378,11 @@ class Checkpoint(_CheckpointBase):
             f"Cannot create a Checkpoint with keyword argument {name} if "
             f"root.{name} already exists.")
     self._attached_dependencies = wrapping.NoDependency(attached)
-    existing_counter = root_object._lookup_dependency("save_counter")  # pylint: disable=protected-access
+    existing_counter = tensorflow_internals.lookup_dependency(
+        root_object, "save_counter")
     self._save_counter = wrapping.NoDependency(existing_counter)
     self._save_assign_op = None
+    self._pending_writes = None
     self._saver = trackable_saver.TrackableSaver(
         graph_walk.ObjectGraphView(root, attached_dependencies=attached))
 
@@ -373,8 +393,9 @@ class Checkpoint(_CheckpointBase):
     # outlive this checkpoint, and still finds the counter through the view.
     self._attached_dependencies.append(
         trackable.TrackableReference("save_counter", self._save_counter))
-    root = self._saver._graph_view.root  # pylint: disable=protected-access
-    waiting = root._deferred_dependencies.pop("save_counter", ())  # pylint: disable=protected-access
+    root = self._saver.graph_view.root
+    waiting = tensorflow_internals.deferred_dependencies(root).pop(
+        "save_counter", ())
     if waiting:
       waiting[0].restore(self._save_counter)
 
@@ -445,12 +466,8 @@ def streaming_restore(status: load_status.LoadStatus,
         "Streaming restore not supported from name-based checkpoints when "
         "graph building: restore the name-based checkpoint with "
         "`Checkpoint.restore()` (and run its restore ops), or eagerly.")
-  status.run_restore_ops(session=session)
-  # pylint: disable=protected-access
   # An object-based status here: `CheckpointLoadStatus`.
-  feed_dict = status._feed_dict  # type: ignore[attr-defined]
-  status._checkpoint.on_new_restore_ops = (  # type: ignore[attr-defined]
-      lambda new_ops: session.run(new_ops, feed_dict=feed_dict))
+  status.stream_restore_ops(session)  # type: ignore[attr-defined]
 
 
 module_names.keep_module_name("tf_objckpt.checkpoint", CheckpointV1, Checkpoint)

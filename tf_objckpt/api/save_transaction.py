@@ -55,14 +55,14 @@ atomically or not at all. A TensorFlow error keeps its type; its message is
 led by the checkpoint and, when the file system shows one, the reason
 (`save_errors.explaining_failures`).
 
-The saves of `Checkpoint`, `CheckpointV1` and managers run one at a time in
-a process (`one_save_at_a_time`), from plan to record, except the steps
-asynchronous saves run in the background.
+The saves of `Checkpoint`, `CheckpointV1` and managers into one directory
+run one at a time in a process (`one_save_at_a_time`), from plan to record,
+except the steps asynchronous saves run in the background; saves into
+different directories do not wait for each other.
 """
 
 import contextlib
 import dataclasses
-import functools
 import inspect
 import os
 import threading
@@ -73,29 +73,56 @@ from tensorflow.python.framework import tensor_util
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import commit
+from tf_objckpt.engine import local_paths
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import transfer_log
 
-# Held by each save of this process (see `one_save_at_a_time`).
-_SAVE_LOCK = threading.RLock()
+# Guards `_DIRECTORY_LOCKS`.
+_REGISTRY_LOCK = threading.Lock()
+# Directory -> [the lock its saves hold, how many saves hold or wait for it]
+# (see `one_save_at_a_time`); an entry goes with its last save.
+_DIRECTORY_LOCKS: "dict[typing.Optional[str], list]" = {}
 
 
-def one_save_at_a_time(save):
-  """Decorates a save so that saves from several threads run in turn.
+def _directory_key(prefix):
+  """The directory of `prefix`, as saves into it are serialized by.
 
-  A save numbers its checkpoint, writes it and updates the state file; run
-  together from two threads, saves could share a number or record each
-  other's paths. Serialized, each returns a distinct, complete checkpoint
-  whose number is its own count. A save started from inside another (by a
-  write callback) runs on.
+  None for a prefix known only when ops run (a tensor inside a
+  `tf.function`): such saves are serialized with each other.
   """
+  path = local_paths.as_path(prefix)
+  if path is None:
+    return None
+  directory = os.path.dirname(path) or "."
+  if local_paths.local_path(directory) is not None:
+    return os.path.abspath(local_paths.local_path(directory))
+  return directory
 
-  @functools.wraps(save)
-  def save_alone(*args, **kwargs):
-    with _SAVE_LOCK:
-      return save(*args, **kwargs)
 
-  return save_alone
+@contextlib.contextmanager
+def one_save_at_a_time(prefix):
+  """Runs the save of `prefix` alone among this process's saves into its
+  directory.
+
+  A save numbers its checkpoint, writes it and updates the directory's
+  state file; run together from two threads, saves into one directory
+  could share a number or record each other's paths. Serialized, each
+  returns a distinct, complete checkpoint whose number is its own count.
+  Saves into other directories run at the same time. A save started from
+  inside another (by a write callback) into the same directory runs on.
+  """
+  key = _directory_key(prefix)
+  with _REGISTRY_LOCK:
+    entry = _DIRECTORY_LOCKS.setdefault(key, [threading.RLock(), 0])
+    entry[1] += 1
+  try:
+    with entry[0]:
+      yield
+  finally:
+    with _REGISTRY_LOCK:
+      entry[1] -= 1
+      if not entry[1]:
+        del _DIRECTORY_LOCKS[key]
 
 
 def numbered(prefix, number, digits=0):

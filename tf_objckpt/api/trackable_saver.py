@@ -29,7 +29,6 @@ from tensorflow.python.util import compat
 from tf_objckpt.api import load_status
 from tf_objckpt.api import name_based_status
 from tf_objckpt.api import save_transaction
-from tf_objckpt.api import self_healing
 from tf_objckpt.api import sessions
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import multi_device_saver
@@ -46,6 +45,7 @@ from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
 from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_coordinator
+from tf_objckpt.restoring import restore_walk
 from tf_objckpt.saveables import python_state_saveables
 
 
@@ -136,6 +136,11 @@ class TrackableSaver:
     self._last_save_key = None
     self._save_path_tensor = None  # The cached save's result.
     self._restore_op_cache = restore_coordinator.RestoreOpCache()
+
+  @property
+  def graph_view(self) -> graph_walk.ObjectGraphView:
+    """The view of the objects this saver saves and restores."""
+    return self._graph_view
 
   def __deepcopy__(self, memo):
     """A saver of the copy of the root; ops and caches are not copied."""
@@ -339,25 +344,23 @@ class TrackableSaver:
     if object_graph_proto is None:
       checked = contextlib.nullcontext()
       if check_values_first:
-        checked = self_healing.CheckedValues(
-            save_path, reader, save_path).checked(keep_values=False)
+        checked = reads.CheckpointValues(
+            save_path, reader).every_value_read_first(keep_values=False)
       with checked:
         return name_based_status.restore_by_names(
             save_path, reader, self._graph_view,
             getattr(options, "assignment_map", None))
-    feed_dict = None
-    if context.executing_eagerly():
-      with ops.device("/cpu:0"):
-        path_tensor = constant_op.constant(save_path)
-    else:
+    feed_dict = path_tensor = None
+    if not context.executing_eagerly():
       if self._restore_path_tensor is None:
         with ops.device("/cpu:0"):
           self._restore_path_tensor = constant_op.constant(b"")
       path_tensor = self._restore_path_tensor
       feed_dict = {path_tensor: save_path}
-    values_class = (self_healing.CheckedValues
-                    if check_values_first else reads.CheckpointValues)
-    values = values_class(save_path, reader, path_tensor, options)
+    values = reads.CheckpointValues(save_path,
+                                    reader,
+                                    options,
+                                    path_tensor=path_tensor)
     graph_index = object_graph_check.check_object_graph(object_graph_proto,
                                                         save_path,
                                                         values.shapes)
@@ -368,27 +371,16 @@ class TrackableSaver:
         restore_op_cache=self._restore_op_cache,
         graph_view=self._graph_view,
         options=options)
-    with (values.checked() if check_values_first else contextlib.nullcontext()):
-      checkpoint.position(0).restore(self._graph_view.root)
-      self._restore_attached_dependencies(checkpoint)
+    with (values.every_value_read_first()
+          if check_values_first else contextlib.nullcontext()):
+      restore_walk.restore_from_root(checkpoint, self._graph_view.root,
+                                     self._graph_view.attached_dependencies)
     checkpoint.raise_mismatch()
     if not context.executing_eagerly():
       checkpoint.group_built_restore_ops()
     return load_status.CheckpointLoadStatus(checkpoint,
                                             feed_dict=feed_dict,
                                             graph_view=self._graph_view)
-
-  def _restore_attached_dependencies(self, checkpoint):
-    """Restores objects attached to the root without being its dependencies."""
-    root_children = {
-        child.local_name: child.node_id
-        for child in checkpoint.object_graph_proto.nodes[0].children
-    }
-    for reference in self._graph_view.attached_dependencies:
-      node_id = root_children.get(reference.name)
-      if (reference.name != "root" and node_id is not None and
-          node_id not in checkpoint.objects_by_node_id):
-        checkpoint.position(node_id).restore(reference.ref)
 
 
 def frozen_saver(root_trackable: Any) -> multi_device_saver.Saver:

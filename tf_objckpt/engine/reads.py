@@ -11,6 +11,7 @@ created yet read ahead, large reads split across threads (by data file,
 (`damage_named` for reads that ran in a session).
 """
 
+import contextlib
 import enum
 import functools
 import itertools
@@ -80,7 +81,7 @@ def readable_values(save_path):
   """
   save_path = compat.as_str(save_path)
   try:
-    return CheckpointValues(save_path, open_reader(save_path), None)
+    return CheckpointValues(save_path, open_reader(save_path))
   except errors.OpError:
     return None
 
@@ -235,19 +236,27 @@ class CheckpointValues:
   created yet are read ahead: a key announced with `await_key` is read
   together with the next read (up to a byte budget) and kept until asked
   for, so creating N variables after a restore costs one `RestoreV2`, not N.
+  A restore that must not start from a damaged checkpoint reads every value
+  first (`every_value_read_first`).
   """
 
-  def __init__(self, save_path, reader, path_tensor, options=None):
+  def __init__(self, save_path, reader, options=None, path_tensor=None):
     """Reads `save_path` through `reader` (see `open_reader`).
 
     Args:
-      save_path: The checkpoint path, a string (for messages).
+      save_path: The checkpoint path, a string.
       reader: A reader opened on it.
-      path_tensor: A string tensor holding (or fed) the path.
       options: Optional `tf.train.CheckpointOptions`: the device to read on.
+      path_tensor: Optional string tensor fed with the path (graph building:
+        restore ops that read whichever checkpoint is fed). By default the
+        values make their own.
     """
     self.save_path = save_path
-    self.path_tensor = path_tensor
+    eager = context.executing_eagerly()
+    if path_tensor is None and eager:
+      with ops.device("/cpu:0"):
+        path_tensor = constant_op.constant(save_path)
+    self._path_tensor = path_tensor
     # Interned DTypes, so that dtype checks are identity checks.
     dtype_enums = reader._GetVariableToDataTypeMap()  # pylint: disable=protected-access
     dtype_of = {
@@ -264,9 +273,19 @@ class CheckpointValues:
     self._awaited = {}  # Keys of values waiting for their objects (ordered).
     self._read_ahead = {}  # (key, slice) -> value read ahead.
     # Eager reads take the path tensor; graph building, the path itself.
-    self._eager_path = (path_tensor
-                        if context.executing_eagerly() else save_path)
-    self.pieces_need_checking = True  # False once all values were read.
+    self._eager_path = path_tensor if eager else save_path
+    self._pieces_need_checking = True  # False once all values were read.
+
+  @property
+  def path_tensor(self):
+    """The path as a string tensor, for read ops.
+
+    Graph building, the tensor fed with the path, if the restore gave one;
+    else a constant made where it is asked for.
+    """
+    if self._path_tensor is None:
+      return constant_op.constant(self.save_path)
+    return self._path_tensor
 
   @functools.cached_property
   def byte_sizes(self):
@@ -346,7 +365,7 @@ class CheckpointValues:
     pieces, piece_bytes = self._pieces(units)
     budget = (resident_memory.PieceBudget(piece_bytes)
               if len(pieces) > 1 else None)
-    for piece in pieces[:-1] if self.pieces_need_checking else ():
+    for piece in pieces[:-1] if self._pieces_need_checking else ():
       unread = [
           spec for specs, _ in piece for spec in specs
           if (spec.name, spec.slice_spec) not in self._read_ahead
@@ -391,6 +410,59 @@ class CheckpointValues:
       piece_bytes *= read_lanes.lane_count(files)
     target = total / math.ceil(total / piece_bytes)
     return [units[run] for run in runs_of_bytes(sizes, target)], piece_bytes
+
+  @contextlib.contextmanager
+  def every_value_read_first(self, keep_values=True):
+    """A restore within this reads from a checkpoint whose values all read.
+
+    Every value of the checkpoint is read (so its checksum checked), a
+    piece at a time, before the restore assigns anything or builds anything
+    that would later (a slot variable's initial value, say): values
+    restored later on creation or by graph-mode restore ops included, and
+    graph building too, although there the restore itself reads nothing,
+    because building a restore already sets Python state. Eagerly (if
+    `keep_values`) it keeps up to two restore pieces of values for the
+    restore, which does not read those again, and the restore skips its
+    own check.
+
+    Args:
+      keep_values: Whether the restore reads through this object, so that
+        values kept serve it.
+
+    Yields:
+      Nothing; every value has been read when the body runs.
+    """
+    keep_bytes = 0
+    if keep_values and context.executing_eagerly():
+      keep_bytes = 2 * tuning.TUNING.restore_piece_bytes
+    self._read_every_value(keep_bytes)
+    yield
+    self._drop_unawaited()
+
+  def _read_every_value(self, keep_bytes):
+    """Reads every value, keeping the first `keep_bytes` of them."""
+    specs = [Read(key, "", dtype) for key, dtype in self.dtypes.items()]
+    sizes = [byte_size(self.shapes[spec.name], spec.dtype) for spec in specs]
+    budget = resident_memory.PieceBudget(tuning.TUNING.restore_piece_bytes)
+    with context.eager_mode():
+      for run in runs_of_bytes(sizes, tuning.TUNING.restore_piece_bytes):
+        values = self._restore_v2(specs[run])
+        keep_bytes -= sum(sizes[run])
+        if keep_bytes >= 0:
+          self._read_ahead.update(((spec.name, ""), value)
+                                  for spec, value in zip(specs[run], values))
+        else:
+          del values
+          budget.piece_freed()
+    self._pieces_need_checking = False
+
+  def _drop_unawaited(self):
+    """Frees the values kept that no object waits for."""
+    self._read_ahead = {
+        key: value
+        for key, value in self._read_ahead.items()
+        if key[0] in self._awaited
+    }
 
   def _read_ahead_specs(self, excluded):
     budget = tuning.TUNING.read_ahead_budget_bytes

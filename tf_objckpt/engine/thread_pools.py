@@ -49,7 +49,7 @@ _pools: "weakref.WeakSet[ThreadPool]" = weakref.WeakSet()
 
 def _forget_every_pool():
   for pool in list(_pools):
-    pool._forget_in_child()  # pylint: disable=protected-access
+    pool._forget_in_child()
 
 
 os.register_at_fork(after_in_child=_forget_every_pool)

@@ -15,6 +15,7 @@ from tensorflow.python.ops import gen_resource_variable_ops
 from tf_objckpt.engine import saveable_objects
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
+from tf_objckpt.foundation import tensorflow_internals
 
 
 def set_cpu0(device_string: str) -> str:
@@ -36,7 +37,7 @@ def read_to_cpu(var, device):
   elif has_reusable_read(var):
     # The read made with the variable; a new op per variable would cost
     # more to build and add to the graph than the save itself.
-    value = var._graph_element  # pylint: disable=protected-access
+    value = tensorflow_internals.graph_element(var)
   else:
     with ops.device(device):
       value = gen_resource_variable_ops.read_variable_op(var.handle, var.dtype)
@@ -52,8 +53,8 @@ def has_reusable_read(var):
   Graph-mode resource variables read themselves once when created, outside
   any control flow or control dependencies, like the v1 `Saver` expects.
   """
-  value = getattr(var, "_graph_element", None)
-  return (value is not None and getattr(var, "_in_graph_mode", False) and
+  value = tensorflow_internals.graph_element(var)
+  return (value is not None and tensorflow_internals.in_graph_mode(var) and
           value.graph is ops.get_default_graph() and
           value.op.type == "ReadVariableOp" and not value.op.control_inputs)
 

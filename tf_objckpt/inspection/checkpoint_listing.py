@@ -139,7 +139,7 @@ class Listing:
     self.object_graph_error = object_graph_error
     self.num_shards = index.num_shards if index else 1
     # The engine's reader: dtypes, shapes and single values.
-    self.checkpoint = reads.CheckpointValues(path, reader, path)
+    self.checkpoint = reads.CheckpointValues(path, reader)
     self.values = _values(path, self.checkpoint, index)
     self.node_paths = (object_graph_check.NodePaths(object_graph, "/")
                        if object_graph is not None else None)

@@ -159,8 +159,8 @@ class _DictWrapper(structure_base.TrackableDataStructure, wrapt.ObjectProxy):
 
   def _with_flags(self, copied):
     """Gives `copied` this wrapper's saveability flags; returns it."""
-    copied._self_external_modification = self._self_external_modification  # pylint: disable=protected-access
-    copied._self_non_string_key = self._self_non_string_key  # pylint: disable=protected-access
+    copied._self_external_modification = self._self_external_modification
+    copied._self_non_string_key = self._self_non_string_key
     return copied
 
   @property

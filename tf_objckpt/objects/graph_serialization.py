@@ -22,6 +22,7 @@ from tf_objckpt.engine import registered_savers
 from tf_objckpt.foundation import checkpoint_keys
 from tf_objckpt.foundation import identity_containers
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.objects import trackable
 from tf_objckpt.saveables import named_saveables
 from tf_objckpt.saveables import python_state_saveables
@@ -33,10 +34,10 @@ def full_name_for_variable(obj) -> str:
   """The global (name-based) name of a variable, or "" for other objects."""
   if not trackable_saveables.is_variable(obj):
     return ""
-  slice_info = getattr(obj, "_save_slice_info", None)
+  slice_info = tensorflow_internals.save_slice_info(obj)
   if slice_info is not None:
     return slice_info.full_name
-  return obj._shared_name  # pylint: disable=protected-access
+  return tensorflow_internals.shared_name(obj)
 
 
 class Serialization:

@@ -20,6 +20,7 @@ from tensorflow.python.trackable import base as tf_base
 from tf_objckpt.foundation import checkpoint_keys
 from tf_objckpt.foundation import identity_containers
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.objects import graph_serialization
 
 _TrackableObject = trackable_object_graph_pb2.TrackableObjectGraph.TrackableObject
@@ -70,7 +71,6 @@ class ObjectGraphView:
 
   def __deepcopy__(self, memo):
     """A view of a copy of the root, without this view's caches."""
-    # pylint: disable=protected-access
     copied = type(self).__new__(type(self))
     memo[id(self)] = copied
     copied._serialization = graph_serialization.Serialization(
@@ -107,8 +107,9 @@ class ObjectGraphView:
     """The dependencies of `obj`, as (local name, object) pairs."""
     if _is_plain_leaf(obj):
       return ()
-    obj._maybe_initialize_trackable()  # pylint: disable=protected-access
-    items = list(obj._trackable_children(save_type, **kwargs).items())  # pylint: disable=protected-access
+    tensorflow_internals.initialize(obj)
+    items = list(
+        tensorflow_internals.children(obj, save_type, **kwargs).items())
     if self._attached_dependencies and obj is self.root:
       for reference in self._attached_dependencies:
         child = reference.ref
@@ -256,10 +257,9 @@ def _is_plain_leaf(obj):
   cls = type(obj)
   stock = _STOCK_CHILDREN_BY_CLASS.get(cls)
   if stock is None:
-    stock = (
-        cls._trackable_children is tf_base.Trackable._trackable_children  # pylint: disable=protected-access
-        and cls._checkpoint_dependencies is  # pylint: disable=protected-access
-        tf_base.Trackable._checkpoint_dependencies)  # pylint: disable=protected-access
+    stock = tensorflow_internals.overrides_none(
+        cls, tf_base.Trackable,
+        ("_trackable_children", "_checkpoint_dependencies"))
     _STOCK_CHILDREN_BY_CLASS[cls] = stock
   return stock and not getattr(
       obj, "_self_unconditional_checkpoint_dependencies", None)
@@ -340,8 +340,8 @@ def _gather_slot_variables(gathered):
 
 
 def _check_slot_variable(slot, node_ids):
-  slot._maybe_initialize_trackable()  # pylint: disable=protected-access
-  if slot._trackable_children():  # pylint: disable=protected-access
+  tensorflow_internals.initialize(slot)
+  if tensorflow_internals.children(slot):
     raise NotImplementedError(
         "Currently only variables with no dependencies can be saved as slot "
         f"variables: {slot!r} has dependencies of its own.")

@@ -17,6 +17,11 @@ from tf_objckpt.objects import structure_base
 from tf_objckpt.objects import wrapping
 
 
+def _unwrapped(value):
+  """The list a list wrapper (ours or TensorFlow's) holds, or `value`."""
+  return getattr(value, "_storage", value)
+
+
 class List(structure_base.TrackableDataStructure, collections.abc.Sequence):
   """An append-only, trackable sequence of trackable objects.
 
@@ -68,7 +73,7 @@ class List(structure_base.TrackableDataStructure, collections.abc.Sequence):
     return self
 
   def __add__(self, other):
-    return self._storage + getattr(other, "_storage", other)
+    return self._storage + _unwrapped(other)
 
   def __radd__(self, other):
     return other + self._storage
@@ -174,9 +179,9 @@ class ListWrapper(  # type: ignore[misc,metaclass]  # Valid at run time.
     return copied
 
   def _copy_flags_to(self, other):
-    other._non_append_mutation = self._non_append_mutation  # pylint: disable=protected-access
-    other._non_append_operation = self._non_append_operation  # pylint: disable=protected-access
-    other._external_modification = self._external_modification  # pylint: disable=protected-access
+    other._non_append_mutation = self._non_append_mutation
+    other._non_append_operation = self._non_append_operation
+    other._external_modification = self._external_modification
 
   def __reduce_ex__(self, protocol):
     return (self.__class__, (self._storage,))
@@ -318,22 +323,22 @@ class ListWrapper(  # type: ignore[misc,metaclass]  # Valid at run time.
         after[index] = self._track_value(new, self._name_element(index))
 
   def __eq__(self, other):
-    return self._storage == getattr(other, "_storage", other)
+    return self._storage == _unwrapped(other)
 
   def __ne__(self, other):
-    return self._storage != getattr(other, "_storage", other)
+    return self._storage != _unwrapped(other)
 
   def __lt__(self, other):
-    return self._storage < getattr(other, "_storage", other)
+    return self._storage < _unwrapped(other)
 
   def __le__(self, other):
-    return self._storage <= getattr(other, "_storage", other)
+    return self._storage <= _unwrapped(other)
 
   def __gt__(self, other):
-    return self._storage > getattr(other, "_storage", other)
+    return self._storage > _unwrapped(other)
 
   def __ge__(self, other):
-    return self._storage >= getattr(other, "_storage", other)
+    return self._storage >= _unwrapped(other)
 
   def __hash__(self):
     # Compares like a list, so it is unhashable like one.

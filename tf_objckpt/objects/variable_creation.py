@@ -19,6 +19,7 @@ from tensorflow.python.ops import variable_v1
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.objects import restore_positions
 
 
@@ -86,13 +87,14 @@ def add_variable(trackable: Any,
   the variable starts with the checkpointed value and `initializer` is never
   called.
   """
-  add_tracked = trackable._add_variable_with_custom_getter  # pylint: disable=protected-access
-  return add_tracked(name=name,
-                     shape=shape,
-                     dtype=dtype,
-                     initializer=initializer,
-                     getter=_new_resource_variable,
-                     trainable=trainable)
+  return tensorflow_internals.add_variable_with_custom_getter(
+      trackable,
+      name=name,
+      shape=shape,
+      dtype=dtype,
+      initializer=initializer,
+      getter=_new_resource_variable,
+      trainable=trainable)
 
 
 @contextlib.contextmanager
@@ -121,22 +123,23 @@ def capture_dependencies(template: Any) -> Iterator[None]:
       return next_creator(name=name, initial_value=initial_value, **kwargs)
     if trackable_parent:  # Created in a nested template: track that one.
       nested, nested_scope = trackable_parent
-      template._track_trackable(
-          nested,
-          name=relative(nested_scope),  # pylint: disable=protected-access
-          overwrite=True)
+      tensorflow_internals.track(template,
+                                 nested,
+                                 name=relative(nested_scope),
+                                 overwrite=True)
       return next_creator(name=name, initial_value=initial_value, **kwargs)
 
     def create_with_full_name(initializer, **inner_kwargs):
       inner_kwargs.pop("name")  # The scope-relative name; keep the full one.
       return next_creator(initial_value=initializer, name=name, **inner_kwargs)
 
-    add_tracked = template._add_variable_with_custom_getter  # pylint: disable=protected-access
-    return add_tracked(initializer=initial_value,
-                       name=relative(name),
-                       getter=create_with_full_name,
-                       overwrite=True,
-                       **kwargs)
+    return tensorflow_internals.add_variable_with_custom_getter(
+        template,
+        initializer=initial_value,
+        name=relative(name),
+        getter=create_with_full_name,
+        overwrite=True,
+        **kwargs)
 
   with variable_scope.variable_creator_scope(creator):
     yield

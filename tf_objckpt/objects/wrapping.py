@@ -20,6 +20,7 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
 
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation import tensorflow_internals
 
 # The types wrapped exactly (not their subclasses, such as
 # `collections.Counter`, which carry logic a wrapper would break).
@@ -121,7 +122,7 @@ def sticky_attribute_assignment(trackable, name, value):
   wants_dependency = not isinstance(value, tf_data_structures.NoDependency)
   value = wrap_or_unwrap(value)
   if wants_dependency and isinstance(value, tf_base.Trackable):
-    trackable._track_trackable(value, name=name, overwrite=True)  # pylint: disable=protected-access
+    tensorflow_internals.track(trackable, value, name=name, overwrite=True)
   return value
 
 

@@ -1,21 +1,20 @@
 """`CheckpointPosition`: one node of a checkpoint being restored.
 
-A position points at one node of a checkpoint's object graph. Restoring a
-position into an object binds the node to it and walks what the node
-reaches from there (`restore_walk`); a node whose object does not exist
-yet waits as a position in its parent's deferred dependencies, and a
-variable created that way starts with its checkpointed value
-(`CheckpointInitialValue`). Optimizer slot variables are restored once
-both their variable and their optimizer are bound.
-
-Positions offer the methods TensorFlow's trackables call on theirs, so
-TensorFlow's objects (Keras layers, `tf.Module`) keep our positions in their
-deferred-dependency queues. The state of one restore (the checkpoint, what
-is bound) is its coordinator's (`restore_coordinator`), which makes the
-positions of the nodes a walk goes on to.
+A position points at one node of a checkpoint's object graph. It offers
+the methods TensorFlow's trackables call on theirs (`restore`,
+`bind_object`, `is_simple_variable`, `value_tensors`, ...), so TensorFlow's
+objects (Keras layers, `tf.Module`) keep our positions in their
+deferred-dependency queues, and what our trackables ask of a position
+(`objects.restore_positions`). Restoring a position into an object binds
+the node to it (`node_binding`) and walks what the node reaches from there
+(`restore_walk`); a node whose object does not exist yet waits as a
+position in its parent's deferred dependencies, and a variable created that
+way starts with its checkpointed value (`CheckpointInitialValue`). The
+state of one restore (the checkpoint, what is bound) is its coordinator's
+(`restore_coordinator`), which makes the positions of the nodes a walk goes
+on to.
 """
 
-import collections
 import weakref
 
 from tensorflow.python.eager import context
@@ -26,26 +25,12 @@ from tensorflow.python.framework import tensor_shape
 
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.objects import restore_positions
 from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import node_binding
-from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt.restoring import restore_walk
-from tf_objckpt.saveables import python_state_saveables
-from tf_objckpt.saveables import trackable_saveables
-
-# Keys of `_serialize_to_tensors` values start with "<object path>" + this.
-_ATTRIBUTES_SEGMENT = "/" + trackable_utils.OBJECT_ATTRIBUTES_NAME + "/"
-
-# A slot of a bound variable, waiting for its optimizer to be bound.
-_SlotAwaitingOptimizer = collections.namedtuple(
-    "_SlotAwaitingOptimizer",
-    ["original_variable", "slot_variable_id", "slot_name"])
-
-# A slot in the checkpoint, waiting for its variable to be bound.
-SlotToRestore = collections.namedtuple(
-    "SlotToRestore", ["optimizer_id", "slot_variable_id", "slot_name"])
 
 
 class CheckpointPosition(restore_positions.RestorePosition):
@@ -106,8 +91,7 @@ class CheckpointPosition(restore_positions.RestorePosition):
     """
     del reader  # Values are read through the coordinator.
     self._restore_into(trackable)
-    slot_lists = self._checkpoint.slot_lists
-    if slot_lists.unlisted and self._node_id in slot_lists.slot_ids:
+    if self._checkpoint.slot_lists.is_unlisted_slot(self._node_id):
       self._restore_ops_of(
           lambda checkpoint: restore_walk.restore_unlisted_slots(
               checkpoint, trackable), self._checkpoint)
@@ -135,7 +119,7 @@ class CheckpointPosition(restore_positions.RestorePosition):
     plain = context.executing_eagerly() and node_binding.plain_variable(
         checkpoint, self._node_id, trackable)
     if plain:  # Bound as the walk binds a plain child.
-      if node_binding.bind(checkpoint, self._node_id, trackable, see=False):
+      if checkpoint.bind(self._node_id, trackable, see=False):
         self._record_restore_ops(
             lambda _: node_binding.restore_plain_variable(
                 checkpoint, trackable, plain), None)
@@ -186,10 +170,9 @@ class CheckpointPosition(restore_positions.RestorePosition):
       raise
     if not self.bind_object(variable):
       return
-    variable._initializer = (  # pylint: disable=protected-access
-        initial_values.CheckpointInitialValueCallable(self))
-    variable._maybe_initialize_trackable()  # pylint: disable=protected-access
-    variable._update_uid = self._checkpoint.restore_uid  # pylint: disable=protected-access
+    tensorflow_internals.set_initializer(
+        variable, initial_values.CheckpointInitialValueCallable(self))
+    self._checkpoint.mark_restored(variable)
 
   def _defer_again(self):
     """Queues this node again in the parent it waited in, if still alive."""
@@ -204,78 +187,7 @@ class CheckpointPosition(restore_positions.RestorePosition):
       True if the correspondence is new, False if this node was already
       bound (to `trackable`, or, with a warning, to another object).
     """
-    if not node_binding.bind(self._checkpoint, self._node_id, trackable):
-      return False
-    self._restore_slots_of_optimizer(trackable)
-    self._restore_slots_of_variable(trackable)
-    return True
-
-  def _restore_slots_of_optimizer(self, optimizer):
-    """Restores slots that waited for this node's optimizer to be bound."""
-    waiting = self._checkpoint.slots_awaiting_optimizer.pop(self._node_id, ())
-    if waiting and self._holds_slots(optimizer, self._node_id):
-      for deferred in waiting:
-        self._create_or_restore_slot(optimizer, deferred.original_variable,
-                                     deferred.slot_variable_id,
-                                     deferred.slot_name)
-
-  def _restore_slots_of_variable(self, variable):
-    """Restores (or defers) optimizer slots of this node's variable."""
-    checkpoint = self._checkpoint
-    slots = checkpoint.slots_by_variable.pop(self._node_id, ())
-    if slots and not trackable_saveables.is_variable(variable):
-      raise self._mismatched_slots(
-          self._node_id, "optimizers hold slots for it as a variable, but "
-          f"its object is not a variable ({type(variable).__name__})")
-    for slot in slots:
-      optimizer = checkpoint.objects_by_node_id.get(slot.optimizer_id, None)
-      if optimizer is None:
-        checkpoint.slots_awaiting_optimizer.setdefault(
-            slot.optimizer_id, []).append(
-                _SlotAwaitingOptimizer(original_variable=variable,
-                                       slot_variable_id=slot.slot_variable_id,
-                                       slot_name=slot.slot_name))
-      elif self._holds_slots(optimizer, slot.optimizer_id):
-        self._create_or_restore_slot(optimizer, variable, slot.slot_variable_id,
-                                     slot.slot_name)
-
-  def _holds_slots(self, optimizer, optimizer_id):
-    """Whether slots are restored into `optimizer`, bound to `optimizer_id`.
-
-    An object without slots (a `Checkpoint` standing in for an optimizer to
-    restore its step counter) restores none, as in TensorFlow.
-
-    Raises:
-      DataLossError: If the object is a variable: the checkpoint's path to
-        it leads to an optimizer.
-    """
-    if trackable_saveables.is_variable(optimizer):
-      raise self._mismatched_slots(
-          optimizer_id, "it holds slot variables, but its object is a "
-          "variable")
-    return hasattr(optimizer, "_create_or_restore_slot_variable")
-
-  def _mismatched_slots(self, node_id, problem):
-    """The error of a slot whose objects are of the wrong kind."""
-    checkpoint = self._checkpoint
-    return object_graph_check.damaged_graph_error(checkpoint.object_graph_proto,
-                                                  checkpoint.values.save_path,
-                                                  [(node_id, problem)])
-
-  def _create_or_restore_slot(self, optimizer, variable, slot_variable_id,
-                              slot_name):
-    """Has `optimizer` create (or find) a slot, then restores the slot.
-
-    Older optimizers restore the slot themselves and return None; newer
-    ones (Keras' OptimizerV2) return the slot for the caller to restore.
-    """
-    position = CheckpointPosition(self._checkpoint, slot_variable_id)
-    slot_variable = optimizer._create_or_restore_slot_variable(  # pylint: disable=protected-access
-        slot_variable_position=position,
-        variable=variable,
-        slot_name=slot_name)
-    if slot_variable is not None:
-      position.restore(slot_variable)
+    return node_binding.bind_object(self._checkpoint, self._node_id, trackable)
 
   def restore_descendants(self):
     """Restores the bound object and what it reaches: the restore walk.
@@ -354,61 +266,8 @@ class CheckpointPosition(restore_positions.RestorePosition):
       ops an earlier restore built, {checkpoint key: saveable}, Python
       state saveables).
     """
-    stored = self.object_proto.attributes
-    if not stored:
-      return [], {}, []
-    trackable = self.trackable
-    factories = trackable_saveables.saveable_objects_from_trackable(trackable)
-    if (len(factories) == 1 and
-        trackable_utils.SERIALIZE_TO_TENSORS_NAME in factories):
-      return self._whole_object_saveable(factories, stored, trackable)
-    return self._saveables_by_attribute(factories)
-
-  def _whole_object_saveable(self, factories, attributes, trackable):
-    """One saveable restores every attribute (`_serialize_to_tensors`)."""
-    first_key = attributes[0].checkpoint_key
-    key = first_key[:first_key.index(_ATTRIBUTES_SEGMENT) +
-                    len(_ATTRIBUTES_SEGMENT)]
-    checkpoint = self._checkpoint
-    # Cached under the attribute name saves use too, so that saves and
-    # restores share saveables; restore ops are cached by saveable name.
-    attribute = trackable_utils.SERIALIZE_TO_TENSORS_NAME
-    saveable = checkpoint.cached_saveable(trackable, attribute)
-    if saveable is None or key not in saveable.name:
-      saveable = factories[attribute](name=key)
-      checkpoint.cache_saveable(trackable, attribute, saveable)
-    existing_op = checkpoint.cached_restore_op(saveable.name)
-    if existing_op is not None:
-      return [(saveable.name, saveable, existing_op)], {}, []
-    return [], {key: saveable}, []
-
-  def _saveables_by_attribute(self, factories):
-    """Matches checkpointed attributes to the object's saveable factories."""
-    checkpoint = self._checkpoint
-    cached, named_saveables, python_saveables = [], {}, []
-    for attribute in self.object_proto.attributes:
-      key = attribute.checkpoint_key
-      saveable = checkpoint.cached_saveable(self.trackable, attribute.name)
-      if saveable is not None and key not in saveable.name:
-        saveable = None  # The object moved in the graph; names changed.
-      if saveable is None:
-        factory = factories.get(attribute.name)
-        if factory is None:
-          # TensorFlow 2.21's SerializedTensor has no optional_restore: an
-          # attribute without a saveable is always reported as unused.
-          checkpoint.unused_attributes.setdefault(self._node_id,
-                                                  []).append(attribute.name)
-          continue
-        saveable = factory(name=key) if callable(factory) else factory
-        checkpoint.cache_saveable(self.trackable, attribute.name, saveable)
-      existing_op = checkpoint.cached_restore_op(key)
-      if existing_op is not None:
-        cached.append((key, saveable, existing_op))
-      elif isinstance(saveable, python_state_saveables.PythonStateSaveable):
-        python_saveables.append(saveable)
-      else:
-        named_saveables[key] = saveable
-    return cached, named_saveables, python_saveables
+    return node_binding.gather_saveables(self._checkpoint, self._node_id,
+                                         self.trackable)
 
   def restore_ops(self):
     """Restores this node's own attributes (not its dependencies).
@@ -426,8 +285,7 @@ class CheckpointPosition(restore_positions.RestorePosition):
 
   @property
   def trackable(self):
-    bound = self._checkpoint.objects_by_node_id
-    return bound[self._node_id]
+    return self._checkpoint.bound_objects[self._node_id]
 
   @property
   def object_proto(self):

@@ -129,6 +129,14 @@ class SlotLists:
                                        for child in node.children
                                        if child.node_id in variable_ids)
 
+  def is_unlisted_slot(self, node_id):
+    """Whether node `node_id` is a slot written under `_variables` only.
+
+    Restoring one may complete its optimizer's slots: they are then
+    matched to their variables.
+    """
+    return bool(self.unlisted) and node_id in self.slot_ids
+
   def is_trainable_list(self, list_id):
     """Whether node `list_id` is an optimizer's `_trainable_variables`."""
     return list_id in self._trainable_list_ids

@@ -26,12 +26,14 @@ from tensorflow.python.platform import tf_logging as logging
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.foundation import identity_containers as object_identity
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.restoring import initial_values
 from tf_objckpt.restoring import name_matching
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt.restoring import v1_optimizer_state
 from tf_objckpt.saveables import named_saveables
 from tf_objckpt.saveables import trackable_saveables
+from tf_objckpt.saveables import v1_optimizer_saveables
 
 
 class _ConversionHint:
@@ -94,8 +96,7 @@ class NameBasedRestoreCoordinator:
     if self._values is not None:
       return self._values
     return reads.CheckpointValues(self.save_path,
-                                  reads.open_reader(self.save_path),
-                                  self.save_path)
+                                  reads.open_reader(self.save_path))
 
   def globally_named_object_attributes(self, trackable, record_unused=True):
     """Yields saveables named by global (variable) names for `trackable`.
@@ -112,12 +113,12 @@ class NameBasedRestoreCoordinator:
         for saveable in named_saveables.saveable_objects_for_op(
             keras_variable, source.key):
           yield (saveable if source.scale is None else
-                 v1_optimizer_state.ScaledSaveable(saveable, source))
+                 v1_optimizer_saveables.ScaledSaveable(saveable, source))
         return
       count = self.optimizers.step_count(trackable)
       if count is not None:
-        yield v1_optimizer_state.IterationsSaveable(keras_variable, count,
-                                                    self.values().dtypes)
+        yield v1_optimizer_saveables.IterationsSaveable(keras_variable, count,
+                                                        self.values().dtypes)
         return
     factories = trackable_saveables.saveable_objects_from_trackable(
         trackable, tf1_saver=True)
@@ -177,6 +178,14 @@ class NameBasedRestoreCoordinator:
     for trackable, plan in zip(trackables, plans):
       self._checked[trackable] = plan
 
+  def mark_restored(self, trackable):
+    """Records that this restore assigns `trackable` now.
+
+    Returns:
+      False if this restore or a later one assigned it already.
+    """
+    return tensorflow_internals.mark_restored(trackable, self.restore_uid)
+
   def forget_checked(self):
     """Drops the plans `check` kept (they hold the variables)."""
     self._checked.clear()
@@ -208,16 +217,16 @@ class NameBasedRestoreCoordinator:
     """
     below = [
         obj for obj in self._objects_below(trackable)
-        if obj._update_uid < self.restore_uid
-    ]  # pylint: disable=protected-access
+        if tensorflow_internals.last_restore(obj) < self.restore_uid
+    ]
     if not any(_keras3_variable_value(obj) is not None for obj in below):
       return
     self.check(below)
     try:
       for obj in below:
-        obj._name_based_restores.add(self)  # pylint: disable=protected-access
+        tensorflow_internals.queue_restore_by_names(obj, self)
         self._restore_saveables(obj)
-        obj._update_uid = self.restore_uid  # pylint: disable=protected-access
+        self.mark_restored(obj)
     finally:
       self.forget_checked()
 
@@ -252,7 +261,7 @@ class NameBasedRestoreCoordinator:
                                  [self._values.dtypes[key]])[0]
       return value if source.scale is None else value * source.scale
 
-    variable._initializer = read_value  # pylint: disable=protected-access
+    tensorflow_internals.set_initializer(variable, read_value)
 
   def _found_saveables(self, trackable):
     """`trackable`'s saveables whose values the checkpoint holds.

@@ -1,56 +1,36 @@
 """Binding checkpoint nodes to objects, and what one walk gathers to restore.
 
 The restore walk binds each node of the checkpoint's object graph to the
-program's object at the same path (`bind`, `bind_child`) and gathers the
-values of everything it binds in a `RestoreBatch`, restored together as one
-read plan. A plain variable (a stock resource variable read from a node
-holding its value only, `plain_variable`) skips the bookkeeping of
-positions: bound here and queued for the engine's batched reads.
+program's object at the same path (`bind_object`; the coordinator records
+it) and gathers what the node restores in a `RestoreBatch`: its saveables,
+matched to its checkpointed attributes (`gather_saveables`), restored
+together as one read plan. Binding a variable or an optimizer restores the
+optimizer slots waiting for both. A plain variable (a stock resource
+variable read from a node holding its value only, `plain_variable`) skips
+this bookkeeping: bound and queued for the engine's batched reads.
 
-Positions of the nodes the walk goes on to (`CheckpointPosition`) are made
-by the restore's coordinator (`checkpoint.position(node_id)`), so that the
-walk's modules need not import the position's, which starts walks.
+`CheckpointPosition`'s methods of the same names (TensorFlow's) call these.
+Positions of the nodes a walk goes on to are made by the restore's
+coordinator (`checkpoint.position(node_id)`), so that the walk's modules
+need not import the position's, which starts walks.
 """
-
-from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.engine import registered_savers
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
+from tf_objckpt.foundation import tensorflow_internals
+from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.saveables import python_state_saveables
 from tf_objckpt.saveables import trackable_saveables
 
-
-def bind(checkpoint, node_id, trackable, see=True):
-  """Records that `trackable` is node `node_id` of `checkpoint`.
-
-  Plain variables skip `seen_objects` (`see=False`): it finds unbound ones.
-
-  Returns:
-    True if the correspondence is new, False if the node was already bound
-    (to `trackable`, or, with a warning, to another object).
-  """
-  if see:
-    checkpoint.seen_objects.add(trackable)
-  checkpoint.matched_node_ids.add(node_id)
-  bound = checkpoint.objects_by_node_id
-  current = bound.get(node_id)
-  if current is None:
-    bound[node_id] = trackable
-    return True
-  if current is not trackable:
-    logging.warning(
-        "Inconsistent references when loading the checkpoint: the "
-        "checkpoint reaches one object by two paths, the Python program "
-        "reaches two objects (%s and %s). Either the program's object "
-        "structure changed or the checkpoint comes from another program.",
-        current, trackable)
-  return False
+# Keys of `_serialize_to_tensors` values start with "<object path>" + this.
+_ATTRIBUTES_SEGMENT = "/" + trackable_utils.OBJECT_ATTRIBUTES_NAME + "/"
 
 
 class RestoreBatch:
   """What one walk of a checkpoint found to restore; restored together."""
 
   __slots__ = ("cached", "tensor_saveables", "python_saveables", "variables",
-               "registered", "errors", "walking", "slot_lists")
+               "registered", "errors")
 
   def __init__(self):
     self.cached = []  # (name, saveable, cached restore op) (graph mode).
@@ -60,8 +40,6 @@ class RestoreBatch:
     self.variables = []
     self.registered = {}  # Saver name -> {object name: trackable}.
     self.errors = []  # Values that do not fit, for the assertions to raise.
-    self.walking = True  # False once the walk matches Keras 3 slot lists.
-    self.slot_lists = []  # Positions of Keras 3 slot lists, matched last.
 
   def add_node(self, position):
     """Adds the saveables of `position`'s own attributes.
@@ -78,7 +56,9 @@ class RestoreBatch:
       else:
         position.skip_restore = True
       return
-    cached, by_key, python_state = position.gather_ops_or_named_saveables()
+    cached, by_key, python_state = gather_saveables(position.checkpoint,
+                                                    position.proto_id,
+                                                    position.trackable)
     self.cached.extend(cached)
     self.tensor_saveables.update(by_key)
     self.python_saveables.extend(python_state)
@@ -99,6 +79,99 @@ class RestoreBatch:
     return restore_ops
 
 
+# ----------------------------------------------------------------------------
+# Binding, and the optimizer slots it restores.
+# ----------------------------------------------------------------------------
+
+
+def bind_object(checkpoint, node_id, trackable):
+  """Records that `trackable` is node `node_id`; restores its slots.
+
+  Slot variables wait for both their variable and their optimizer: binding
+  the second restores them.
+
+  Returns:
+    True if the correspondence is new, False if the node was already
+    bound (to `trackable`, or, with a warning, to another object).
+  """
+  if not checkpoint.bind(node_id, trackable):
+    return False
+  _restore_slots_of_optimizer(checkpoint, node_id, trackable)
+  _restore_slots_of_variable(checkpoint, node_id, trackable)
+  return True
+
+
+def _restore_slots_of_optimizer(checkpoint, node_id, optimizer):
+  """Restores slots that waited for node `node_id`'s optimizer."""
+  waiting = checkpoint.take_slots_awaiting_optimizer(node_id)
+  if waiting and _holds_slots(checkpoint, optimizer, node_id):
+    for deferred in waiting:
+      _create_or_restore_slot(checkpoint, optimizer, deferred.original_variable,
+                              deferred.slot_variable_id, deferred.slot_name)
+
+
+def _restore_slots_of_variable(checkpoint, node_id, variable):
+  """Restores (or keeps waiting) the optimizer slots of node `node_id`."""
+  slots = checkpoint.take_slots_of_variable(node_id)
+  if slots and not trackable_saveables.is_variable(variable):
+    raise _mismatched_slots(
+        checkpoint, node_id, "optimizers hold slots for it as a variable, "
+        f"but its object is not a variable ({type(variable).__name__})")
+  for slot in slots:
+    optimizer = checkpoint.bound_objects.get(slot.optimizer_id)
+    if optimizer is None:
+      checkpoint.await_optimizer(slot.optimizer_id, variable, slot)
+    elif _holds_slots(checkpoint, optimizer, slot.optimizer_id):
+      _create_or_restore_slot(checkpoint, optimizer, variable,
+                              slot.slot_variable_id, slot.slot_name)
+
+
+def _holds_slots(checkpoint, optimizer, optimizer_id):
+  """Whether slots are restored into `optimizer`, bound to `optimizer_id`.
+
+  An object without slots (a `Checkpoint` standing in for an optimizer to
+  restore its step counter) restores none, as in TensorFlow.
+
+  Raises:
+    DataLossError: If the object is a variable: the checkpoint's path to
+      it leads to an optimizer.
+  """
+  if trackable_saveables.is_variable(optimizer):
+    raise _mismatched_slots(
+        checkpoint, optimizer_id, "it holds slot variables, but its object "
+        "is a variable")
+  return hasattr(optimizer, "_create_or_restore_slot_variable")
+
+
+def _mismatched_slots(checkpoint, node_id, problem):
+  """The error of a slot whose objects are of the wrong kind."""
+  return object_graph_check.damaged_graph_error(checkpoint.object_graph_proto,
+                                                checkpoint.values.save_path,
+                                                [(node_id, problem)])
+
+
+def _create_or_restore_slot(checkpoint, optimizer, variable, slot_variable_id,
+                            slot_name):
+  """Has `optimizer` create (or find) a slot, then restores the slot.
+
+  Older optimizers restore the slot themselves and return None; newer
+  ones (Keras' OptimizerV2) return the slot for the caller to restore.
+  """
+  position = checkpoint.position(slot_variable_id)
+  slot_variable = tensorflow_internals.create_or_restore_slot_variable(
+      optimizer,
+      slot_variable_position=position,
+      variable=variable,
+      slot_name=slot_name)
+  if slot_variable is not None:
+    position.restore(slot_variable)
+
+
+# ----------------------------------------------------------------------------
+# Plain variables.
+# ----------------------------------------------------------------------------
+
+
 def plain_variable(checkpoint, node_id, trackable):
   """`(name, key, stock variable)` if `trackable` can skip bookkeeping, or None.
 
@@ -110,7 +183,7 @@ def plain_variable(checkpoint, node_id, trackable):
   and assigns.
   """
   key = checkpoint.graph_index.plain_keys.get(node_id)
-  if key is None or node_id in checkpoint.slots_by_variable:
+  if key is None or checkpoint.slots_wait_for(node_id):
     return None
   variable = trackable_saveables.stock_variable(trackable)
   if variable is None:
@@ -124,48 +197,75 @@ def restore_plain_variable(checkpoint, trackable, plain):
   What the walk does for a plain child, for a variable tracked after the
   restore (its value most often read ahead): a plan of one `ToVariable`.
   """
-  restore_uid = checkpoint.restore_uid
-  if restore_uid > _update_uid(trackable):
-    trackable._update_uid = restore_uid  # pylint: disable=protected-access
+  if checkpoint.mark_restored(trackable):
     checkpoint.restore_variable_eagerly(*plain)
 
 
-def _update_uid(trackable):
-  """The restore that last assigned `trackable` (made trackable if not)."""
-  try:
-    return trackable._update_uid  # pylint: disable=protected-access
-  except AttributeError:
-    trackable._maybe_initialize_trackable()  # pylint: disable=protected-access
-    return trackable._update_uid  # pylint: disable=protected-access
+# ----------------------------------------------------------------------------
+# A node's saveables, matched to its checkpointed attributes.
+# ----------------------------------------------------------------------------
 
 
-def bind_child(checkpoint,
-               node_id,
-               local_object,
-               visit_queue,
-               batch,
-               parent=None,
-               local_name=None):
-  """Binds node `node_id` to `local_object`, gathering or queueing it.
+def gather_saveables(checkpoint, node_id, trackable):
+  """Finds cached restore ops, or makes saveables, for node `node_id`.
 
-  A value that does not fit a Keras 3 variable awaiting initialization is
-  kept in `batch.errors`: the walk goes on (Keras would drop the error in
-  the middle of building its model), and the status's assertions raise it.
+  Returns:
+    A tuple (`(name, saveable, restore op)` of saveables whose restore
+    ops an earlier restore built, {checkpoint key: saveable}, Python
+    state saveables).
   """
-  plain = plain_variable(checkpoint, node_id, local_object)
-  if plain:
-    if bind(checkpoint, node_id, local_object, see=False):
-      restore_uid = checkpoint.restore_uid
-      if restore_uid > _update_uid(local_object):
-        local_object._update_uid = restore_uid  # pylint: disable=protected-access
-        batch.variables.append(plain)
-    return
-  child_position = checkpoint.position(node_id)
-  try:
-    if child_position.initialize_when_awaited(local_object, parent, local_name):
-      return
-  except ValueError as e:
-    batch.errors.append(e)
-    return
-  if child_position.bind_object(local_object):
-    visit_queue.append(child_position)
+  stored = checkpoint.object_graph_proto.nodes[node_id].attributes
+  if not stored:
+    return [], {}, []
+  factories = trackable_saveables.saveable_objects_from_trackable(trackable)
+  if (len(factories) == 1 and
+      trackable_utils.SERIALIZE_TO_TENSORS_NAME in factories):
+    return _whole_object_saveable(checkpoint, factories, stored, trackable)
+  return _saveables_by_attribute(checkpoint, node_id, factories, stored,
+                                 trackable)
+
+
+def _whole_object_saveable(checkpoint, factories, attributes, trackable):
+  """One saveable restores every attribute (`_serialize_to_tensors`)."""
+  first_key = attributes[0].checkpoint_key
+  key = first_key[:first_key.index(_ATTRIBUTES_SEGMENT) +
+                  len(_ATTRIBUTES_SEGMENT)]
+  # Cached under the attribute name saves use too, so that saves and
+  # restores share saveables; restore ops are cached by saveable name.
+  attribute = trackable_utils.SERIALIZE_TO_TENSORS_NAME
+  saveable = checkpoint.cached_saveable(trackable, attribute)
+  if saveable is None or key not in saveable.name:
+    saveable = factories[attribute](name=key)
+    checkpoint.cache_saveable(trackable, attribute, saveable)
+  existing_op = checkpoint.cached_restore_op(saveable.name)
+  if existing_op is not None:
+    return [(saveable.name, saveable, existing_op)], {}, []
+  return [], {key: saveable}, []
+
+
+def _saveables_by_attribute(checkpoint, node_id, factories, attributes,
+                            trackable):
+  """Matches checkpointed attributes to the object's saveable factories."""
+  cached, named_saveables, python_saveables = [], {}, []
+  for attribute in attributes:
+    key = attribute.checkpoint_key
+    saveable = checkpoint.cached_saveable(trackable, attribute.name)
+    if saveable is not None and key not in saveable.name:
+      saveable = None  # The object moved in the graph; names changed.
+    if saveable is None:
+      factory = factories.get(attribute.name)
+      if factory is None:
+        # TensorFlow 2.21's SerializedTensor has no optional_restore: an
+        # attribute without a saveable is always reported as unused.
+        checkpoint.record_unused_attribute(node_id, attribute.name)
+        continue
+      saveable = factory(name=key) if callable(factory) else factory
+      checkpoint.cache_saveable(trackable, attribute.name, saveable)
+    existing_op = checkpoint.cached_restore_op(key)
+    if existing_op is not None:
+      cached.append((key, saveable, existing_op))
+    elif isinstance(saveable, python_state_saveables.PythonStateSaveable):
+      python_saveables.append(saveable)
+    else:
+      named_saveables[key] = saveable
+  return cached, named_saveables, python_saveables

@@ -1,16 +1,21 @@
-"""The state of one object-based restore: what is bound, what is waiting.
+"""The state of one object-based restore, and its one owner.
 
 A `CheckpointRestoreCoordinator` is the bookkeeping of one `restore()` call:
-which checkpoint nodes are bound to which Python objects, which slot
-variables wait for their optimizer or variable, which attributes found no
-saveable, and, when graph building, the restore ops to run. It makes the
-positions of the nodes a walk reaches (`checkpoint_position`). The restore
-walk (`restore_walk`) binds objects and hands it what one step restores; it
-builds the step's read plan (`restore_plan`), checks it once against the
-checkpoint (`read_plan.check`) and has the I/O engine execute it
-(`read_plan`, or `multi_device_saver` when graph building).
+which checkpoint nodes are bound to which Python objects, which objects the
+restore assigned, which restores wait for objects not created yet, which
+slot variables wait for their optimizer or variable, which attributes found
+no saveable, and, when graph building, the restore ops to run. Its fields
+are private: the walk (`restore_walk`, `node_binding`, the Keras 3 hook),
+the positions (`checkpoint_position`) and the load status change and ask it
+through its methods. It makes the positions of the nodes a walk reaches,
+and restores what one step gathered: it builds the step's read plan
+(`restore_plan`), checks it once against the checkpoint
+(`read_plan.check`) and has the I/O engine execute it (`read_plan`, or
+`multi_device_saver` when graph building).
 """
 
+import types
+import typing
 import weakref
 
 from tensorflow.python.eager import context
@@ -22,6 +27,7 @@ from tensorflow.python.platform import tf_logging as logging
 from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import read_plan
 from tf_objckpt.foundation import identity_containers as object_identity
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.restoring import checkpoint_position
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
@@ -76,12 +82,28 @@ class _UnrestoredValuesReport:
           attributes)
 
 
+class SlotToRestore(typing.NamedTuple):
+  """A slot in the checkpoint, waiting for its variable to be bound."""
+  optimizer_id: int
+  slot_variable_id: int
+  slot_name: str
+
+
+class SlotAwaitingOptimizer(typing.NamedTuple):
+  """A slot of a bound variable, waiting for its optimizer to be bound."""
+  original_variable: typing.Any
+  slot_variable_id: int
+  slot_name: str
+
+
 class CheckpointRestoreCoordinator:
-  """The state of one object-based `restore()` call.
+  """The state of one object-based `restore()` call, and its one owner.
 
   Knows the checkpoint (object graph, dtypes, shapes), which checkpoint
   nodes are bound to which Python objects, which restores wait for objects
-  not created yet, and, when graph building, the restore ops to run.
+  not created yet, and, when graph building, the restore ops to run. Its
+  state is private: the walk, the positions and the load status change it
+  and ask it through its methods.
   """
 
   def __init__(self,
@@ -103,49 +125,81 @@ class CheckpointRestoreCoordinator:
       options: Optional `tf.train.CheckpointOptions`: the device to read on,
         and whether to skip optimizer slot variables.
     """
-    self.object_graph_proto = object_graph_proto
+    self._object_graph_proto = object_graph_proto
     # What the walk reads of each node (`object_graph_check.GraphIndex`).
-    self.graph_index = graph_index
-    self.values = values
-    self.options = options
-    self.skip_slot_variables = bool(
+    self._graph_index = graph_index
+    self._values = values
+    self._options = options
+    self._skip_slot_variables = bool(
         getattr(options, "experimental_skip_slot_variables", False))
-    self.restore_uid = ops.uid()
-    self.graph_view = graph_view
-    self.restore_ops = []
+    self._restore_uid = ops.uid()
+    self._graph_view = graph_view
+    self._restore_ops = []
     self._built_restore_ops = []
     self._mismatches = []  # Errors of deferred restores (graph building).
     self._op_cache = restore_op_cache
-    self.on_new_restore_ops = None
+    self._on_new_restore_ops = None
     # Node id -> Python object. Weak: a pending restore must not keep the
     # program's objects alive.
-    self.objects_by_node_id = weakref.WeakValueDictionary()
-    self.matched_node_ids = set()
-    self.seen_objects = object_identity.ObjectIdentityWeakSet()
+    self._objects_by_node_id = weakref.WeakValueDictionary()
+    self._bound_objects = types.MappingProxyType(self._objects_by_node_id)
+    self._matched_node_ids = set()
+    self._seen_objects = object_identity.ObjectIdentityWeakSet()
     # Node id -> attribute names present in the checkpoint but not restored.
-    self.unused_attributes = {}
+    self._unused_attributes = {}
     # Variable node id -> slots to restore once the variable is bound.
-    self.slots_by_variable = {}
+    self._slots_by_variable = {}
     # Optimizer node id -> slots waiting for the optimizer to be bound.
-    self.slots_awaiting_optimizer = {}
+    self._slots_awaiting_optimizer = {}
     # Slots of Keras 3 optimizers, matched to their variables by path.
-    self.slot_lists = keras3_slots.SlotLists(object_graph_proto,
-                                             graph_index.child_names)
+    self._slot_lists = keras3_slots.SlotLists(object_graph_proto,
+                                              graph_index.child_names)
     self._slot_variables = graph_index.slot_variables
-    for node_id, slot in () if self.skip_slot_variables else (
+    for node_id, slot in () if self._skip_slot_variables else (
         self._slot_variables):
-      self.slots_by_variable.setdefault(
+      self._slots_by_variable.setdefault(
           slot.original_variable_node_id, []).append(
-              checkpoint_position.SlotToRestore(
-                  optimizer_id=node_id,
-                  slot_variable_id=slot.slot_variable_node_id,
-                  slot_name=slot.slot_name))
+              SlotToRestore(optimizer_id=node_id,
+                            slot_variable_id=slot.slot_variable_node_id,
+                            slot_name=slot.slot_name))
     self._report = _UnrestoredValuesReport(object_graph_proto,
                                            graph_index.valued_node_ids,
-                                           self.matched_node_ids,
-                                           self.unused_attributes,
+                                           self._matched_node_ids,
+                                           self._unused_attributes,
                                            self.skipped_slot_node_ids())
     weakref.finalize(self, self._report.warn_if_incomplete)
+
+  # What the restore reads: fixed once the restore starts.
+
+  @property
+  def object_graph_proto(self):
+    """The checkpoint's TrackableObjectGraph."""
+    return self._object_graph_proto
+
+  @property
+  def graph_index(self):
+    """What the walk reads of each node (`object_graph_check.GraphIndex`)."""
+    return self._graph_index
+
+  @property
+  def values(self):
+    """The checkpoint's `reads.CheckpointValues`."""
+    return self._values
+
+  @property
+  def skip_slot_variables(self):
+    """Whether optimizer slot variables are left alone (the options')."""
+    return self._skip_slot_variables
+
+  @property
+  def restore_uid(self):
+    """This restore's uid: objects record it when it assigns them."""
+    return self._restore_uid
+
+  @property
+  def slot_lists(self):
+    """The Keras 3 optimizers' slot lists (`keras3_slots.SlotLists`)."""
+    return self._slot_lists
 
   def position(self, node_id):
     """The `CheckpointPosition` of node `node_id` in this restore."""
@@ -153,10 +207,143 @@ class CheckpointRestoreCoordinator:
 
   def skipped_slot_node_ids(self):
     """Slot variable nodes left alone (`experimental_skip_slot_variables`)."""
-    if not self.skip_slot_variables:
+    if not self._skip_slot_variables:
       return frozenset()
     return frozenset(
         slot.slot_variable_node_id for _, slot in self._slot_variables)
+
+  def node_has_values(self, node_id):
+    """Whether a node or anything below it holds checkpointed values."""
+    node = self._object_graph_proto.nodes[node_id]
+    if node.HasField("has_checkpoint_values"):
+      return node.has_checkpoint_values.value
+    return bool(node.children or node.attributes or node.slot_variables or
+                node.HasField("registered_saver"))
+
+  # Which node is which object.
+
+  def bind(self, node_id, trackable, see=True):
+    """Records that `trackable` is node `node_id`.
+
+    Plain variables skip the objects seen (`see=False`): those find
+    unbound objects.
+
+    Returns:
+      True if the correspondence is new, False if the node was already
+      bound (to `trackable`, or, with a warning, to another object).
+    """
+    if see:
+      self._seen_objects.add(trackable)
+    self._matched_node_ids.add(node_id)
+    current = self._objects_by_node_id.get(node_id)
+    if current is None:
+      self._objects_by_node_id[node_id] = trackable
+      return True
+    if current is not trackable:
+      logging.warning(
+          "Inconsistent references when loading the checkpoint: the "
+          "checkpoint reaches one object by two paths, the Python program "
+          "reaches two objects (%s and %s). Either the program's object "
+          "structure changed or the checkpoint comes from another program.",
+          current, trackable)
+    return False
+
+  def unbind(self, node_id):
+    """Forgets the object node `node_id` was bound to."""
+    self._objects_by_node_id.pop(node_id, None)
+    self._matched_node_ids.discard(node_id)
+
+  @property
+  def bound_objects(self):
+    """`{node id: object}` of the bound nodes: a read-only view."""
+    return self._bound_objects
+
+  def matched_node_ids(self):
+    """The nodes matched to objects so far (those gone since included)."""
+    return frozenset(self._matched_node_ids)
+
+  def see(self, trackable):
+    """Records that `trackable` exists, for the unmatched-object checks."""
+    self._seen_objects.add(trackable)
+
+  def seen_objects(self):
+    """The objects seen by the walk or the assertions, still alive."""
+    return list(self._seen_objects)
+
+  # Which objects this restore assigned.
+
+  def mark_restored(self, trackable):
+    """Records that this restore assigns `trackable` now.
+
+    Returns:
+      False if this restore or a later one assigned it already: it is not
+      to be assigned again.
+    """
+    return tensorflow_internals.mark_restored(trackable, self._restore_uid)
+
+  def assigned(self, trackable):
+    """Whether this restore (or a later one) assigned `trackable`."""
+    return tensorflow_internals.last_restore(trackable) >= self._restore_uid
+
+  def restore_again(self, trackable):
+    """Lets this restore assign `trackable` again, if it assigned it."""
+    tensorflow_internals.forget_restore(trackable, self._restore_uid)
+
+  def unassigned_node_ids(self):
+    """Bound nodes whose objects no restore as recent as this assigned."""
+    return [
+        node_id for node_id, trackable in self._objects_by_node_id.items()
+        if tensorflow_internals.last_restore(trackable) < self._restore_uid
+    ]
+
+  def defer(self, trackable, local_name, position):
+    """Queues `position` until `trackable` tracks a dependency `local_name`."""
+    tensorflow_internals.deferred_dependencies(trackable).setdefault(
+        local_name, []).append(position)
+    if position.is_simple_variable():
+      self._values.await_key(position.object_proto.attributes[0].checkpoint_key)
+
+  # Optimizer slots (not Keras 3's: `slot_lists`).
+
+  def slots_wait_for(self, variable_id):
+    """Whether slots wait for the variable of node `variable_id`."""
+    return variable_id in self._slots_by_variable
+
+  def take_slots_of_variable(self, variable_id):
+    """The `SlotToRestore`s of node `variable_id`'s variable, now bound."""
+    return self._slots_by_variable.pop(variable_id, ())
+
+  def await_optimizer(self, optimizer_id, variable, slot):
+    """Keeps `slot` of bound `variable` until optimizer `optimizer_id` is."""
+    self._slots_awaiting_optimizer.setdefault(optimizer_id, []).append(
+        SlotAwaitingOptimizer(original_variable=variable,
+                              slot_variable_id=slot.slot_variable_id,
+                              slot_name=slot.slot_name))
+
+  def take_slots_awaiting_optimizer(self, optimizer_id):
+    """The `SlotAwaitingOptimizer`s of optimizer `optimizer_id`, now bound."""
+    return self._slots_awaiting_optimizer.pop(optimizer_id, ())
+
+  def waiting_slot_ids(self):
+    """The slot variable nodes still waiting for their variable."""
+    return [
+        slot.slot_variable_id
+        for slots in self._slots_by_variable.values()
+        for slot in slots
+    ]
+
+  # Attributes without a saveable.
+
+  def record_unused_attribute(self, node_id, attribute_name):
+    """Records a checkpointed attribute the object has no saveable for."""
+    self._unused_attributes.setdefault(node_id, []).append(attribute_name)
+
+  def unused_attributes(self):
+    """`{node id: attribute names}` checkpointed but not restored."""
+    return {
+        node_id: list(names)
+        for node_id, names in self._unused_attributes.items()
+    }
 
   @property
   def expect_partial(self):
@@ -175,19 +362,9 @@ class CheckpointRestoreCoordinator:
     is raised when they would run (and by the assertions), and building the
     model goes on, as it does in TensorFlow.
     """
-    if context.executing_eagerly() or self.on_new_restore_ops:
+    if context.executing_eagerly() or self._on_new_restore_ops:
       raise error
     self.keep_mismatch(error)
-
-  def unbind(self, node_id):
-    """Forgets the object node `node_id` was bound to."""
-    self.objects_by_node_id.pop(node_id, None)
-    self.matched_node_ids.discard(node_id)
-
-  def restore_again(self, trackable):
-    """Lets this restore assign `trackable` again, if it assigned it."""
-    if trackable._update_uid == self.restore_uid:  # pylint: disable=protected-access
-      trackable._update_uid = self.restore_uid - 1  # pylint: disable=protected-access
 
   def keep_mismatch(self, error):
     """Keeps `error` for the assertions (`raise_mismatch`) to raise."""
@@ -200,32 +377,26 @@ class CheckpointRestoreCoordinator:
 
   def new_restore_ops(self, new_ops):
     """Records restore ops created after `restore()` returned."""
-    self.restore_ops.extend(new_ops)
-    if self.on_new_restore_ops:
-      self.on_new_restore_ops(new_ops)  # pylint: disable=not-callable
+    self._restore_ops.extend(new_ops)
+    if self._on_new_restore_ops:
+      self._on_new_restore_ops(new_ops)  # pylint: disable=not-callable
+
+  def run_new_restore_ops_with(self, run):
+    """Has `run(new ops)` run the restore ops created from now on."""
+    self._on_new_restore_ops = run
+
+  @property
+  def restore_ops(self):
+    """The restore ops created so far (graph mode); not to be changed."""
+    return self._restore_ops
 
   def restore_ops_to_run(self):
     """What to fetch to run every restore op so far (graph mode)."""
-    return self._op_cache.fetches(self.restore_ops)
+    return self._op_cache.fetches(self._restore_ops)
 
   def group_built_restore_ops(self):
     """Groups the restore ops this restore built (see `RestoreOpCache`)."""
     self._op_cache.group(self._built_restore_ops)
-
-  def node_has_values(self, node_id):
-    """Whether a node or anything below it holds checkpointed values."""
-    node = self.object_graph_proto.nodes[node_id]
-    if node.HasField("has_checkpoint_values"):
-      return node.has_checkpoint_values.value
-    return bool(node.children or node.attributes or node.slot_variables or
-                node.HasField("registered_saver"))
-
-  def defer(self, trackable, local_name, position):
-    """Queues `position` until `trackable` tracks a dependency `local_name`."""
-    trackable._deferred_dependencies.setdefault(local_name, []).append(  # pylint: disable=protected-access
-        position)
-    if position.is_simple_variable():
-      self.values.await_key(position.object_proto.attributes[0].checkpoint_key)
 
   def cached_restore_op(self, name):
     """The restore op an earlier restore built under `name`, or None.
@@ -241,7 +412,7 @@ class CheckpointRestoreCoordinator:
 
   def cached_saveable(self, trackable, name):
     """A saveable made for `trackable` by an earlier restore, or None."""
-    cache = self.graph_view.saveables_cache
+    cache = self._graph_view.saveables_cache
     if cache is None:
       return None
     saveables = cache.get(trackable, {}).get(name)
@@ -252,7 +423,7 @@ class CheckpointRestoreCoordinator:
     return saveables
 
   def cache_saveable(self, trackable, name, saveable):
-    cache = self.graph_view.saveables_cache
+    cache = self._graph_view.saveables_cache
     if cache is not None:
       cache.setdefault(trackable, {})[name] = (saveable,)
 
@@ -273,7 +444,7 @@ class CheckpointRestoreCoordinator:
         checkpoint and every key that does not fit.
     """
     read_plan.check(plan,
-                    self.values,
+                    self._values,
                     shape_error=shape_error,
                     dtype_error=dtype_error)
 
@@ -284,7 +455,7 @@ class CheckpointRestoreCoordinator:
     alone in `variables`, made short.
     """
     read_plan.restore_variable_eagerly(
-        read_plan.ToVariable(name, key, variable), self.values, self.check)
+        read_plan.ToVariable(name, key, variable), self._values, self.check)
 
   def restore_saveables(self,
                         tensor_saveables,
@@ -318,12 +489,13 @@ class CheckpointRestoreCoordinator:
         built_ops=None if eager else self._op_cache.by_name)
     self.check(plan)
     if eager:
-      read_plan.execute_eagerly(plan, self.values)
+      read_plan.execute_eagerly(plan, self._values)
       return []
     # Python state is handed over at once, after the ops are built.
-    hand_over_python_state = read_plan.read_python_state(plan, self.values)
-    restore_ops = multi_device_saver.execute_plan(plan, self.values.path_tensor,
-                                                  self.options)
+    hand_over_python_state = read_plan.read_python_state(plan, self._values)
+    restore_ops = multi_device_saver.execute_plan(plan,
+                                                  self._values.path_tensor,
+                                                  self._options)
     hand_over_python_state()
     new_ops = {
         destination.name: restore_ops[destination.name]

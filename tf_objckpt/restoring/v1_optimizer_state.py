@@ -40,10 +40,6 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from tensorflow.python.eager import context
-from tensorflow.python.framework import ops
-
-from tf_objckpt.engine import saveable_objects
 from tf_objckpt.foundation import identity_containers as object_identity
 
 _KERAS3_OPTIMIZER_MODULE = "keras.src.optimizers.base_optimizer"
@@ -136,22 +132,6 @@ def _slot_scale(optimizer):
   return -float(learning_rate.numpy())
 
 
-class ScaledSaveable(saveable_objects.SaveableObject):
-  """Restores another saveable's value multiplied by a factor."""
-
-  def __init__(self, saveable, source):
-    """Restores `saveable` with its value times `source.scale`."""
-    super().__init__(saveable.op, saveable.specs, saveable.name)
-    self._saveable = saveable
-    self._scale = source.scale
-    self._var_shape = getattr(saveable, "_var_shape", None)  # Checked.
-    self.notes = {spec.name: source.note for spec in saveable.specs}
-
-  def restore(self, restored_tensors, restored_shapes=None):
-    return self._saveable.restore(
-        [tensor * self._scale for tensor in restored_tensors], restored_shapes)
-
-
 class StepCount(NamedTuple):
   """A Keras 3 `iterations` value found in a v1 checkpoint.
 
@@ -219,43 +199,6 @@ def adam_step_count(powers, betas):
           f"(exponent {exponent_count}); were the betas the same?")
     notes[key] = f"agrees with iterations = {steps}"
   return StepCount(steps, notes)
-
-
-class IterationsSaveable(saveable_objects.SaveableObject):
-  """Restores a Keras 3 `iterations` variable with a `StepCount`.
-
-  Its specs are the checkpoint values the count came from (restoring reads
-  them, so they are checked and reported like any value); the count itself
-  was computed from them when the saveable was made.
-  """
-
-  def __init__(self, variable, count, dtypes):
-    """Restores `count` into `variable` (a `tf.Variable`).
-
-    Args:
-      variable: The `tf.Variable` of the Keras 3 `iterations`.
-      count: A `StepCount`.
-      dtypes: `{checkpoint key: DType}` of the keys in `count.notes`.
-    """
-    specs = [
-        saveable_objects.SaveSpec(lambda: None,
-                                  "",
-                                  key,
-                                  dtype=dtypes[key],
-                                  device="/cpu:0") for key in count.notes
-    ]
-    super().__init__(variable, specs, variable.name)
-    self.count = count
-
-  @property
-  def notes(self):
-    return self.count.notes
-
-  def restore(self, restored_tensors, restored_shapes=None):
-    del restored_tensors, restored_shapes  # The count was read from them.
-    assigned = self.op.assign(
-        ops.convert_to_tensor(self.count.value, self.op.dtype))
-    return None if context.executing_eagerly() else assigned.op
 
 
 def _slot_kind(variable, kinds):

@@ -10,6 +10,8 @@ variables exist only once it is.
 
 import sys
 
+from tf_objckpt.foundation import tensorflow_internals
+
 # The Keras 3 module whose `Variable` wraps a `tf.Variable` (TensorFlow
 # backend).
 _KERAS3_BACKEND_MODULE = "keras.src.backend.tensorflow.core"
@@ -33,9 +35,7 @@ def _forwards_saving(cls) -> bool:
   if result is None:
     keras_backend = sys.modules.get(_KERAS3_BACKEND_MODULE)
     keras_variable = getattr(keras_backend, "Variable", None)
-    result = (
-        keras_variable is not None and issubclass(cls, keras_variable) and
-        cls._serialize_to_tensors is keras_variable._serialize_to_tensors and  # pylint: disable=protected-access
-        cls._restore_from_tensors is keras_variable._restore_from_tensors)  # pylint: disable=protected-access
+    result = keras_variable is not None and tensorflow_internals.overrides_none(
+        cls, keras_variable, ("_serialize_to_tensors", "_restore_from_tensors"))
     _FORWARDS_SAVING_BY_CLASS[cls] = result
   return result

@@ -22,6 +22,7 @@ from tensorflow.python.util import nest
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.saveables import trackable_saveables
 from tf_objckpt.saveables import variable_saveables
 
@@ -43,7 +44,7 @@ def _slice_saveables(slices, name):
       continue
     if not isinstance(variable, variables.Variable):
       raise ValueError(f"Slices must all be Variables: {variable}")
-    info = variable._save_slice_info  # pylint: disable=protected-access
+    info = tensorflow_internals.save_slice_info(variable)
     if not info:
       raise ValueError(f"Slices must all be slices: {variable}")
     if full_name is None:
@@ -92,8 +93,8 @@ def saveable_objects_for_op(op, name):
       made = factory(full_name) if callable(factory) else factory
       yield from saveable_objects_for_op(made, made.name)
   elif isinstance(op, resource_variable_ops.BaseResourceVariable):
-    # pylint: disable=protected-access
-    variable = op._graph_element if op._in_graph_mode else op
+    variable = (tensorflow_internals.graph_element(op)
+                if tensorflow_internals.in_graph_mode(op) else op)
     yield variable_saveables.ResourceVariableSaveable(variable, "", name)
   else:
     if context.executing_eagerly():
@@ -115,7 +116,7 @@ def _variable_name(var, convert_variable_to_tensor):
   """The graph name a v1 `Saver` uses for an unpartitioned graph variable."""
   if convert_variable_to_tensor:
     if isinstance(var, resource_variable_ops.BaseResourceVariable):
-      var = var._graph_element  # pylint: disable=protected-access
+      var = tensorflow_internals.graph_element(var)
     else:
       var = ops.convert_to_tensor(var, as_ref=True)
     if not _comes_from_variable(var):
@@ -151,7 +152,7 @@ def op_list_to_dict(op_list, convert_variable_to_tensor=True):
     is_variable = isinstance(
         var,
         (resource_variable_ops.BaseResourceVariable, ref_variable.RefVariable))
-    slice_info = getattr(var, "_save_slice_info", None)
+    slice_info = tensorflow_internals.save_slice_info(var)
     if isinstance(var, tf_saveable_object.SaveableObject):
       names_to_saveables[var.name] = var
     elif isinstance(var, variables.PartitionedVariable):
@@ -170,17 +171,17 @@ def op_list_to_dict(op_list, convert_variable_to_tensor=True):
           for factory in factories.values()
       ]
       names_to_saveables.update(op_list_to_dict(made))
-    elif not getattr(var, "_in_graph_mode", True):
+    elif not tensorflow_internals.in_graph_mode(var, default=True):
       if not isinstance(var, resource_variable_ops.BaseResourceVariable):
         raise ValueError(
             "Can only save/restore ResourceVariables when eager execution is "
             f"enabled. Got type: {type(var)}.")
-      # pylint: disable=protected-access
-      existing = names_to_saveables.setdefault(var._shared_name, var)
+      shared_name = tensorflow_internals.shared_name(var)
+      existing = names_to_saveables.setdefault(shared_name, var)
       if existing is not var:
         raise ValueError(
             "Two different ResourceVariable objects with the same shared_name "
-            f"'{var._shared_name}' were passed to the Saver; they were likely "
+            f"'{shared_name}' were passed to the Saver; they were likely "
             "created in different graphs and cannot be saved together.")
     else:
       name, var = _variable_name(var, convert_variable_to_tensor)

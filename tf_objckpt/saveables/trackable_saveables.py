@@ -25,6 +25,7 @@ from tensorflow.python.types import core as core_types
 from tf_objckpt.engine import saveable_objects
 from tf_objckpt.foundation import checkpoint_keys as trackable_utils
 from tf_objckpt.foundation import module_names
+from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.saveables import keras3_variables
 from tf_objckpt.saveables import python_state_saveables
 from tf_objckpt.saveables import variable_saveables
@@ -61,7 +62,8 @@ class TrackableSaveable(saveable_objects.SaveableObject):
     return result
 
   def _restore(self, tensors):
-    restore = self._trackable._restore_from_tensors  # pylint: disable=protected-access
+    restore = tensorflow_internals.restore_from_tensors_function(
+        self._trackable)
     if (self._call_with_mapped_captures is not None and
         isinstance(restore, core_types.ConcreteFunction)):
       return self._call_with_mapped_captures(restore, [tensors])
@@ -96,10 +98,8 @@ def has_default_variable_saving(obj) -> bool:
   result = _DEFAULT_SAVING_BY_CLASS.get(cls)
   if result is None:
     base = resource_variable_ops.BaseResourceVariable
-    result = (
-        issubclass(cls, base) and
-        cls._serialize_to_tensors is base._serialize_to_tensors and  # pylint: disable=protected-access
-        cls._restore_from_tensors is base._restore_from_tensors)  # pylint: disable=protected-access
+    result = tensorflow_internals.overrides_none(
+        cls, base, ("_serialize_to_tensors", "_restore_from_tensors"))
     _DEFAULT_SAVING_BY_CLASS[cls] = result
   return result and not _overrides_serialization(obj)
 
@@ -157,7 +157,7 @@ def _serialize_to_tensors_factory(obj, legacy_name=""):
 
   def make_saveable(name="", call_with_mapped_captures=None):
     name += legacy_name
-    save = obj._serialize_to_tensors  # pylint: disable=protected-access
+    save = tensorflow_internals.serialize_to_tensors_function(obj)
     if (call_with_mapped_captures is not None and
         isinstance(save, core_types.ConcreteFunction)):
       tensors = call_with_mapped_captures(save, [])
@@ -187,7 +187,8 @@ def trackable_has_serialize_to_tensor(obj) -> bool:
     if cls is base_delegate.DelegatingTrackableMixin:
       # It forwards `_serialize_to_tensors` to the object it wraps (a
       # LossScaleOptimizer's optimizer, say): that object decides.
-      return trackable_has_serialize_to_tensor(obj._trackable)  # pylint: disable=protected-access
+      return trackable_has_serialize_to_tensor(
+          tensorflow_internals.delegate_of(obj))
     if cls is tf_base.Trackable:
       return False
     if "_serialize_to_tensors" in cls.__dict__:
@@ -222,7 +223,7 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
                               restore_callback=obj.deserialize)
     }
   if tf1_saver:
-    legacy = obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
+    legacy = tensorflow_internals.gather_saveables(obj)
     if legacy:
       return legacy
   if trackable_has_serialize_to_tensor(obj):
@@ -233,7 +234,7 @@ def saveable_objects_from_trackable(obj, tf1_saver=False):
         trackable_utils.SERIALIZE_TO_TENSORS_NAME:
             _serialize_to_tensors_factory(obj, legacy_name)
     }
-  return obj._gather_saveables_for_checkpoint()  # pylint: disable=protected-access
+  return tensorflow_internals.gather_saveables(obj)
 
 
 module_names.keep_module_name("tf_objckpt.saveable_object_util",

@@ -174,7 +174,7 @@ def convert(save_path, out_prefix, objects, mapping=None, allow_partial=False):
   reader = reads.open_reader(save_path)
   if reads.read_object_graph(reader, save_path) is not None:
     raise ValueError(f"{save_path!r} is already an object-based checkpoint.")
-  values = reads.CheckpointValues(save_path, reader, save_path)
+  values = reads.CheckpointValues(save_path, reader)
   checkpoint = _checkpoint_of(objects)
   match = match_variables(checkpoint, values.shapes, mapping)
   if match.unmatched and not allow_partial:

@@ -1,13 +1,14 @@
 """Meta graphs for the v1 `Saver`: export, import, and SAVERS round trips.
 
-`export_meta_graph` writes a graph's `MetaGraphDef`; `import_meta_graph`
-imports one into the default graph and returns a `Saver` for it. Savers in
-the graph's SAVERS collection convert themselves on export; on import they
-become ours inside `import_meta_graph` and TensorFlow's otherwise, so
-`tf.compat.v1.train.import_meta_graph` behaves unchanged. The `Saver`
-class registers itself here (`register_saver_class`) when its module,
-which uses `export_meta_graph`, is imported. TensorFlow's name for the
-module of these functions is `saver`, which re-exports them.
+`export_meta_graph` writes a graph's `MetaGraphDef`; `imported` imports one
+into the default graph (`saver_imports.import_meta_graph` returns a `Saver`
+for it). Savers in the graph's SAVERS collection convert themselves on
+export; on import they become ours inside our import and TensorFlow's
+otherwise, so `tf.compat.v1.train.import_meta_graph` behaves unchanged.
+TensorFlow keeps these conversions in one registry for the whole process:
+`convert_savers` takes them over, when the first of our `Saver`s is made
+or a meta graph is imported through us (never on import). TensorFlow's
+name for the module of these functions is `saver`, which re-exports them.
 """
 
 import contextlib
@@ -19,17 +20,17 @@ from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
-from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.foundation import module_names
-from tf_objckpt.v1 import saver_builders
 
 # Depth of `import_meta_graph` calls in progress on this thread: savers
 # recreated from SAVERS collections meanwhile are ours, not TensorFlow's.
 _IMPORTING = threading.local()
 
-# Our v1 `Saver` class, registered by its module (`register_saver_class`).
-_saver_class = None
+# Held while the SAVERS conversion is taken over (`convert_savers`).
+_CONVERSION_LOCK = threading.Lock()
+# Our v1 `Saver` class, once `convert_savers` made SAVERS convert to it.
+_converting_to = None
 
 NO_GRAPH_WHEN_EAGER = (
     "Exporting/importing meta graphs is not supported when eager execution "
@@ -43,8 +44,8 @@ def imported(meta_graph_or_file,
              **kwargs):
   """Imports a `MetaGraphDef` (or the file holding one) into the graph.
 
-  Savers of its SAVERS collection are made by `saver_from_proto` of
-  `register_saver_class` as ours.
+  Savers of its SAVERS collection are made ours (see `convert_savers`,
+  which must have been called).
 
   Returns:
     The `MetaGraphDef`, the imported variables by name, and the requested
@@ -134,17 +135,26 @@ def _saver_to_proto(saver, export_scope=None):
   return saver.to_proto(export_scope=export_scope)
 
 
-def register_saver_class(saver_class):
-  """Makes `import_meta_graph` make `saver_class`es, and SAVERS round-trip.
+def convert_savers(saver_class):
+  """Makes SAVERS collections round-trip with `saver_class`es (idempotent).
 
-  TensorFlow registers its own conversion for the SAVERS collection. We
-  take the registration over (`saver_class.from_proto` makes our savers):
-  each saver converts itself on export, and on import the savers become
-  ours inside `import_meta_graph` and TensorFlow's otherwise, so
-  `tf.compat.v1.train.import_meta_graph` behaves unchanged.
+  TensorFlow registers its own conversion for the SAVERS collection, in a
+  registry of the whole process. We take the registration over
+  (`saver_class.from_proto` makes our savers): each saver converts itself
+  on export, and on import the savers become ours inside `imported` and
+  TensorFlow's otherwise, so `tf.compat.v1.train.import_meta_graph`
+  behaves unchanged. Called when our first `Saver` is made (it may enter a
+  SAVERS collection) and before our imports.
   """
-  global _saver_class  # pylint: disable=global-statement
-  _saver_class = saver_class
+  global _converting_to  # pylint: disable=global-statement
+  with _CONVERSION_LOCK:
+    if _converting_to is not saver_class:
+      _take_over_conversion(saver_class)
+      _converting_to = saver_class
+
+
+def _take_over_conversion(saver_class):
+  """Registers `saver_class`'s conversion of SAVERS collections."""
   our_from_proto = saver_class.from_proto
   key = ops.GraphKeys.SAVERS
   registry = ops._proto_function_registry  # pylint: disable=protected-access
@@ -168,67 +178,4 @@ def register_saver_class(saver_class):
                               from_proto=saver_from_proto)
 
 
-def import_meta_graph(meta_graph_or_file: Any,
-                      clear_devices: bool = False,
-                      import_scope: Optional[str] = None,
-                      **kwargs: Any) -> Any:
-  """Imports a `MetaGraphDef` into the default graph and returns its saver.
-
-  Nodes and collections are added to the current graph (under
-  `import_scope`); the returned `Saver` uses the meta graph's `saver_def`, or
-  covers every imported variable when there is none. Meta graphs written by
-  TensorFlow's `Saver` work as well as ours.
-
-  Args:
-    meta_graph_or_file: a `MetaGraphDef` or the path of a file holding one.
-    clear_devices: drop device placements while importing.
-    import_scope: name scope to import under.
-    **kwargs: passed to `import_scoped_meta_graph_with_return_elements`.
-
-  Returns:
-    A `Saver`, or None when the graph has no variables to restore.
-
-  Raises:
-    RuntimeError: when executing eagerly.
-  """
-  saver, _ = _import_meta_graph_with_return_elements(meta_graph_or_file,
-                                                     clear_devices,
-                                                     import_scope, **kwargs)
-  return saver
-
-
-def _import_meta_graph_with_return_elements(meta_graph_or_file,
-                                            clear_devices=False,
-                                            import_scope=None,
-                                            return_elements=None,
-                                            **kwargs):
-  """`import_meta_graph` that also returns the requested graph elements."""
-  meta_graph_def, imported_vars, elements = imported(meta_graph_or_file,
-                                                     clear_devices,
-                                                     import_scope,
-                                                     return_elements, **kwargs)
-  saver = _create_saver_from_imported_meta_graph(meta_graph_def, import_scope,
-                                                 imported_vars)
-  return saver, elements
-
-
-def _create_saver_from_imported_meta_graph(meta_graph_def, import_scope,
-                                           imported_vars):
-  """A `Saver` for the variables of a just-imported meta graph, or None."""
-  if meta_graph_def.HasField("saver_def"):
-    scope = import_scope
-    if imported_vars:
-      # The scope actually used may have been uniquified (e.g. "scope_1").
-      key, var = next(iter(imported_vars.items()))
-      scope = var.name[:-len(key)]
-    return _saver_class(name=scope, saver_def=meta_graph_def.saver_def)
-  if saver_builders.all_saveables(scope=import_scope):
-    return _saver_class()
-  logging.info("Saver not created because there are no variables in the "
-               "graph to restore")
-  return None
-
-
-module_names.keep_module_name("tf_objckpt.saver", import_meta_graph,
-                              _import_meta_graph_with_return_elements,
-                              _create_saver_from_imported_meta_graph)
+module_names.keep_module_name("tf_objckpt.saver", export_meta_graph)

@@ -136,6 +136,8 @@ class Saver(saver_retention.SaverRetention):
       raise ValueError(
           "If `var_list` is provided then build cannot be deferred. Either "
           "set defer_build=False or var_list=None.")
+    # This saver may enter a graph's SAVERS collection: it converts itself.
+    meta_graphs.convert_savers(Saver)
     eager = context.executing_eagerly()
     if eager:
       logging.warning(
@@ -210,16 +212,18 @@ class Saver(saver_retention.SaverRetention):
       if self._builder is None:
         self._builder = saver_builders.BulkSaverBuilder(
             write_version=self._write_version)
-      build = self._builder._build_internal  # pylint: disable=protected-access
-      self.saver_def = build(self._var_list, self._reshape, self._sharded,
-                             self._max_to_keep,
-                             self._keep_checkpoint_every_n_hours, self._name,
-                             self._restore_sequentially, save_path, build_save,
-                             build_restore)
+      arguments = (self._var_list, self._reshape, self._sharded,
+                   self._max_to_keep, self._keep_checkpoint_every_n_hours,
+                   self._name, self._restore_sequentially, save_path,
+                   build_save, build_restore)
+      if isinstance(self._builder, saver_builders.BaseSaverBuilder):
+        self.saver_def, restore_plan = self._builder.build_with_restore_plan(
+            *arguments)
+      else:  # TensorFlow's builder: its restores are checked by the graph.
+        self.saver_def = self._builder._build_internal(*arguments)  # pylint: disable=protected-access
+        restore_plan = (None, None)
       if not eager:
-        self._restore_plans.keep(
-            ops.get_default_graph(),
-            *getattr(self._builder, "_last_restore_plan", (None, None)))
+        self._restore_plans.keep(ops.get_default_graph(), *restore_plan)
     elif self._name:
       # With a given saver_def, `name` is the scope it was imported under.
       for field in _SAVER_DEF_NAME_FIELDS:
@@ -557,6 +561,5 @@ def saver_from_object_based_checkpoint(checkpoint_path,
   return Saver({saveable.specs[0].name: saveable for saveable in saveables})
 
 
-meta_graphs.register_saver_class(Saver)
 module_names.keep_module_name("tf_objckpt.saver", Saver, _get_saver_or_default,
                               saver_from_object_based_checkpoint)

@@ -376,9 +376,38 @@ class BaseSaverBuilder(object):
                       build_restore=True):
     """`build`, optionally for only the save or only the restore side.
 
+    TensorFlow's `Saver` calls builders through this signature; ours calls
+    `build_with_restore_plan`.
+    """
+    saver_def, _ = self.build_with_restore_plan(names_to_saveables, reshape,
+                                                sharded, max_to_keep,
+                                                keep_checkpoint_every_n_hours,
+                                                name, restore_sequentially,
+                                                filename, build_save,
+                                                build_restore)
+    return saver_def
+
+  def build_with_restore_plan(self,
+                              names_to_saveables,
+                              reshape=False,
+                              sharded=False,
+                              max_to_keep=5,
+                              keep_checkpoint_every_n_hours=10000.0,
+                              name=None,
+                              restore_sequentially=False,
+                              filename="model",
+                              build_save=True,
+                              build_restore=True):
+    """`_build_internal`, also returning what the restore op reads.
+
     Executing eagerly, the save and/or restore happen right away (against
     `filename`), and the returned SaverDef carries the saved path as its
     save tensor name. A restore is checked against the checkpoint first.
+
+    Returns:
+      The `SaverDef`, and `(restore op name, read plan)`: the `Saver`
+      checks checkpoints against the plan before running the restore op (a
+      plan of None: read the plan from the graph). `(None, None)` eagerly.
     """
     eager = context.executing_eagerly()
     if not eager and not (build_save and build_restore):
@@ -420,14 +449,11 @@ class BaseSaverBuilder(object):
       saver_def.filename_tensor_name = prefix.numpy()
       if build_save:
         saver_def.save_tensor_name = save_tensor.numpy()
-      return saver_def
+      return saver_def, (None, None)
 
     saver_def.filename_tensor_name = prefix.name
     saver_def.save_tensor_name = save_tensor.name
     saver_def.restore_op_name = restore_op.name
-    # For the Saver, which checks checkpoints before running the restore
-    # (and reads the plan from the graph when there is none here).
-    self._last_restore_plan = (restore_op.name, plan)
     # Importing a meta graph looks up each PartitionedVariable of a
     # collection by name, so its concatenation op has to exist.
     graph = ops.get_default_graph()
@@ -439,7 +465,7 @@ class BaseSaverBuilder(object):
           graph.get_operation_by_name(item.name)
         except KeyError:
           item.as_tensor()
-    return saver_def
+    return saver_def, (restore_op.name, plan)
 
 
 class BulkSaverBuilder(BaseSaverBuilder):

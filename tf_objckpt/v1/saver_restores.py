@@ -86,7 +86,7 @@ def restored_values(prefix, plan):
 
   Those of `plan`, or, without one (eagerly), all of the checkpoint's.
   """
-  values = reads.CheckpointValues(prefix, reads.open_reader(prefix), prefix)
+  values = reads.CheckpointValues(prefix, reads.open_reader(prefix))
   keys = ([value.key for value in plan.reads]
           if plan is not None else list(values.shapes))
   return [(values.shapes[key], values.dtypes[key].name)

@@ -21,9 +21,9 @@ never falls back, and its damage error points at an intact checkpoint
 """
 
 import functools
+import inspect
 import os
 import re
-import sys
 import weakref
 
 from tensorflow.python.training import session_manager
@@ -77,7 +77,9 @@ def forgetting_skipped(recover_last_checkpoints):
 def _state_chosen_from(save_path):
   """The `CheckpointState` TensorFlow chose `save_path` from, or None."""
   restore_checkpoint = session_manager.SessionManager._restore_checkpoint  # pylint: disable=protected-access
-  frame = sys._getframe(2)  # pylint: disable=protected-access
+  frame = inspect.currentframe()
+  for _ in range(2):  # Past this function and its caller.
+    frame = frame.f_back if frame is not None else None
   for _ in range(_FRAMES_SEARCHED):
     if frame is None:
       return None

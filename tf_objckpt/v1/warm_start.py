@@ -70,7 +70,7 @@ def init_from_checkpoint(ckpt_dir_or_file: Union[str, os.PathLike],
 
 def _initialize(ckpt_dir_or_file, assignment_map):
   prefix = checkpoint_reader.resolve_save_path(ckpt_dir_or_file)
-  values = reads.CheckpointValues(prefix, reads.open_reader(prefix), prefix)
+  values = reads.CheckpointValues(prefix, reads.open_reader(prefix))
   assignments = assignment_maps.resolve(assignment_map)
   _check(assignments, values)
   plan = read_plan.ReadPlan(
