@@ -159,7 +159,7 @@ class CheckpointLoadStatus(LoadStatus):
               "Unresolved slot restorations: "
               f"{restore_report.count_text(len(slots), 'slot variable')} wait for "
               "their variable or optimizer:", slots))
-    unused = checkpoint.unused_attributes()
+    unused = checkpoint.unused_attributes
     if unused:
       names = object_graph_check.NodePaths(checkpoint.object_graph_proto)
       attributes = self._attributes(sorted(unused), only=unused)
@@ -218,14 +218,14 @@ class CheckpointLoadStatus(LoadStatus):
     """The nodes matched to objects, but for slots skipped on purpose."""
     checkpoint = self._checkpoint
     return set(
-        checkpoint.matched_node_ids()) - checkpoint.skipped_slot_node_ids()
+        checkpoint.matched_node_ids) - checkpoint.skipped_slot_node_ids()
 
   def restored_shapes_and_dtypes(self):
     checkpoint_values = self._checkpoint.values
     keys = [
         attribute.checkpoint_key for _, attribute in self._attributes(
             self._bound_node_ids(),
-            excluding=self._checkpoint.unused_attributes())
+            excluding=self._checkpoint.unused_attributes)
     ]
     return [(checkpoint_values.shapes.get(key), checkpoint_values.dtypes[key])
             for key in keys
@@ -236,7 +236,7 @@ class CheckpointLoadStatus(LoadStatus):
     checkpoint = self._checkpoint
     skipped = checkpoint.skipped_slot_node_ids()
     bound = self._bound_node_ids()
-    unused = checkpoint.unused_attributes()
+    unused = checkpoint.unused_attributes
     restored = self._values(sorted(bound), excluding=unused)
     unmatched = self._values([
         node_id for node_id in range(len(checkpoint.object_graph_proto.nodes))
@@ -291,7 +291,7 @@ class CheckpointLoadStatus(LoadStatus):
     bound = identity_containers.ObjectIdentitySet(
         self._checkpoint.bound_objects.values())
     return [
-        obj for obj in objects_with_values(self._checkpoint.seen_objects())
+        obj for obj in objects_with_values(self._checkpoint.seen_objects)
         if obj not in bound
     ]
 

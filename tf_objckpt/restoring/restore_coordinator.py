@@ -258,6 +258,7 @@ class CheckpointRestoreCoordinator:
     """`{node id: object}` of the bound nodes: a read-only view."""
     return self._bound_objects
 
+  @property
   def matched_node_ids(self):
     """The nodes matched to objects so far (those gone since included)."""
     return frozenset(self._matched_node_ids)
@@ -266,6 +267,7 @@ class CheckpointRestoreCoordinator:
     """Records that `trackable` exists, for the unmatched-object checks."""
     self._seen_objects.add(trackable)
 
+  @property
   def seen_objects(self):
     """The objects seen by the walk or the assertions, still alive."""
     return list(self._seen_objects)
@@ -338,8 +340,9 @@ class CheckpointRestoreCoordinator:
     """Records a checkpointed attribute the object has no saveable for."""
     self._unused_attributes.setdefault(node_id, []).append(attribute_name)
 
+  @property
   def unused_attributes(self):
-    """`{node id: attribute names}` checkpointed but not restored."""
+    """`{node id: attribute names}` checkpointed but not restored (a copy)."""
     return {
         node_id: list(names)
         for node_id, names in self._unused_attributes.items()
