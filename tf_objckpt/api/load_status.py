@@ -217,8 +217,7 @@ class CheckpointLoadStatus(LoadStatus):
   def _bound_node_ids(self):
     """The nodes matched to objects, but for slots skipped on purpose."""
     checkpoint = self._checkpoint
-    return set(
-        checkpoint.matched_node_ids) - checkpoint.skipped_slot_node_ids()
+    return set(checkpoint.matched_node_ids) - checkpoint.skipped_slot_node_ids()
 
   def restored_shapes_and_dtypes(self):
     checkpoint_values = self._checkpoint.values

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import os
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Iterable, List, Optional, Tuple
 import weakref
 
 from tensorflow.python.eager import context
@@ -177,7 +177,10 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
                                   save_transaction.record_latest,
                                   durable=plan.durable))
 
-  def save_planned(self, plan, options, record=None):
+  def save_planned(self,
+                   plan: save_transaction.SavePlan,
+                   options: Options,
+                   record: Optional[Callable] = None) -> PathOrTensor:
     """Runs the rest of a save a `CheckpointManager` planned (eagerly, or
     in the default session)."""
     return self._save_planned(plan, options, record=record)
@@ -288,7 +291,8 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
       status.add_to_optionally_restored(self.save_counter)
     return status
 
-  def restore_newest_intact(self, candidates):
+  def restore_newest_intact(self,
+                            candidates: Iterable[str]) -> Tuple[str, List[str]]:
     """Restores the newest intact checkpoint of `candidates` (newest first).
 
     What `CheckpointManager.restore_or_initialize` calls: each restore is
