@@ -337,11 +337,13 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
         raise TypeError("%s does not accept `options`." % (writer,))
       return transaction.run(writer)
     if not getattr(options, "experimental_enable_async_checkpoint", False):
-      return transaction.run(lambda prefix: writer(prefix, options=options))
+      return transaction.run(
+          lambda save_path: writer(save_path, options=options))
     options = copy.copy(options)
     options.experimental_write_callbacks = (
         list(options.experimental_write_callbacks or []) + [transaction.finish])
-    return transaction.start(lambda prefix: writer(prefix, options=options))
+    return transaction.start(
+        lambda save_path: writer(save_path, options=options))
 
   def _due(self, check_interval):
     """Whether to save now, with `checkpoint_interval`, and the step."""

@@ -37,16 +37,16 @@ from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import state_file
 
 
-def _version(prefix):
-  """What identifies one save of checkpoint `prefix`: a new save changes it.
+def _version(save_path):
+  """What identifies one save of checkpoint `save_path`: a new save changes it.
 
   The index's bytes (which hold each value's checksum), and the size and
   modification time of each of its files.
   """
-  index_file = bundle_index.index_file_name(prefix)
+  index_file = bundle_index.index_file_name(save_path)
   stamps = []
-  for path in [index_file, prefix
-              ] + file_io.get_matching_files(prefix + ".data-*"):
+  for path in [index_file, save_path
+              ] + file_io.get_matching_files(save_path + ".data-*"):
     try:
       stat = file_io.stat(path)
     except errors.NotFoundError:
@@ -58,16 +58,16 @@ def _version(prefix):
   return hashlib.sha256(content).digest(), tuple(sorted(stamps))
 
 
-def _unfinished(prefix):
-  """Why the save of checkpoint `prefix` looks unfinished, or None.
+def _unfinished(save_path):
+  """Why the save of checkpoint `save_path` looks unfinished, or None.
 
   A damaged index is not a sign of a save in progress (indexes are renamed
   into place whole): it is left to `verify`.
   """
-  if not state_file.checkpoint_exists_internal(prefix):
-    return f"{bundle_index.index_file_name(prefix)!r} is not there yet"
+  if not state_file.checkpoint_exists_internal(save_path):
+    return f"{bundle_index.index_file_name(save_path)!r} is not there yet"
   try:
-    index = bundle_index.read_if_present(prefix)
+    index = bundle_index.read_if_present(save_path)
   except errors.OpError:
     return None
   if index is None:  # A V1 checkpoint: one file, checked by `verify`.
@@ -82,8 +82,8 @@ def _unfinished(prefix):
   return None
 
 
-def _warn_skipped(prefix, why):
-  logging.warning("Skipped checkpoint %s: %s.", prefix, why)
+def _warn_skipped(save_path, why):
+  logging.warning("Skipped checkpoint %s: %s.", save_path, why)
 
 
 class _Watch:

@@ -149,25 +149,24 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
       plan = save_transaction.planned(file_prefix, options, make_directory=True)
       return self._save_planned(plan, options, session=session)
 
-  def _save(self, file_prefix, session=None, options=None):
+  def _save(self, save_path, session=None, options=None):
     """Counts the save, writes "<file_prefix>-<count>", records it as latest.
 
     Returns:
       The path written.
     """
-    file_prefix = _as_path(file_prefix)
-    with save_transaction.one_save_at_a_time(file_prefix):
-      return self._save_numbered(file_prefix, session, options)
+    save_path = _as_path(save_path)
+    with save_transaction.one_save_at_a_time(save_path):
+      return self._save_numbered(save_path, session, options)
 
-  def _save_numbered(self, file_prefix, session, options):
+  def _save_numbered(self, save_path, session, options):
     """`_save`, alone among the saves into its directory."""
     if getattr(options, "durable", False):
-      commit.check_durable(file_prefix)
-    count, session = self._count_save(file_prefix, session, options)
-    plan = save_transaction.planned(save_transaction.numbered(
-        file_prefix, count),
+      commit.check_durable(save_path)
+    count, session = self._count_save(save_path, session, options)
+    plan = save_transaction.planned(save_transaction.numbered(save_path, count),
                                     options,
-                                    base=file_prefix,
+                                    base=save_path,
                                     state_file=state_file.STATE_FILENAME,
                                     make_directory=True)
     return self._save_planned(plan,
@@ -196,8 +195,8 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
     if self._writes_in_background(options):
       return self._save_in_background(plan, options, record)
     transaction = save_transaction.SaveTransaction(plan, record)
-    return transaction.run(lambda prefix: save_transaction.path_string(
-        self._saver.write_shards(prefix, session, options)))
+    return transaction.run(lambda save_path: save_transaction.path_string(
+        self._saver.write_shards(save_path, session, options)))
 
   def _save_in_background(self, plan, options, record):
     """An asynchronous save: steps 2 to 4 run in the background.
@@ -209,13 +208,14 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
     """
     snapshot = self._saver.snapshot()
     plan = dataclasses.replace(plan,
-                               prefix=save_transaction.path_string(plan.prefix))
+                               save_path=save_transaction.path_string(
+                                   plan.save_path))
     transaction = save_transaction.SaveTransaction(plan, record)
-    self._async_writer().start(
-        lambda: transaction.run(lambda prefix: snapshot.write(prefix, options)))
-    return plan.prefix
+    self._async_writer().start(lambda: transaction.run(
+        lambda save_path: snapshot.write(save_path, options)))
+    return plan.save_path
 
-  def _count_save(self, file_prefix, session, options):
+  def _count_save(self, save_path, session, options):
     """Adds one to the save counter; returns the count and the session.
 
     Graph building, the counter's and the save's ops are built at the
@@ -235,7 +235,7 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
           "writes the checkpoint only, so tf.train.latest_checkpoint() will "
           "not list it.")
     session = sessions.default_session(session,
-                                       f"save checkpoint to {file_prefix!r}")
+                                       f"save checkpoint to {save_path!r}")
     if self._save_assign_op is None:  # Built once, then run at each save.
       new_counter = self._save_counter is None
       increment = self._increment_save_counter()
@@ -302,14 +302,15 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
       The restored path, and the damaged paths skipped.
     """
     return self_healing.restore_newest_intact(
-        lambda path: self._restore(path, check_values_first=True), candidates)
+        lambda save_path: self._restore(save_path, check_values_first=True),
+        candidates)
 
 
-def _as_path(file_prefix):
+def _as_path(save_path):
   """A path-like prefix as a string; strings and tensors unchanged."""
-  if isinstance(file_prefix, os.PathLike):
-    return os.fspath(file_prefix)
-  return file_prefix
+  if isinstance(save_path, os.PathLike):
+    return os.fspath(save_path)
+  return save_path
 
 
 class CheckpointV1(_CheckpointBase):

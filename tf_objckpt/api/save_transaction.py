@@ -84,13 +84,13 @@ _REGISTRY_LOCK = threading.Lock()
 _DIRECTORY_LOCKS: "dict[typing.Optional[str], list]" = {}
 
 
-def _directory_key(prefix):
-  """The directory of `prefix`, as saves into it are serialized by.
+def _directory_key(save_path):
+  """The directory of `save_path`, as saves into it are serialized by.
 
   None for a prefix known only when ops run (a tensor inside a
   `tf.function`): such saves are serialized with each other.
   """
-  path = local_paths.as_path(prefix)
+  path = local_paths.as_path(save_path)
   if path is None:
     return None
   directory = os.path.dirname(path) or "."
@@ -100,8 +100,8 @@ def _directory_key(prefix):
 
 
 @contextlib.contextmanager
-def one_save_at_a_time(prefix):
-  """Runs the save of `prefix` alone among this process's saves into its
+def one_save_at_a_time(save_path):
+  """Runs the save of `save_path` alone among this process's saves into its
   directory.
 
   A save numbers its checkpoint, writes it and updates the directory's
@@ -111,7 +111,7 @@ def one_save_at_a_time(prefix):
   Saves into other directories run at the same time. A save started from
   inside another (by a write callback) into the same directory runs on.
   """
-  key = _directory_key(prefix)
+  key = _directory_key(save_path)
   with _REGISTRY_LOCK:
     entry = _DIRECTORY_LOCKS.setdefault(key, [threading.RLock(), 0])
     entry[1] += 1
@@ -125,16 +125,16 @@ def one_save_at_a_time(prefix):
         del _DIRECTORY_LOCKS[key]
 
 
-def numbered(prefix, number, digits=0):
-  """`<prefix>-<number>`: the one place a checkpoint number is formatted.
+def numbered(save_path, number, digits=0):
+  """`<save_path>-<number>`: the one place a checkpoint number is formatted.
 
   Args:
-    prefix: The prefix the checkpoints are numbered from.
+    save_path: The prefix the checkpoints are numbered from.
     number: An integer (Python's, NumPy's, or an eager tensor's).
     digits: Pads the number with zeros to this width (the v1 `Saver`'s
       `pad_step_number`); 0 for none.
   """
-  return f"{prefix}-{number:0{digits}d}"
+  return f"{save_path}-{number:0{digits}d}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,9 +142,9 @@ class SavePlan:
   """What one save will do, decided before it writes (step 1).
 
   Attributes:
-    prefix: The checkpoint prefix to write: a string, or a tensor (a save
-      traced into a `tf.function`, or a prefix given as one).
-    base: The prefix `prefix` is numbered from, if any: the leftovers of
+    save_path: The checkpoint path to write: a string, or a tensor (a save
+      traced into a `tf.function`, or a path given as one).
+    base: The path `save_path` is numbered from, if any: the leftovers of
       the saves numbered from it are removed too.
     keep: Names of the prefixes the state file lists: their data files stay.
     state_file: The name of the state file the save updates, or None.
@@ -154,7 +154,7 @@ class SavePlan:
     callbacks: The options' write callbacks, run once the files are final.
   """
 
-  prefix: typing.Any
+  save_path: typing.Any
   base: typing.Optional[str] = None
   keep: typing.FrozenSet[str] = frozenset()
   state_file: typing.Optional[str] = None
@@ -164,15 +164,15 @@ class SavePlan:
   callbacks: typing.Tuple[typing.Callable, ...] = ()
 
 
-def planned(prefix, options=None, **fields):
-  """A `SavePlan` of `prefix`, durable and with write callbacks as `options`.
+def planned(save_path, options=None, **fields):
+  """A `SavePlan` of `save_path`, durable and with write callbacks as `options`.
 
   Args:
-    prefix: The checkpoint prefix to write.
+    save_path: The checkpoint prefix to write.
     options: Optional `tf.train.CheckpointOptions` (or ours).
     **fields: The plan's other fields.
   """
-  return SavePlan(prefix=prefix,
+  return SavePlan(save_path=save_path,
                   durable=bool(getattr(options, "durable", False)),
                   callbacks=tuple(
                       getattr(options, "experimental_write_callbacks", None) or
@@ -195,17 +195,18 @@ def path_string(output):
   return compat.as_str(output)
 
 
-def record_latest(path, save, durable=False):
-  """Step 4 of `Checkpoint.save`: the state file lists `path`, the latest.
+def record_latest(save_path, save, durable=False):
+  """Step 4 of `Checkpoint.save`: the state file lists `save_path`, the latest.
 
-  As TensorFlow does, the state file then lists only `path`, relative to
+  As TensorFlow does, the state file then lists only `save_path`, relative to
   its directory.
   """
-  state_file.update_checkpoint_state_internal(save_dir=os.path.dirname(path),
-                                              model_checkpoint_path=path,
-                                              all_model_checkpoint_paths=[path],
-                                              save_relative_paths=True,
-                                              durable=durable)
+  state_file.update_checkpoint_state_internal(
+      save_dir=os.path.dirname(save_path),
+      model_checkpoint_path=save_path,
+      all_model_checkpoint_paths=[save_path],
+      save_relative_paths=True,
+      durable=durable)
   save.keep()
 
 
@@ -231,14 +232,14 @@ class SaveTransaction:
     self._started = None
 
   def run(self, write):
-    """Writes with `write(prefix)`, then commits and records.
+    """Writes with `write(save_path)`, then commits and records.
 
     Returns:
       What `write` returned: the path (a string, bytes from a session, an
       eager tensor), a symbolic tensor, or None if nothing was written.
     """
     with self._opened():
-      output = write(self.plan.prefix)
+      output = write(self.plan.save_path)
       path = path_string(output)
       if isinstance(path, str):
         self._finish(path)
@@ -247,7 +248,7 @@ class SaveTransaction:
   def start(self, write):
     """Starts a write that calls `finish(path)` once its files are final."""
     with self._opened():
-      return write(self.plan.prefix)
+      return write(self.plan.save_path)
 
   def finish(self, output):
     """Steps 3 and 4, once a started write returned `output` (its path)."""
@@ -258,7 +259,7 @@ class SaveTransaction:
     """`commit.saving` of the plan: the save's one cleanup and undo."""
     plan = self.plan
     self._started = transfer_log.start()
-    with commit.saving(plan.prefix,
+    with commit.saving(plan.save_path,
                        base=plan.base,
                        keep=plan.keep,
                        extra_files=plan.extra_files,
@@ -266,22 +267,22 @@ class SaveTransaction:
                        make_directory=plan.make_directory) as self._save:
       yield
 
-  def _finish(self, path):
-    """Steps 3 and 4 of a save that wrote `path`."""
-    transfer_log.saved(path, self._started)
-    self._commit(path)
+  def _finish(self, save_path):
+    """Steps 3 and 4 of a save that wrote `save_path`."""
+    transfer_log.saved(save_path, self._started)
+    self._commit(save_path)
     if self._record is not None:
-      self._record(path, self._save)
+      self._record(save_path, self._save)
 
-  def _commit(self, path):
+  def _commit(self, save_path):
     """Step 3: flushes a durable save, then runs the write callbacks."""
     if self.plan.durable:
       self._save.sync()
     for callback in self.plan.callbacks:
-      _call_with_path(callback, path)
+      _call_with_path(callback, save_path)
 
 
-def _call_with_path(callback, path):
+def _call_with_path(callback, save_path):
   """Calls a write callback, with the path if it takes one.
 
   Raises:
@@ -291,7 +292,7 @@ def _call_with_path(callback, path):
   if num_parameters == 0:
     callback()
   elif num_parameters == 1:
-    callback(path)
+    callback(save_path)
   else:
     raise AssertionError(
         "Checkpoint write callbacks must take 0 or 1 arguments (the "

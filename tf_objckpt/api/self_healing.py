@@ -28,25 +28,25 @@ from tf_objckpt.inspection import verify_checkpoint
 _PROBLEMS_SHOWN = 3
 
 
-def damage(prefix):
-  """What `verify` finds damaged in checkpoint `prefix`; empty if intact.
+def damage(save_path):
+  """What `verify` finds damaged in checkpoint `save_path`; empty if intact.
 
   Returns:
     One line per problem, as `tf-objckpt verify` prints them. A checkpoint
     without its `.index` file (V2), or that cannot be opened, is damaged.
   """
   with context.eager_mode():  # `verify` reads eagerly, graph building too.
-    return _damage(prefix)
+    return _damage(save_path)
 
 
-def _damage(prefix):
-  index_file = bundle_index.index_file_name(prefix)
-  if not (file_io.file_exists(index_file) or file_io.file_exists(prefix)):
+def _damage(save_path):
+  index_file = bundle_index.index_file_name(save_path)
+  if not (file_io.file_exists(index_file) or file_io.file_exists(save_path)):
     return [
         str(verify_checkpoint.Problem(index_file, "", "index file is missing"))
     ]
   try:
-    listing = checkpoint_listing.open_listing(prefix, strict=False)
+    listing = checkpoint_listing.open_listing(save_path, strict=False)
   except errors.OpError as e:
     return [
         str(

@@ -248,10 +248,10 @@ class TrackableSaver:
       base = file_prefix
     plan = save_transaction.SavePlan(prefix, base=base, make_directory=True)
     return save_transaction.SaveTransaction(plan).run(
-        lambda prefix: self.write_shards(prefix, session, options))
+        lambda save_path: self.write_shards(save_path, session, options))
 
-  def write_shards(self, file_prefix, session=None, options=None):
-    """Step 2 of a save: writes the root's objects at `file_prefix`.
+  def write_shards(self, save_path, session=None, options=None):
+    """Step 2 of a save: writes the root's objects at `save_path`.
 
     Gathers the saveables and the object graph and has the engine write
     them; graph building, runs the cached save op in `session`. Only the
@@ -265,33 +265,29 @@ class TrackableSaver:
       RuntimeError: When graph building without a session to run in.
     """
     with _garbage_collection_paused():
-      return self._write_shards(file_prefix, session, options)
+      return self._write_shards(save_path, session, options)
 
-  def _write_shards(self, file_prefix, session, options):
+  def _write_shards(self, save_path, session, options):
     use_session = (not context.executing_eagerly() and
                    not ops.inside_function())
     feed_dict = {}
     if use_session:
       session = sessions.default_session(session,
-                                         f"save checkpoint to {file_prefix!r}")
-      file_prefix_tensor, object_graph_tensor = self._feed_tensors()
-      feed_dict = {file_prefix_tensor: file_prefix}
+                                         f"save checkpoint to {save_path!r}")
+      file_prefix, object_graph_tensor = self._feed_tensors()
+      feed_dict = {file_prefix: save_path}
     else:
       with ops.device("/cpu:0"):
-        file_prefix_tensor = ops.convert_to_tensor(file_prefix,
-                                                   dtype=dtypes.string)
+        file_prefix = ops.convert_to_tensor(save_path, dtype=dtypes.string)
       object_graph_tensor = None
-    prefix_is_tensor = tensor_util.is_tf_type(file_prefix)
-    if not prefix_is_tensor:  # A tensor's value is known only when run.
-      directory = os.path.dirname(file_prefix)
+    path_is_tensor = tensor_util.is_tf_type(save_path)
+    if not path_is_tensor:  # A tensor's value is known only when run.
+      directory = os.path.dirname(save_path)
       file_io.recursive_create_dir(directory)
-    save_path, feed_additions = self._save_cached_when_graph_building(
-        file_prefix_tensor,
-        object_graph_tensor,
-        options,
-        in_place=not prefix_is_tensor)
+    written, feed_additions = self._save_cached_when_graph_building(
+        file_prefix, object_graph_tensor, options, in_place=not path_is_tensor)
     feed_dict.update(feed_additions)
-    return session.run(save_path, feed_dict) if use_session else save_path
+    return session.run(written, feed_dict) if use_session else written
 
   def snapshot(self):
     """What a save would write now, read off the objects (eagerly).

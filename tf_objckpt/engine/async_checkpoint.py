@@ -75,10 +75,10 @@ class Snapshot:
         self._saveables.append(
             saveable_objects.SaveableObject(None, frozen_specs, saveable.name))
 
-  def write(self, file_prefix, options=None):
-    """Writes the values at `file_prefix` (whose directory exists)."""
-    multi_device_saver.Saver(self._saveables).save(file_prefix, options)
-    return file_prefix
+  def write(self, save_path, options=None):
+    """Writes the values at `save_path` (whose directory exists)."""
+    multi_device_saver.Saver(self._saveables).save(save_path, options)
+    return save_path
 
 
 class AsyncWriter:

@@ -30,7 +30,7 @@ _UNCOMPRESSED = 0
 @dataclasses.dataclass
 class BundleIndex:
   """What a checkpoint's `.index` file says."""
-  prefix: str
+  save_path: str
   header: tensor_bundle_pb2.BundleHeaderProto
   entries: dict  # Checkpoint key -> BundleEntryProto.
 
@@ -40,7 +40,7 @@ class BundleIndex:
 
   def data_file(self, shard_id):
     """The name of data file `shard_id` of this checkpoint."""
-    return data_file_name(self.prefix, shard_id, self.header.num_shards)
+    return data_file_name(self.save_path, shard_id, self.header.num_shards)
 
   def data_file_of(self, key):
     """The data file holding `key`, or None if the index lacks it."""
@@ -59,51 +59,52 @@ class BundleIndex:
     return sizes
 
 
-def data_file_name(prefix, shard_id, num_shards):
-  """TensorFlow's name for one data file of checkpoint `prefix`."""
-  return f"{prefix}.data-{shard_id:05d}-of-{num_shards:05d}"
+def data_file_name(save_path, shard_id, num_shards):
+  """TensorFlow's name for one data file of checkpoint `save_path`."""
+  return f"{save_path}.data-{shard_id:05d}-of-{num_shards:05d}"
 
 
-def index_file_name(prefix):
-  return prefix + ".index"
+def index_file_name(save_path):
+  return save_path + ".index"
 
 
-def read_if_present(prefix):
-  """The index of checkpoint `prefix`, or None if it has no `.index` file.
+def read_if_present(save_path):
+  """The index of checkpoint `save_path`, or None if it has no `.index` file.
 
   V1 checkpoints (and paths that hold no checkpoint) have none.
   """
-  if not file_io.file_exists(index_file_name(prefix)):
+  if not file_io.file_exists(index_file_name(save_path)):
     return None
-  return read_bundle_index(prefix)
+  return read_bundle_index(save_path)
 
 
-def file_size(path):
-  """The size of file `path` in bytes, or None if it does not exist."""
+def file_size(file_path):
+  """The size of file `file_path` in bytes, or None if it does not exist."""
   try:
-    return file_io.stat(path).length
+    return file_io.stat(file_path).length
   except errors.NotFoundError:
     return None
 
 
-def read_bundle_index(prefix):
-  """Parses the `.index` file of checkpoint `prefix`.
+def read_bundle_index(save_path):
+  """Parses the `.index` file of checkpoint `save_path`.
 
   Raises:
     NotFoundError: If the file does not exist.
     DataLossError: If it is not a readable bundle index; the message names
       the file.
   """
-  return BundleIndex(prefix, *_parse(prefix, _decode_entries))
+  return BundleIndex(save_path, *_parse(save_path, _decode_entries))
 
 
-def read_header_and_keys(prefix):
-  """The header and the checkpoint keys of checkpoint `prefix`'s index.
+def read_header_and_keys(save_path):
+  """The header and the checkpoint keys of checkpoint `save_path`'s index.
 
   Far quicker than `read_bundle_index` on large checkpoints: decoding each
   entry's proto is what costs there. Raises as `read_bundle_index`.
   """
-  return _parse(prefix, lambda entries: [_decode_key(key) for key in entries])
+  return _parse(save_path,
+                lambda entries: [_decode_key(key) for key in entries])
 
 
 def _decode_entries(entries):
@@ -118,9 +119,9 @@ def _decode_key(key):
   return key.decode("utf-8", "surrogateescape")
 
 
-def _parse(prefix, decode_entries):
-  """The header of `prefix`'s index, and `decode_entries({key: value})`."""
-  path = index_file_name(prefix)
+def _parse(save_path, decode_entries):
+  """The header of `save_path`'s index, and `decode_entries({key: value})`."""
+  path = index_file_name(save_path)
   contents = file_io.read_file_to_string(path, binary_mode=True)
   try:
     entries = dict(_table_entries(contents))

@@ -36,8 +36,8 @@ from tf_objckpt.engine import temporary_names
 class Save:
   """One save in progress: whether it is kept, and how to sync it."""
 
-  def __init__(self, prefix=None, directory=None, name=None):
-    self.prefix = prefix
+  def __init__(self, save_path=None, directory=None, name=None):
+    self.save_path = save_path
     self.kept = False
     self.directory = directory
     self.name = name
@@ -48,11 +48,11 @@ class Save:
 
   def sync(self):
     """Flushes the checkpoint's files and directory to disk (fsync)."""
-    if self.prefix is None:
+    if self.save_path is None:
       return
-    local = local_paths.local_path(self.prefix)
+    local = local_paths.local_path(self.save_path)
     if local is None:
-      raise _not_durable(self.prefix)
+      raise _not_durable(self.save_path)
     finished = temporary_names.finished_files(self.name)
     for entry in leftovers.entries(self.directory):
       if finished.fullmatch(entry):
@@ -69,39 +69,39 @@ def fsync(local_path):
     os.close(fd)
 
 
-def check_durable(prefix):
-  """Raises unless saves to `prefix` can be made durable (local paths).
+def check_durable(save_path):
+  """Raises unless saves to `save_path` can be made durable (local paths).
 
   Raises:
     UnimplementedError: For paths of other file systems, and prefixes only
       known when ops run (tensors inside a `tf.function`).
   """
-  path = local_paths.as_path(prefix)
+  path = local_paths.as_path(save_path)
   if path is None or local_paths.local_path(path) is None:
-    raise _not_durable(prefix)
+    raise _not_durable(save_path)
 
 
-def _not_durable(path):
+def _not_durable(save_path):
   return errors.UnimplementedError(
       None, None,
-      f"Durable saves are unavailable for {path!r}: TensorFlow's file "
+      f"Durable saves are unavailable for {save_path!r}: TensorFlow's file "
       "system layer cannot flush files to disk (fsync), so durable=True "
       "works on local paths only.")
 
 
 @contextlib.contextmanager
-def saving(prefix,
+def saving(save_path,
            base=None,
            keep=(),
            extra_files=(),
            state_file=None,
            make_directory=False):
-  """Runs a save of `prefix`: cleans up before, undoes it if it fails.
+  """Runs a save of `save_path`: cleans up before, undoes it if it fails.
 
   Args:
-    prefix: The checkpoint prefix being written. Tensors (whose value is
+    save_path: The checkpoint prefix being written. Tensors (whose value is
       known only when ops run) are not managed.
-    base: The prefix `prefix` was numbered from (`<base>-<n>`), if any: the
+    base: The prefix `save_path` was numbered from (`<base>-<n>`), if any: the
       leftovers of other saves numbered from it are removed too.
     keep: Names of prefixes listed by a state file: their data files stay.
     extra_files: Other files the save writes (a meta graph), removed too if
@@ -114,15 +114,15 @@ def saving(prefix,
   Yields:
     The `Save`.
   """
-  make_directory = make_directory and isinstance(prefix,
+  make_directory = make_directory and isinstance(save_path,
                                                  (str, bytes, os.PathLike))
-  prefix = local_paths.as_path(prefix)
-  if prefix is None:
+  save_path = local_paths.as_path(save_path)
+  if save_path is None:
     yield Save()
     return
-  directory, name = os.path.split(prefix)
-  save = Save(prefix, directory, name)
-  with save_errors.explaining_failures(prefix, state_file):
+  directory, name = os.path.split(save_path)
+  save = Save(save_path, directory, name)
+  with save_errors.explaining_failures(save_path, state_file):
     if make_directory and directory:
       file_io.recursive_create_dir(directory)
     with _undoing_failures(save, base, keep, extra_files, state_file):
@@ -146,7 +146,7 @@ def _undoing_failures(save, base, keep, extra_files, state_file):
       }
     if acquired and lock.mode is directory_lock.LockMode.EXCLUSIVE:
       lock.lock(exclusive=False, wait=True)  # Let other saves run beside.
-    with leftovers.saving_in_process(save.prefix):
+    with leftovers.saving_in_process(save.save_path):
       try:
         yield save
       except BaseException:

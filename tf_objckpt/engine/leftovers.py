@@ -42,22 +42,22 @@ _saving: "collections.Counter[str]" = collections.Counter()
 
 
 @contextlib.contextmanager
-def saving_in_process(prefix):
-  """Marks `prefix` as being saved by this process: never stale meanwhile."""
+def saving_in_process(save_path):
+  """Marks `save_path` as being saved by this process: never stale meanwhile."""
   with _lock:
-    _saving[prefix] += 1
+    _saving[save_path] += 1
   try:
     yield
   finally:
     with _lock:
-      _saving[prefix] -= 1
-      if not _saving[prefix]:
-        del _saving[prefix]
+      _saving[save_path] -= 1
+      if not _saving[save_path]:
+        del _saving[save_path]
 
 
-def _being_saved(prefix):
+def _being_saved(save_path):
   with _lock:
-    return _saving[prefix] > 0
+    return _saving[save_path] > 0
 
 
 def entries(directory):
@@ -81,28 +81,28 @@ def scan(directory):
     return None
 
 
-def remove(path):
+def remove(file_path):
   """Removes a file or directory; a failure is logged, never raised."""
   try:
-    if file_io.is_directory(path):
-      file_io.delete_recursively(path)
+    if file_io.is_directory(file_path):
+      file_io.delete_recursively(file_path)
     else:
-      file_io.delete_file(path)
+      file_io.delete_file(file_path)
   except errors.NotFoundError:
     pass
   except errors.OpError as e:
     logging.warning(
         "Could not remove %s, left by a failed or interrupted "
-        "checkpoint save: %s", path, e)
+        "checkpoint save: %s", file_path, e)
 
 
-def _mtime(path):
+def _mtime(file_path):
   """The newest modification time (seconds) of a file or directory tree."""
   try:
-    if not file_io.is_directory(path):
-      return file_io.stat(path).mtime_nsec / 1e9
+    if not file_io.is_directory(file_path):
+      return file_io.stat(file_path).mtime_nsec / 1e9
     return max((file_io.stat(os.path.join(root, name)).mtime_nsec / 1e9
-                for root, _, names in file_io.walk(path)
+                for root, _, names in file_io.walk(file_path)
                 for name in names),
                default=0.)
   except errors.NotFoundError:

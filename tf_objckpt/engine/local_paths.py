@@ -11,25 +11,25 @@ from tensorflow.python.eager import context
 from tensorflow.python.framework import ops
 
 
-def as_path(prefix):
+def as_path(file_path):
   """A prefix as a string, or None if it is only known when ops run."""
-  if isinstance(prefix, os.PathLike):
-    prefix = os.fspath(prefix)
-  if isinstance(prefix, bytes):
-    prefix = prefix.decode()
-  if isinstance(prefix, str):
+  if isinstance(file_path, os.PathLike):
+    file_path = os.fspath(file_path)
+  if isinstance(file_path, bytes):
+    file_path = file_path.decode()
+  if isinstance(file_path, str):
     if not context.executing_eagerly() and ops.inside_function():
       return None  # Written when the function runs, not now.
-    return prefix
-  if context.executing_eagerly() and hasattr(prefix, "numpy"):
-    return as_path(prefix.numpy())
+    return file_path
+  if context.executing_eagerly() and hasattr(file_path, "numpy"):
+    return as_path(file_path.numpy())
   return None
 
 
-def local_path(path):
-  """`path` as an `os` path if it is on a local file system, else None."""
-  if path.startswith("file://"):
-    return path[len("file://"):]
-  if "://" in path:
+def local_path(file_path):
+  """`file_path` as an `os` path if it is on a local file system, else None."""
+  if file_path.startswith("file://"):
+    return file_path[len("file://"):]
+  if "://" in file_path:
     return None
-  return path
+  return file_path

@@ -24,14 +24,14 @@ _REASONS_BY_TEXT = (
 
 
 @contextlib.contextmanager
-def explaining_failures(prefix, state_file=None):
+def explaining_failures(save_path, state_file=None):
   """Leads the message of a TensorFlow error raised inside by the reason.
 
   The error keeps its type; its message becomes `Cannot save checkpoint
   '<prefix>': <reason>.` (the reason when one is found) and TensorFlow's.
 
   Args:
-    prefix: The checkpoint being written.
+    save_path: The checkpoint being written.
     state_file: The name of the state file the save updates, if any.
 
   Yields:
@@ -40,18 +40,18 @@ def explaining_failures(prefix, state_file=None):
   try:
     yield
   except errors.OpError as error:
-    explained = _explained(error, prefix, state_file)
+    explained = _explained(error, save_path, state_file)
     if explained is error:
       raise
     raise explained.with_traceback(error.__traceback__) from None
 
 
-def _explained(error, prefix, state_file):
+def _explained(error, save_path, state_file):
   """A copy of `error` whose message names the checkpoint and the reason."""
-  lead = f"Cannot save checkpoint {prefix!r}"
+  lead = f"Cannot save checkpoint {save_path!r}"
   if error.message.startswith(lead):
     return error  # Explained by an enclosing save already.
-  reason = _reason(error, prefix, state_file)
+  reason = _reason(error, save_path, state_file)
   explained = copy.copy(error)
   explained._message = (  # pylint: disable=protected-access
       f"{lead}: {reason}.\n{error.message}"
@@ -59,9 +59,9 @@ def _explained(error, prefix, state_file):
   return explained
 
 
-def _reason(error, prefix, state_file):
-  """Why a save of `prefix` failed, as the file system shows it, or None."""
-  directory = os.path.dirname(prefix) or "."
+def _reason(error, save_path, state_file):
+  """Why a save of `save_path` failed, as the file system shows it, or None."""
+  directory = os.path.dirname(save_path) or "."
   local = local_paths.local_path(directory)
   if local is not None:
     existing = _deepest_existing(local)
@@ -76,7 +76,7 @@ def _reason(error, prefix, state_file):
   for text, reason in _REASONS_BY_TEXT:
     if text in error.message:
       return reason.format(f"directory {directory!r}")
-  for path in (prefix + ".index", state_file and
+  for path in (save_path + ".index", state_file and
                os.path.join(directory, state_file)):
     if path and _is_directory(path):
       return f"{path!r} is a directory, where the save writes a file"
@@ -91,8 +91,8 @@ def _deepest_existing(local):
   return path
 
 
-def _is_directory(path):
+def _is_directory(file_path):
   try:
-    return file_io.is_directory(path)
+    return file_io.is_directory(file_path)
   except errors.OpError:
     return False

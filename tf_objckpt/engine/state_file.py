@@ -33,27 +33,27 @@ def _state_path(save_dir, latest_filename):
   return os.path.join(save_dir, latest_filename or STATE_FILENAME)
 
 
-def _atomic_write(path, contents, durable=False):
-  """Writes `contents` to `path` so readers see the old or the new file only.
+def _atomic_write(file_path, contents, durable=False):
+  """Writes `contents` to `file_path`: readers see the old or the new file.
 
-  The text goes to a uniquely named temporary file beside `path`, which is
+  The text goes to a uniquely named temporary file beside `file_path`, which is
   then renamed over it. On file systems without atomic renames the file is
   written in place, as TensorFlow does. `durable` (local paths) flushes the
   file to disk before the rename and the directory after it.
   """
   if durable:
-    commit.check_durable(path)
-  if not file_io.has_atomic_move(path):
-    file_io.write_string_to_file(path, contents)
+    commit.check_durable(file_path)
+  if not file_io.has_atomic_move(file_path):
+    file_io.write_string_to_file(file_path, contents)
     return
-  temp_path = temporary_names.temporary_copy(path)
+  temp_path = temporary_names.temporary_copy(file_path)
   try:
     file_io.write_string_to_file(temp_path, contents)
     if durable:
       commit.fsync(temp_path)
-    file_io.rename(temp_path, path, overwrite=True)
+    file_io.rename(temp_path, file_path, overwrite=True)
     if durable:
-      commit.fsync(os.path.dirname(path) or ".")
+      commit.fsync(os.path.dirname(file_path) or ".")
   except BaseException:
     try:
       file_io.delete_file(temp_path)
@@ -287,11 +287,11 @@ def checkpoint_state_and_text(checkpoint_dir, latest_filename=None):
   return state, text
 
 
-def _checkpoint_file(prefix, format_version):
+def _checkpoint_file(save_path, format_version):
   """The file that marks a checkpoint: the V2 index or the V1 data file."""
   if format_version == saver_pb2.SaverDef.V2:
-    return prefix + ".index"
-  return prefix
+    return save_path + ".index"
+  return save_path
 
 
 def latest_checkpoint(checkpoint_dir: str,
@@ -419,16 +419,16 @@ def directory_checkpoints(directory, checkpoint_name=None):
   ]
 
 
-def comparable(path):
-  """`path` in a form equal for every spelling of one local path.
+def comparable(save_path):
+  """`save_path` in a form equal for every spelling of one local path.
 
   The state file may hold absolute paths (the v1 `Saver` writes them) where
   a directory was named by a relative one; other file systems' paths are
   only normalized.
   """
-  if "://" in path:
-    return os.path.normpath(path)
-  return os.path.abspath(path)
+  if "://" in save_path:
+    return os.path.normpath(save_path)
+  return os.path.abspath(save_path)
 
 
 def unlisted_checkpoints(directory, listed, checkpoint_name=None):
@@ -476,16 +476,16 @@ def remove_checkpoint(checkpoint_prefix: str,
                           meta_graph_suffix)
 
 
-def remove_checkpoint_files(checkpoint_prefix,
+def remove_checkpoint_files(save_path,
                             checkpoint_format_version=saver_pb2.SaverDef.V2,
                             meta_graph_suffix="meta"):
   """`remove_checkpoint` for our own code, which warns of nothing."""
-  delete_matching(meta_graph_filename(checkpoint_prefix, meta_graph_suffix))
+  delete_matching(meta_graph_filename(save_path, meta_graph_suffix))
   if checkpoint_format_version == saver_pb2.SaverDef.V2:
-    delete_matching(checkpoint_prefix + ".index")
-    delete_matching(checkpoint_prefix + V2_DATA_GLOB)
+    delete_matching(save_path + ".index")
+    delete_matching(save_path + V2_DATA_GLOB)
   else:
-    delete_matching(checkpoint_prefix)
+    delete_matching(save_path)
 
 
 def meta_graph_filename(checkpoint_filename: str,

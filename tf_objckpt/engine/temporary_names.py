@@ -34,9 +34,9 @@ _FINAL = rf"\.index|{_DATA}|{_SHARD}|"
 _TEMPORARY_COPY = r"\.tmp[0-9a-f]{32}"
 
 
-def temporary_copy(path):
-  """A new name for the temporary copy of `path`, written atomically."""
-  return f"{path}.tmp{uuid.uuid4().hex}"
+def temporary_copy(file_path):
+  """A new name for the temporary copy of `file_path`, written atomically."""
+  return f"{file_path}.tmp{uuid.uuid4().hex}"
 
 
 def temporary_copies(name):

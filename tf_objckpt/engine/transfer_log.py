@@ -32,46 +32,46 @@ def enabled():
   return (logging.get_verbosity() <= logging.INFO and not ops.inside_function())
 
 
-def _log(action, path, values, num_bytes, started):
+def _log(action, save_path, values, num_bytes, started):
   seconds = max(time.perf_counter() - started, 1e-9)
-  logging.info("%s %s: %d values, %d bytes in %.3f s (%.1f MB/s)", action, path,
-               values, num_bytes, seconds, num_bytes / seconds / 1e6)
+  logging.info("%s %s: %d values, %d bytes in %.3f s (%.1f MB/s)", action,
+               save_path, values, num_bytes, seconds, num_bytes / seconds / 1e6)
 
 
-def saved(path, started):
-  """Logs a save that wrote the checkpoint `path` (not a tensor).
+def saved(save_path, started):
+  """Logs a save that wrote the checkpoint `save_path` (not a tensor).
 
   The object graph counts in the bytes, not in the values.
   """
-  if not enabled() or not isinstance(path, (str, bytes)):
+  if not enabled() or not isinstance(save_path, (str, bytes)):
     return
-  path = compat.as_str(path)
+  save_path = compat.as_str(save_path)
   values = num_bytes = 0  # V1 checkpoints have no index to count from.
-  if file_io.file_exists(bundle_index.index_file_name(path)):
-    header, keys = bundle_index.read_header_and_keys(path)
+  if file_io.file_exists(bundle_index.index_file_name(save_path)):
+    header, keys = bundle_index.read_header_and_keys(save_path)
     values = len(keys) - (tf_base.OBJECT_GRAPH_PROTO_KEY in keys)
     # Data files hold their entries back to back: their sizes are the bytes.
     num_bytes = sum(
         bundle_index.file_size(
-            bundle_index.data_file_name(path, shard, header.num_shards)) or 0
-        for shard in range(header.num_shards))
-  _log("Saved checkpoint", path, values, num_bytes, started)
+            bundle_index.data_file_name(save_path, shard, header.num_shards)) or
+        0 for shard in range(header.num_shards))
+  _log("Saved checkpoint", save_path, values, num_bytes, started)
 
 
-def restored(path, started, values):
-  """Logs a restore from `path` of `values` ((shape, dtype) pairs)."""
-  if not enabled() or not isinstance(path, (str, bytes)):
+def restored(save_path, started, values):
+  """Logs a restore from `save_path` of `values` ((shape, dtype) pairs)."""
+  if not enabled() or not isinstance(save_path, (str, bytes)):
     return
   # Values mostly share a few shapes and dtypes: size each kind once.
   kinds = collections.Counter(
       (tuple(shape or ()), dtype) for shape, dtype in values)
   num_bytes = sum(count * reads.byte_size(shape, dtypes.as_dtype(dtype))
                   for (shape, dtype), count in kinds.items())
-  _log("Restored checkpoint", compat.as_str(path), len(values), num_bytes,
+  _log("Restored checkpoint", compat.as_str(save_path), len(values), num_bytes,
        started)
 
 
-def restored_status(path, started, status):
+def restored_status(save_path, started, status):
   """Logs a restore, counting what its load status reports as restored."""
   if enabled():
-    restored(path, started, status.restored_shapes_and_dtypes())
+    restored(save_path, started, status.restored_shapes_and_dtypes())

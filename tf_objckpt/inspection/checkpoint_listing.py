@@ -39,11 +39,11 @@ class NoCheckpointError(Exception):
 _CHECKPOINT_FILE = re.compile(r"(.+)\.(index|data-\d{5}-of-\d{5})")
 
 
-def find_checkpoint(path):
-  """The checkpoint prefix `path` names, and how it was found.
+def find_checkpoint(location):
+  """The checkpoint prefix `location` names, and how it was found.
 
   Args:
-    path: A checkpoint prefix, one of its files (`.index`, `.data-*`), or a
+    location: A checkpoint prefix, one of its files (`.index`, `.data-*`), or a
       directory (its latest checkpoint).
 
   Returns:
@@ -51,33 +51,35 @@ def find_checkpoint(path):
     prefix of a file, was taken, or is None for a prefix.
 
   Raises:
-    NoCheckpointError: If there is no checkpoint at `path`.
+    NoCheckpointError: If there is no checkpoint at `location`.
     DataLossError: If the checkpoint's data files are there without its
       index.
   """
-  path = os.fspath(path)
-  if file_io.is_directory(path):
-    latest = state_file.latest_checkpoint(path)
+  location = os.fspath(location)
+  if file_io.is_directory(location):
+    latest = state_file.latest_checkpoint(location)
     if latest is None:
-      raise NoCheckpointError(_without_state_file(path))
-    return latest, (f"{path!r} is a directory; using its latest checkpoint "
+      raise NoCheckpointError(_without_state_file(location))
+    return latest, (f"{location!r} is a directory; using its latest checkpoint "
                     f"{latest!r}.")
   note = None
-  own_file = _CHECKPOINT_FILE.fullmatch(path)
+  own_file = _CHECKPOINT_FILE.fullmatch(location)
   if own_file:
-    note = (f"{path!r} is a file of checkpoint {own_file.group(1)!r}; using "
-            "that checkpoint.")
-    path = own_file.group(1)
-  if file_io.file_exists(path + ".index") or (file_io.file_exists(path) and
-                                              not own_file):
-    return path, note
-  data_files = file_io.get_matching_files(path + ".data-*")
+    note = (
+        f"{location!r} is a file of checkpoint {own_file.group(1)!r}; using "
+        "that checkpoint.")
+    location = own_file.group(1)
+  if file_io.file_exists(location + ".index") or (file_io.file_exists(location)
+                                                  and not own_file):
+    return location, note
+  data_files = file_io.get_matching_files(location + ".data-*")
   if data_files:
     raise errors.DataLossError(
-        None, None, f"Damaged checkpoint {path!r}: {path + '.index'!r} is "
+        None, None,
+        f"Damaged checkpoint {location!r}: {location + '.index'!r} is "
         f"missing, while its data files are there: "
         f"{', '.join(sorted(data_files))}.")
-  raise NoCheckpointError(f"No checkpoint found at {path!r}.")
+  raise NoCheckpointError(f"No checkpoint found at {location!r}.")
 
 
 def _without_state_file(directory):
@@ -127,20 +129,20 @@ class Listing:
   """A checkpoint's values, files and (object-based) object graph."""
 
   def __init__(self,
-               path,
+               save_path,
                reader,
                index,
                object_graph,
                object_graph_error=None):
-    self.path = path
+    self.save_path = save_path
     self.index = index  # A `bundle_index.BundleIndex`, or None (V1).
     self.object_graph = object_graph  # A TrackableObjectGraph, or None.
     # Why a stored object graph could not be read (`open_listing(strict=False)`).
     self.object_graph_error = object_graph_error
     self.num_shards = index.num_shards if index else 1
     # The engine's reader: dtypes, shapes and single values.
-    self.checkpoint = reads.CheckpointValues(path, reader)
-    self.values = _values(path, self.checkpoint, index)
+    self.checkpoint = reads.CheckpointValues(save_path, reader)
+    self.values = _values(save_path, self.checkpoint, index)
     self.node_paths = (object_graph_check.NodePaths(object_graph, "/")
                        if object_graph is not None else None)
     if object_graph is not None:
@@ -153,7 +155,7 @@ class Listing:
   def data_files(self):
     """Every data file of the checkpoint (V2), in shard order."""
     return [
-        bundle_index.data_file_name(self.path, shard, self.num_shards)
+        bundle_index.data_file_name(self.save_path, shard, self.num_shards)
         for shard in range(self.num_shards)
     ]
 
@@ -214,7 +216,7 @@ class Listing:
       if matches:
         raise KeyError(f"{name!r} holds several values; name one of their "
                        f"keys: {', '.join(matches)}")
-    message = f"No value {name!r} in checkpoint {self.path!r}."
+    message = f"No value {name!r} in checkpoint {self.save_path!r}."
     close = difflib.get_close_matches(name,
                                       self._names(),
                                       n=_SUGGESTED,
@@ -223,14 +225,14 @@ class Listing:
       message += " Closest: " + ", ".join(close) + "."
     raise KeyError(message)
 
-  def _nodes_at(self, path):
-    """The ids of the nodes `path` leads to from the root, by any way.
+  def _nodes_at(self, object_path):
+    """The ids of the nodes `object_path` leads to from the root, by any way.
 
-    Local names may hold "/", so each child whose name starts `path` is
+    Local names may hold "/", so each child whose name starts `object_path` is
     followed.
     """
     nodes = self.object_graph.nodes
-    found, seen, stack = set(), set(), [(0, path)]
+    found, seen, stack = set(), set(), [(0, object_path)]
     while stack:
       node_id, rest = stack.pop()
       if (node_id, rest) in seen:
@@ -267,7 +269,7 @@ class Listing:
     return sorted(names)
 
 
-def _values(path, checkpoint, index):
+def _values(save_path, checkpoint, index):
   """`{key: Value}` of every value of the checkpoint."""
   values = {}
   for key, shape in checkpoint.shapes.items():
@@ -275,19 +277,20 @@ def _values(path, checkpoint, index):
     entry = index.entries.get(key) if index else None
     if entry is not None and not entry.slices:
       size = entry.size
-      file = bundle_index.data_file_name(path, entry.shard_id, index.num_shards)
+      file = bundle_index.data_file_name(save_path, entry.shard_id,
+                                         index.num_shards)
     else:
       size = reads.byte_size(shape, dtype)
-      file = path if index is None else ""
+      file = save_path if index is None else ""
     values[key] = Value(key, dtype.name, tuple(shape), int(size), file)
   return values
 
 
-def open_listing(path, strict=True):
-  """Describes the checkpoint at prefix `path`.
+def open_listing(save_path, strict=True):
+  """Describes the checkpoint at prefix `save_path`.
 
   Args:
-    path: A checkpoint prefix.
+    save_path: A checkpoint prefix.
     strict: Whether a damaged object graph raises; if not, the listing is
       name-based and keeps the error as `object_graph_error`.
 
@@ -295,15 +298,15 @@ def open_listing(path, strict=True):
     NotFoundError: If there is no checkpoint there.
     DataLossError: If its index (or, strict, its object graph) is damaged.
   """
-  reader = reads.open_reader(path)
-  index = bundle_index.read_if_present(path)
+  reader = reads.open_reader(save_path)
+  index = bundle_index.read_if_present(save_path)
   try:
-    object_graph = reads.read_object_graph(reader, path)
+    object_graph = reads.read_object_graph(reader, save_path)
   except errors.DataLossError as e:
     if strict:
       raise
-    return Listing(path, reader, index, None, object_graph_error=e)
-  return Listing(path, reader, index, object_graph)
+    return Listing(save_path, reader, index, None, object_graph_error=e)
+  return Listing(save_path, reader, index, object_graph)
 
 
 def summarize(value, max_items=10):

@@ -57,9 +57,9 @@ class CheckpointReader:
   this one.
   """
 
-  def __init__(self, prefix, reader):
-    """Reads checkpoint `prefix` through `reader` (`reads.open_reader`)."""
-    self._prefix = prefix
+  def __init__(self, save_path, reader):
+    """Reads checkpoint `save_path` through `reader` (`reads.open_reader`)."""
+    self._save_path = save_path
     self._reader = reader
 
   def __getattr__(self, name):
@@ -113,7 +113,7 @@ class CheckpointReader:
 
   def _missing(self, key):
     """The `NotFoundError` for a key the checkpoint lacks."""
-    message = f"Key {key} not found in checkpoint {self._prefix!r}."
+    message = f"Key {key} not found in checkpoint {self._save_path!r}."
     try:
       found = self._listing().find_key(key)
       message += (f" {key!r} is the object path of key {found!r}, which "
@@ -133,12 +133,12 @@ class CheckpointReader:
       error_type = errors.DataLossError
     return error_type(
         None, None,
-        f"Failed to read key {key!r} from checkpoint {self._prefix!r}"
-        f"{reads.in_data_file(self._prefix, key)}: {error}")
+        f"Failed to read key {key!r} from checkpoint {self._save_path!r}"
+        f"{reads.in_data_file(self._save_path, key)}: {error}")
 
   def _listing(self):
     """The checkpoint's listing, to find object paths (only when needed)."""
-    return checkpoint_listing.open_listing(self._prefix, strict=False)
+    return checkpoint_listing.open_listing(self._save_path, strict=False)
 
 
 def load_checkpoint(

@@ -223,7 +223,7 @@ def read_values(listing, values):
     if len(values) == 1:
       value = values[0]
       return {}, [
-          Problem(value.file or listing.path, value.key,
+          Problem(value.file or listing.save_path, value.key,
                   f"cannot be read: {type(e).__name__}: "
                   f"{op_error_text(e)}")
       ]
@@ -242,7 +242,7 @@ def op_error_text(error):
 def _read(listing, values):
   checkpoint = listing.checkpoint
   return reads.eager_restore_v2(
-      listing.path, [value.key for value in values], [""] * len(values),
+      listing.save_path, [value.key for value in values], [""] * len(values),
       [checkpoint.dtypes[value.key] for value in values],
       [value.bytes for value in values], "/cpu:0")
 
@@ -253,7 +253,7 @@ def _object_graph_problems(listing, graph_unreadable):
   A graph whose value could not be read is not reported again.
   """
   graph_file = getattr(listing.values.get(_OBJECT_GRAPH_KEY), "file",
-                       listing.path)
+                       listing.save_path)
   if listing.object_graph_error is not None:
     if graph_unreadable:
       return []
@@ -271,7 +271,7 @@ def _object_graph_problems(listing, graph_unreadable):
           graph, listing.values)
   ]
   problems.extend(
-      Problem(listing.values[key].file or listing.path,
+      Problem(listing.values[key].file or listing.save_path,
               key,
               "no object of the object graph refers to this value",
               warning=True)
@@ -295,7 +295,7 @@ def report_lines(listing, result):
   read = restore_report.count_text(result.values_read, "value")
   if result.graph_read:
     read += " and the object graph"
-  summary = (f"{listing.path}: read {read} "
+  summary = (f"{listing.save_path}: read {read} "
              f"({size}, "
              f"{restore_report.count_text(listing.num_shards, 'shard')}) "
              f"in {result.seconds:.2f} s")

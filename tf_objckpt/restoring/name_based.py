@@ -89,7 +89,7 @@ class NameBasedRestoreCoordinator:
     self._checked = object_identity.ObjectIdentityDictionary()
     self.optimizers = v1_optimizer_state.Keras3Optimizers(
         self._checkpoint_keys,
-        lambda path: self._match(path, strip_model_name=True), self.values)
+        lambda name: self._match(name, strip_model_name=True), self.values)
 
   def values(self):
     """The checkpoint's dtypes and shapes (a `CheckpointValues`)."""

@@ -220,19 +220,19 @@ def _load_tensorflow_quietly():
   logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
-def _find(path):
+def _find(location):
   """The checkpoint prefix at PATH; says on stderr how it was found."""
   from tf_objckpt.inspection import checkpoint_listing  # pylint: disable=g-import-not-at-top
-  prefix, note = checkpoint_listing.find_checkpoint(path)
+  prefix, note = checkpoint_listing.find_checkpoint(location)
   if note:
     print(note, file=sys.stderr)
   return prefix
 
 
-def _open(path, strict=True):
+def _open(location, strict=True):
   """Opens the checkpoint at PATH (see `_find`)."""
   from tf_objckpt.inspection import checkpoint_listing  # pylint: disable=g-import-not-at-top
-  return checkpoint_listing.open_listing(_find(path), strict=strict)
+  return checkpoint_listing.open_listing(_find(location), strict=strict)
 
 
 def _inspect(args):
@@ -286,7 +286,7 @@ def _diff(args):
   from tf_objckpt.tools import diff_checkpoints  # pylint: disable=g-import-not-at-top
   listing_a, listing_b = (_open(args.path_a,
                                 strict=False), _open(args.path_b, strict=False))
-  print(f"A: {listing_a.path}\nB: {listing_b.path}")
+  print(f"A: {listing_a.save_path}\nB: {listing_b.save_path}")
   differences = diff_checkpoints.diff(listing_a, listing_b, atol=args.atol)
   print("\n".join(
       diff_checkpoints.report_lines(differences, args.atol,

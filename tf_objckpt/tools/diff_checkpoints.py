@@ -99,9 +99,10 @@ def _graph_damage(listing_a, listing_b, lost, damaged):
       continue
     found = True
     if _OBJECT_GRAPH_KEY not in lost_keys:
-      damaged.append((side,
-                      verify_checkpoint.Problem(listing.path, _OBJECT_GRAPH_KEY,
-                                                error.message)))
+      damaged.append(
+          (side,
+           verify_checkpoint.Problem(listing.save_path, _OBJECT_GRAPH_KEY,
+                                     error.message)))
   return found
 
 

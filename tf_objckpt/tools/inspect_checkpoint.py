@@ -125,7 +125,7 @@ def as_json(listing):
   """The checkpoint as a JSON-serializable dict."""
   count, size, shards = totals(listing)
   result = {
-      "checkpoint": listing.path,
+      "checkpoint": listing.save_path,
       "format": "object-based" if listing.object_based else "name-based",
       "values": [
           dict(value._asdict(), shape=list(value.shape))
@@ -197,5 +197,5 @@ def run(listing, keys=False, as_json_output=False, values=None):
   if keys:
     return "\n".join(key_lines(listing)), 0
   kind = "object-based" if listing.object_based else "name-based"
-  return "\n".join([f"Checkpoint {listing.path} ({kind})"] +
+  return "\n".join([f"Checkpoint {listing.save_path} ({kind})"] +
                    tree_lines(listing) + [totals_line(listing)]), 0

@@ -95,20 +95,20 @@ class PatchOnImport:
     _patch_tensorflow()
 
 
-def _run_as_main(path):
-  """Runs the file `path` as Python runs a script: the module `__main__`.
+def _run_as_main(script_path):
+  """Runs the file `script_path` as Python runs a script: the module `__main__`.
 
   Not `runpy.run_path`, which makes `sys.argv[0]` the path it is given.
   """
-  with io.open_code(path) as f:
-    code = compile(f.read(), path, "exec", dont_inherit=True)
+  with io.open_code(script_path) as f:
+    code = compile(f.read(), script_path, "exec", dont_inherit=True)
   main = types.ModuleType("__main__")
-  main.__dict__.update(__file__=path,
+  main.__dict__.update(__file__=script_path,
                        __cached__=None,
                        __package__=None,
                        __spec__=None,
                        __loader__=importlib.machinery.SourceFileLoader(
-                           "__main__", path))
+                           "__main__", script_path))
   saved_main = sys.modules["__main__"]
   sys.modules["__main__"] = main
   try:
@@ -117,10 +117,10 @@ def _run_as_main(path):
     sys.modules["__main__"] = saved_main
 
 
-def _from_script_frames(traceback, path):
+def _from_script_frames(traceback, script_path):
   """The part of `traceback` from the script's first frame on (or None)."""
   while traceback is not None and (traceback.tb_frame.f_code.co_filename
-                                   != path):
+                                   != script_path):
     traceback = traceback.tb_next
   return traceback
 

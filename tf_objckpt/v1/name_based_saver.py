@@ -369,8 +369,8 @@ class Saver(saver_retention.SaverRetention):
                                  latest_filename=latest_filename,
                                  meta_graph_suffix=meta_graph_suffix)
 
-    def write(prefix):
-      saved = self._run_save_op(sess, prefix)
+    def write(save_path):
+      saved = self._run_save_op(sess, save_path)
       # The meta graph is written with the checkpoint, before the state file
       # moves (TensorFlow writes it after): a save that fails leaves neither.
       if saved is not None and meta_file:
@@ -387,16 +387,17 @@ class Saver(saver_retention.SaverRetention):
       ) from exc
     return save_transaction.path_string(saved)
 
-  def _run_save_op(self, sess, prefix):
-    """Step 2 of a save: the `SaverDef`'s save op writes at `prefix`.
+  def _run_save_op(self, sess, save_path):
+    """Step 2 of a save: the `SaverDef`'s save op writes at `save_path`.
 
     Eagerly, the builder writes at once. Returns the path written (None if
     the saver turned out to have nothing to save).
     """
     if not context.executing_eagerly():
-      return sess.run(self.saver_def.save_tensor_name,
-                      feed_dict={self.saver_def.filename_tensor_name: prefix})
-    self._build_eager(prefix, True, False)
+      return sess.run(
+          self.saver_def.save_tensor_name,
+          feed_dict={self.saver_def.filename_tensor_name: save_path})
+    self._build_eager(save_path, True, False)
     return None if self._is_empty else self.saver_def.save_tensor_name
 
   def export_meta_graph(self,
@@ -495,32 +496,32 @@ class Saver(saver_retention.SaverRetention):
     if transfer_log.enabled():
       transfer_log.restored(prefix, started, self._restored_values(prefix))
 
-  def _restore_naming_errors(self, sess, prefix):
+  def _restore_naming_errors(self, sess, save_path):
     """Restores by name, else through an object graph; errors say why."""
     try:
-      self._restore_by_name(sess, prefix)
+      self._restore_by_name(sess, save_path)
     except errors.NotFoundError as err:
       # Names changed, or the checkpoint is object-based: then its object
       # graph maps the variable names to its keys.
       try:
-        mapping = object_based_names.object_graph_key_mapping(prefix)
+        mapping = object_based_names.object_graph_key_mapping(save_path)
       except errors.NotFoundError:
         raise saver_restores.with_restore_hint(
             err, "a Variable name or other graph key that is missing") from None
-      self._restore_object_based(sess, prefix, mapping)
+      self._restore_object_based(sess, save_path, mapping)
     except errors.InvalidArgumentError as err:
       raise saver_restores.with_restore_hint(
           err, "a mismatch between the current graph and the graph") from None
     except (errors.DataLossError, errors.OutOfRangeError) as err:
-      raise reads.damage_named(prefix, err) from err
+      raise reads.damage_named(save_path, err) from err
 
-  def _restored_values(self, prefix):
-    """(shape, dtype name) of each value a restore of `prefix` read."""
+  def _restored_values(self, save_path):
+    """(shape, dtype name) of each value a restore of `save_path` read."""
     plan = None
     if not context.executing_eagerly():
       plan = self._restore_plans.plan(ops.get_default_graph(),
                                       self.saver_def.restore_op_name)
-    return saver_restores.restored_values(prefix, plan)
+    return saver_restores.restored_values(save_path, plan)
 
 
 def saver_from_object_based_checkpoint(checkpoint_path,

@@ -39,14 +39,14 @@ def object_graph_key_mapping(checkpoint_path):
   }
 
 
-def remapped_saveables(checkpoint_path,
+def remapped_saveables(save_path,
                        var_list=None,
                        names_to_keys=None,
                        rename=True):
   """The saveables of `var_list`, each spec pointed at its key.
 
   Args:
-    checkpoint_path: prefix of an object-based checkpoint.
+    save_path: prefix of an object-based checkpoint.
     var_list: variables to restore (default: all saveable objects).
     names_to_keys: name-to-key dict (default: read from the checkpoint).
     rename: Whether to point the specs at their keys, or only check.
@@ -60,10 +60,10 @@ def remapped_saveables(checkpoint_path,
   """
   if names_to_keys is None:
     try:
-      names_to_keys = object_graph_key_mapping(checkpoint_path=checkpoint_path)
+      names_to_keys = object_graph_key_mapping(checkpoint_path=save_path)
     except errors.NotFoundError:
       raise ValueError(
-          f"Checkpoint in {checkpoint_path} not an object-based checkpoint."
+          f"Checkpoint in {save_path} not an object-based checkpoint."
       ) from None
   if var_list is None:
     var_list = saver_builders.all_saveables()

@@ -81,12 +81,12 @@ class RestorePlans:
       self._last_verified = (identity, plan)
 
 
-def restored_values(prefix, plan):
-  """(shape, dtype name) of each value a restore of `prefix` read.
+def restored_values(save_path, plan):
+  """(shape, dtype name) of each value a restore of `save_path` read.
 
   Those of `plan`, or, without one (eagerly), all of the checkpoint's.
   """
-  values = reads.CheckpointValues(prefix, reads.open_reader(prefix))
+  values = reads.CheckpointValues(save_path, reads.open_reader(save_path))
   keys = ([value.key for value in plan.reads]
           if plan is not None else list(values.shapes))
   return [(values.shapes[key], values.dtypes[key].name)

@@ -50,7 +50,7 @@ def healing_when_chosen(restore):
       with named_restores.pointing_to_intact(save_path):
         return restore(saver, sess, save_path)
     _, skipped = self_healing.restore_newest_intact(
-        lambda path: restore(saver, sess, path), _candidates(state))
+        lambda candidate: restore(saver, sess, candidate), _candidates(state))
     _skipped[saver] = {state_file.comparable(path) for path in skipped}
     return None
 

@@ -174,19 +174,19 @@ class _ToVariable(read_plan.Destination):
     self.has_initial_value = True
 
 
-def _override_initializers(plan, prefix):
-  """Makes each variable's initializer and initial value read `prefix`."""
+def _override_initializers(plan, save_path):
+  """Makes each variable's initializer and initial value read `save_path`."""
   with ops.name_scope("checkpoint_initializer"):
-    restore_ops = multi_device_saver.execute_plan(plan, prefix)
+    restore_ops = multi_device_saver.execute_plan(plan, save_path)
     _read_initial_values([
         destination for destination in plan.destinations
         if not destination.has_initial_value
-    ], prefix)
+    ], save_path)
   for destination in plan.destinations:
     destination.variable._initializer_op = restore_ops[destination.name]  # pylint: disable=protected-access
 
 
-def _read_initial_values(destinations, prefix):
+def _read_initial_values(destinations, save_path):
   """Initial values of `destinations` read by batched `RestoreV2`s.
 
   They are read only if something evaluates them: initializers do not.
@@ -197,7 +197,7 @@ def _read_initial_values(destinations, prefix):
       batch = group[start:start + batch_size]
       to_read = [destination.reads[0] for destination in batch]
       with ops.device(device):
-        tensors = reads.restore_v2(prefix, [value.key for value in to_read],
+        tensors = reads.restore_v2(save_path, [value.key for value in to_read],
                                    [value.slice_spec for value in to_read],
                                    [value.dtype for value in to_read])
       for destination, tensor in zip(batch, tensors):
