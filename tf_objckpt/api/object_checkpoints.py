@@ -150,7 +150,7 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
       return self._save_planned(plan, options, session=session)
 
   def _save(self, save_path, session=None, options=None):
-    """Counts the save, writes "<file_prefix>-<count>", records it as latest.
+    """Counts the save, writes "<save_path>-<count>", records it as latest.
 
     Returns:
       The path written.
@@ -161,6 +161,7 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
 
   def _save_numbered(self, save_path, session, options):
     """`_save`, alone among the saves into its directory."""
+    self._finish_pending_write()
     if getattr(options, "durable", False):
       commit.check_durable(save_path)
     count, session = self._count_save(save_path, session, options)
