@@ -20,7 +20,8 @@ module of the package defines once:
 - `keras_models`: Keras models and optimizers of Keras 3 and tf_keras;
 - `processes`: child processes (Python, the command line tool) and time
   limits;
-- `cluster`: distributed runs (free ports, `run_cluster_program`).
+- `cluster`: distributed runs (free ports, `run_cluster_program`, server
+  processes a test kills and starts again: `ServerProcesses`).
 """
 
 # The names tests use as `tl.<name>`, from the module that defines each.
@@ -51,4 +52,7 @@ from testlib.keras_models import (KERAS_3, FLAVORS, MODEL_KINDS, keras_module,
 from testlib.processes import (REPO_ROOT, time_limit, run_python, child_env,
                                run_cli, start_python, kill_group, finish,
                                terminate_after_line, kill_forked_workers)
-from testlib.cluster import (CLUSTER_PROGRAMS, free_ports, run_cluster_program)
+from testlib.cluster import (CLUSTER_PROGRAMS, free_ports, localhost_addresses,
+                             start_servers_in_process, run_cluster_program,
+                             start_cluster_program, finish_cluster_program,
+                             ServerProcesses)
