@@ -21,7 +21,8 @@ import tensorflow as tf
 
 import testlib as tl
 
-import remote_programs  # Beside this file, which Python runs as a script.
+# Beside this file, which Python runs as a script: more scenarios.
+import remote_programs
 
 # The model every scenario saves: name -> value. Partitioners split the
 # first axis.
@@ -96,7 +97,8 @@ def _strategy(num_ps, partitioner):
         "ps": tl.localhost_addresses(num_ps)
     }
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        tl.start_servers_in_process(cluster, ["worker", "ps"]), rpc_layer="grpc")
+        tl.start_servers_in_process(cluster, ["worker", "ps"]),
+        rpc_layer="grpc")
   return tf.distribute.experimental.ParameterServerStrategy(
       resolver, variable_partitioner=_PARTITIONERS[partitioner](num_ps))
 
@@ -216,7 +218,10 @@ def local_devices(directory):
 
 def ps_graph(directory):
   """CheckpointV1 in graph mode, variables placed on two ps tasks."""
-  cluster = {"worker": tl.localhost_addresses(1), "ps": tl.localhost_addresses(2)}
+  cluster = {
+      "worker": tl.localhost_addresses(1),
+      "ps": tl.localhost_addresses(2)
+  }
   spec = tl.start_servers_in_process(cluster, ["worker", "ps"])
   target = "grpc://" + cluster["worker"][0]
   paths = {

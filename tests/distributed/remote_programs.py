@@ -74,6 +74,22 @@ def _file_values(path, names):
   }
 
 
+def _read_in_a_function(variables):
+  """The variables' values, read by a function as a training step would.
+
+  The function's reads on each task are sent apart from eager ops, so
+  they see an assign only once it has run there.
+  """
+  return {
+      name: value.numpy() for name, value in _function_read(variables).items()
+  }
+
+
+@tf.function
+def _function_read(variables):
+  return {name: variable.read_value() for name, variable in variables.items()}
+
+
 class _Failures:
   """Failed rounds by kind, with the first few messages of each kind."""
 
@@ -138,7 +154,7 @@ def _one_round(checkpoint, variables, prefix, number, failures):
   try:
     _assign(variables, dict.fromkeys(variables, -1.))
     checkpoint.read(path).assert_consumed()
-    restored = {name: variable.numpy() for name, variable in variables.items()}
+    restored = _read_in_a_function(variables)
   except tf.errors.OpError as e:
     failures.add("restore", number, f"{type(e).__name__}: {e}")
     return

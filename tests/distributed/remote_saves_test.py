@@ -1,13 +1,15 @@
 """Saves of eager variables on remote tasks never race, in rounds.
 
 A client connected to a cluster (`connect_to_cluster`) holds one variable
-on each of three tasks and runs rounds of assign, write to the same
-prefix, check the file's values, restore and check the variables
-(`remote_programs.remote_rounds`), with the servers in the client's
-process and in processes of their own. Eager ops on a remote task that
-return nothing (`SaveV2`, assigns) run asynchronously there: a save must
-wait for its shards before the merge, never merge a shard another save
-left, and a restore must wait for its assigns. Ours must fail no round.
+of 4 MiB on each of three tasks and runs 100 rounds of assign, write to
+the same prefix, check the file's values, restore, and check the
+variables as a function reads them (`remote_programs.remote_rounds`),
+with the servers in the client's process and in processes of their own.
+Eager ops on a remote task that return nothing (`SaveV2`, assigns) run
+asynchronously there: a save must wait for its shards before the merge,
+never merge a shard another save left, and a restore must wait for its
+assigns (a function's reads on a task are sent apart from eager ops, and
+can run before them). Ours must fail no round, and leave no file behind.
 
 TensorFlow runs the same rounds. Its save reads the variables inside a
 function, which can run before an earlier asynchronous assign on the same
@@ -63,14 +65,15 @@ def _assert_same_checkpoints(results):
   }
   for key, value in tl.values(our_path).items():
     assert np.all(value == last[key]), (key, value[0], last[key])
-  tl.assert_same_checkpoint(tf_path,
-                            our_path,
-                            compare_values=not any(
-                                results["tf"]["failures"].values()))
+  tl.assert_same_checkpoint(
+      tf_path,
+      our_path,
+      compare_values=not any(results["tf"]["failures"].values()))
   assert tl.file_layout(our_path) == tl.file_layout(tf_path)
-  for writer, path in results.items():
+  for writer, result in results.items():
+    path = result["path"]
+    stored = tl.values(path)
     for reader, lib in tl.IMPLS.items():
-      stored = tl.values(path)
       variables = {
           name.split("/")[0]: tf.Variable(tf.zeros_like(value))
           for name, value in stored.items()
@@ -86,7 +89,11 @@ def _assert_same_checkpoints(results):
 
 def test_rounds_with_servers_in_the_clients_process(tmp_path):
   results = {impl: _rounds(tmp_path, impl, "in_process") for impl in tl.IMPLS}
-  print("TensorFlow's rounds:", json.dumps(results["tf"]["failures"]))
+  print(
+      json.dumps({
+          impl: (result["failures"], result["seconds"])
+          for impl, result in results.items()
+      }))
   _assert_ours_never_fail(results["ours"])
   _assert_same_checkpoints(results)
 
@@ -97,6 +104,10 @@ def test_rounds_with_servers_in_processes_of_their_own(tmp_path):
     with tl.ServerProcesses({"worker": 3}) as servers:
       servers.start().wait_until_serving()
       results[impl] = _rounds(tmp_path, impl, json.dumps(servers.cluster))
-  print("TensorFlow's rounds:", json.dumps(results["tf"]["failures"]))
+  print(
+      json.dumps({
+          impl: (result["failures"], result["seconds"])
+          for impl, result in results.items()
+      }))
   _assert_ours_never_fail(results["ours"])
   _assert_same_checkpoints(results)

@@ -28,11 +28,11 @@ module of the package defines once:
 from testlib.impls import (Impl, IMPLS, OWNERS, PAIRS, other, by_impl, agreed,
                            assert_agree, tensorflow_patched)
 from testlib.checkpoints import (OBJECT_GRAPH_KEY, object_graph, signature,
-                                 keys, values, TENSORFLOWS_AND_OURS,
-                                 assert_values_equal, assert_same_checkpoint,
-                                 write, write_both, write_with_saver, snapshot,
-                                 MANY, mixed_value, variable_values,
-                                 assert_variables_equal)
+                                 keys, values, values_by_name,
+                                 TENSORFLOWS_AND_OURS, assert_values_equal,
+                                 assert_same_checkpoint, write, write_both,
+                                 write_with_saver, snapshot, MANY, mixed_value,
+                                 variable_values, assert_variables_equal)
 from testlib.files import (files_under, assert_same_files, leftovers,
                            bytes_under, file_layout, DAMAGE, damage)
 from testlib.outcomes import (Outcome, outcome, STATUS_ASSERTIONS,

@@ -79,8 +79,8 @@ def start_cluster_program(scenario, directory, *args, env=None):
 
   Finish it with `finish_cluster_program`, or kill it with `kill_group`.
   """
-  return processes.start_python(
-      [CLUSTER_PROGRAMS, scenario, directory, *args], env=env)
+  return processes.start_python([CLUSTER_PROGRAMS, scenario, directory, *args],
+                                env=env)
 
 
 def finish_cluster_program(process, timeout, what):
@@ -112,8 +112,8 @@ class ServerProcesses:
     counts = {**clients, **jobs}
     ports = iter(free_ports(sum(counts.values())))
     self.cluster = {
-        job: [f"localhost:{next(ports)}" for _ in range(count)
-             ] for job, count in counts.items()
+        job: [f"localhost:{next(ports)}" for _ in range(count)]
+        for job, count in counts.items()
     }
     self._processes = {}
 

@@ -30,6 +30,7 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import remote_tasks
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 from tf_objckpt.engine import variable_values
@@ -346,7 +347,9 @@ def execute_eagerly(plan, values):
   a damaged value leaves it as it was too.
   """
   hand_over_python_state = read_python_state(plan, values)
-  values.restore_in_pieces(_eager_units(plan.destinations, values.byte_sizes))
+  with remote_tasks.completed_on(_devices(plan.destinations),
+                                 "the restore's assigns"):
+    values.restore_in_pieces(_eager_units(plan.destinations, values.byte_sizes))
   hand_over_python_state()
 
 
@@ -364,10 +367,21 @@ def restore_variable_eagerly(destination, values, check_plan):
       list(value.shape) != values.shapes[value.key]):
     check_plan(ReadPlan([destination]))
   handle = destination.variable.handle
-  values.restore_in_pieces([
-      (destination.reads, lambda tensors: gen_resource_variable_ops.
-       assign_variable_op(handle, tensors[0]))
-  ])
+  with remote_tasks.completed_on(_devices([destination]),
+                                 "the restore's assign"):
+    values.restore_in_pieces([
+        (destination.reads, lambda tensors: gen_resource_variable_ops.
+         assign_variable_op(handle, tensors[0]))
+    ])
+
+
+def _devices(destinations):
+  """The devices of the destinations that know theirs (read lazily)."""
+  for destination in destinations:
+    if isinstance(destination,
+                  ToVariable) or (isinstance(destination, ToSaveable) and
+                                  destination.saveable.specs):
+      yield destination.device
 
 
 def _eager_units(destinations, byte_sizes):

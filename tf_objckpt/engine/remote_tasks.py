@@ -1,0 +1,130 @@
+"""Waits for the eager ops a save or restore sends to other tasks.
+
+Executing eagerly in a cluster (`connect_to_cluster`, a parameter-server
+coordinator), an op placed on another task is sent to that task and the
+call returns at once. An op with outputs returns handles that wait for it
+when read; an op without outputs (`SaveV2`, `MergeV2Checkpoints`, an
+assign) is waited for by nothing, and its error surfaces in whichever op
+on that task comes next, if any. A task runs the ops this process sends
+it in the order they were sent.
+
+So a step whose next step needs those effects (shards written before the
+merge, a checkpoint merged before it is recorded, values assigned before a
+restore returns) runs inside `completed_on(devices)`: on leaving, one op
+with an output runs on each other task among `devices`, and is read. Once
+it is read, every op sent to that task before it has run, and the first
+error among them is raised here, naming the task. Nothing else is waited
+for: not the tasks the step did not use, nor ops sent by other clients.
+Local ops run synchronously and need no wait; neither does graph building,
+whose control dependencies order the ops.
+"""
+
+import contextlib
+import functools
+
+from tensorflow.python.eager import context
+from tensorflow.python.framework import device as pydev
+from tensorflow.python.framework import errors
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import gen_logging_ops
+from tensorflow.python.platform import tf_logging as logging
+
+
+def remote_task_devices(devices):
+  """`{task: its CPU}` of the tasks of `devices` other than this process's.
+
+  Empty unless executing eagerly in a cluster.
+  """
+  if not context.executing_eagerly():
+    return {}
+  eager_context = context.context()
+  if eager_context.get_server_def() is None:
+    return {}
+  host = _task_of(eager_context.host_address_space())
+  found = {}
+  for device in set(devices):
+    task = _task_of(device or "")
+    if task is not None and task != host:
+      found.setdefault(task, f"{task}/device:CPU:0")
+  return found
+
+
+def is_remote(device):
+  """Whether eager ops on `device` run on another task than this one."""
+  return bool(remote_task_devices([device]))
+
+
+@functools.lru_cache(maxsize=1024)
+def _task_of(device):
+  """`/job:J/replica:R/task:T` of a device, or None if it names no job."""
+  if not device or context.is_custom_device(device):
+    return None
+  spec = pydev.DeviceSpec.from_string(device)
+  if spec.job is None:
+    return None
+  return f"/job:{spec.job}/replica:{spec.replica or 0}/task:{spec.task or 0}"
+
+
+@contextlib.contextmanager
+def completed_on(devices, what):
+  """Runs the block, then waits until its ops on other tasks have run.
+
+  The wait happens whether the block succeeds or fails, so that nothing the
+  block sent still runs once it is over (a failed save's undo then finds
+  every file its shards wrote). An error of the block wins over the wait's,
+  which is logged.
+
+  Args:
+    devices: The devices the block runs ops on; those of other tasks are
+      waited for.
+    what: What the block does, for messages ("the save's shard writes").
+
+  Yields:
+    Nothing.
+
+  Raises:
+    The first error of an op the block sent to another task (TensorFlow's
+    type), its message naming the task.
+  """
+  tasks = remote_task_devices(devices)
+  if not tasks:
+    yield
+    return
+  try:
+    yield
+  except BaseException:
+    try:
+      _wait(tasks, what)
+    except errors.OpError as e:
+      logging.warning("While handling an error, %s", e.message)
+    raise
+  _wait(tasks, what)
+
+
+def _wait(tasks, what):
+  """Reads one op's output on each task of `tasks`; raises the first error."""
+  markers, failures = {}, []
+  for task, cpu in sorted(tasks.items()):
+    try:
+      with ops.device(cpu):
+        markers[task] = gen_logging_ops.timestamp()
+    except errors.OpError as e:
+      failures.append((task, e))
+  for task, marker in markers.items():
+    try:
+      marker.numpy()
+    except errors.OpError as e:
+      failures.append((task, e))
+  if failures:
+    raise _naming_tasks(failures, what)
+
+
+def _naming_tasks(failures, what):
+  """The first failure's error, its message naming every failed task."""
+  task, error = failures[0]
+  others = [other for other, _ in failures[1:]]
+  also = f" (and on {', '.join(others)})" if others else ""
+  return type(error)(
+      error.node_def, error.op,
+      f"{what[0].upper()}{what[1:]} failed on task {task}{also}: "
+      f"{error.message}")
