@@ -9,6 +9,10 @@ restored value, and prints one JSON line last (checkpoint paths, by
 implementation and kind, for the test to compare layouts). Any failure
 exits non-zero. Run as a child because a cluster changes TensorFlow's
 process-wide state (eager context, devices) for good.
+
+More scenarios live beside this file and run through it: variables on
+remote tasks (`remote_programs`) and TensorFlow's distribution strategies
+with every task a process of its own (`strategy_programs`).
 """
 
 import json
@@ -23,6 +27,7 @@ import testlib as tl
 
 # Beside this file, which Python runs as a script: more scenarios.
 import remote_programs
+import strategy_programs
 
 # The model every scenario saves: name -> value. Partitioners split the
 # first axis.
@@ -347,6 +352,7 @@ _SCENARIOS = {
     "preemption": preemption,
     "server": server,
     **remote_programs.SCENARIOS,
+    **strategy_programs.SCENARIOS,
 }
 
 
