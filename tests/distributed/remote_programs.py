@@ -18,6 +18,7 @@ import tensorflow as tf
 import testlib as tl
 
 _FLOAT_BYTES = 4
+_ASYNC = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
 
 
 def _connect(where, jobs):
@@ -105,11 +106,13 @@ class _Failures:
       self.messages[kind].append(f"round {number}: {what}"[:600])
 
 
-def remote_rounds(directory, impl, rounds, mib, where, tasks=3):
+def remote_rounds(directory, impl, rounds, mib, where, kind="write", tasks=3):
   """Rounds of assign, write, check the file, restore, check the variables.
 
   One variable of `mib` MiB on each of `tasks` tasks, every round written
-  to the same prefix with `impl`'s `Checkpoint.write`. A round fails if
+  to the same prefix with `impl`'s `Checkpoint.write` (`kind` "write"), or
+  an asynchronous one followed by the next round's assigns, then `sync()`
+  ("async"). A round fails if
   anything raises, if the file holds another value than the round's (an
   assign the save did not wait for, or a shard of an earlier save), or if
   the restore assigns another value.
@@ -125,7 +128,7 @@ def remote_rounds(directory, impl, rounds, mib, where, tasks=3):
   failures = _Failures()
   started = time.time()
   for number in range(int(rounds)):
-    _one_round(checkpoint, variables, prefix, number, failures)
+    _one_round(checkpoint, variables, prefix, number, failures, kind)
   return {
       "failures": failures.counts,
       "messages": failures.messages,
@@ -135,7 +138,7 @@ def remote_rounds(directory, impl, rounds, mib, where, tasks=3):
   }
 
 
-def _one_round(checkpoint, variables, prefix, number, failures):
+def _one_round(checkpoint, variables, prefix, number, failures, kind):
   """One round of `remote_rounds`; its failures are added to `failures`."""
   expected = _round_values(variables, number)
   try:
@@ -144,7 +147,13 @@ def _one_round(checkpoint, variables, prefix, number, failures):
     failures.add("assign", number, f"{type(e).__name__}: {e}")
     return
   try:
-    path = checkpoint.write(prefix)
+    if kind == "async":
+      path = checkpoint.write(prefix, options=_ASYNC)
+      # Assigned while the write runs: the snapshot keeps the values.
+      _assign(variables, _round_values(variables, number + 1))
+      checkpoint.sync()
+    else:
+      path = checkpoint.write(prefix)
   except tf.errors.OpError as e:
     failures.add("write", number, f"{type(e).__name__}: {e}")
     return
