@@ -10,6 +10,7 @@ save wrote and every value a restore assigned.
 
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -173,3 +174,124 @@ def _one_round(checkpoint, variables, prefix, number, failures, kind):
 
 
 SCENARIOS = {"remote_rounds": remote_rounds}
+
+
+def killed_task_saves(directory, impl, where, mib, start="save"):
+  """Saves that the test kills a task during, driven by lines on stdin.
+
+  A variable of `mib` MiB on `ps:0` and a small one on `worker:0`, saved
+  by `impl`'s manager into `directory/impl`. First a save (`start` "save"),
+  printing `{"saved": path}`, or what "recover" does ("recover"). Then, per
+  line read:
+
+  - "save": assigns the next values, prints "saving", saves, and prints
+    `{"error": [type, message] or None, "seconds": ..., "latest": the
+    state file's latest checkpoint, "leftovers": ...}`;
+  - "recover": connects again (the test restarted the killed task), makes
+    the variables anew, restores the latest checkpoint, checks its values
+    (those of the last save that succeeded), saves, checks that save's
+    values, and prints `{"restored": path, "saved": path, "leftovers":
+    ...}`.
+  """
+  directory = os.path.join(directory, impl)
+  state = _KilledTaskState(impl, where, mib, directory)
+  if start == "recover":
+    print(json.dumps(state.recover(connect=False)), flush=True)
+  else:
+    print(json.dumps({"saved": state.save()}), flush=True)
+  for line in sys.stdin:
+    command = line.strip()
+    if command == "save":
+      print(json.dumps(state.save_to_be_killed()), flush=True)
+    elif command == "recover":
+      print(json.dumps(state.recover()), flush=True)
+    else:
+      break
+  return {"commands": "done"}
+
+
+class _KilledTaskState:
+  """The variables, manager and expected values of `killed_task_saves`."""
+
+  def __init__(self, impl, where, mib, directory):
+    self._lib = tl.IMPLS[impl]
+    self._where = where
+    self._mib = mib
+    self._directory = directory
+    self._number = 0
+    self._saved_values = None
+    self._connect()
+
+  def _connect(self):
+    _connect(self._where, {"ps": 1, "worker": 1})
+    self._variables = _remote_variables(1, self._mib, job="ps")
+    self._variables.update(small=_remote_variables(1, 1 /
+                                                   1024, job="worker")["v0"])
+    self._manager = self._lib.CheckpointManager(
+        self._lib.Checkpoint(**self._variables), self._directory, 3)
+
+  def save(self):
+    """Assigns the next values and saves them; returns the path."""
+    values = self._assign_next()
+    path = self._manager.save()
+    self._saved_values = values
+    return path
+
+  def _assign_next(self):
+    """Assigns the next values; returns them once every task has them."""
+    self._number += 1
+    values = _round_values(self._variables, self._number)
+    _assign(self._variables, values)
+    for variable in self._variables.values():
+      variable[:1].numpy()  # Read after the assign, on its task.
+    return values
+
+  def save_to_be_killed(self):
+    """Saves new values, the test killing a task meanwhile; says how."""
+    values = self._assign_next()
+    print("saving", flush=True)
+    started = time.time()
+    error = None
+    try:
+      self._manager.save()
+      self._saved_values = values
+    except tf.errors.OpError as e:
+      error = [type(e).__name__, e.message]
+    return {
+        "error": error,
+        "seconds": time.time() - started,
+        "latest": tf.train.latest_checkpoint(self._directory),
+        "leftovers": tl.leftovers(self._directory)
+    }
+
+  def recover(self, connect=True):
+    """Restores the latest checkpoint, then saves; says how it went.
+
+    With `connect`, connects to the cluster again first (a task restarted).
+    The values restored must be those of the last save that succeeded (in
+    a new process, those the checkpoint holds).
+    """
+    if connect:
+      self._connect()
+    restored = self._manager.latest_checkpoint
+    if self._saved_values is None:
+      self._saved_values = _file_values(restored, self._variables)
+    self._manager.checkpoint.restore(restored).assert_consumed()
+    wrong = _wrong_values(_values(self._variables), self._saved_values)
+    assert not wrong, f"{restored} restored {wrong}"
+    saved = self.save()
+    wrong = _wrong_values(_file_values(saved, self._variables),
+                          self._saved_values)
+    assert not wrong, f"{saved} holds {wrong}"
+    return {
+        "restored": restored,
+        "saved": saved,
+        "leftovers": tl.leftovers(self._directory)
+    }
+
+
+def _values(variables):
+  return {name: variable.numpy() for name, variable in variables.items()}
+
+
+SCENARIOS["killed_task_saves"] = killed_task_saves

@@ -358,3 +358,69 @@ def v1_between_graph(directory, impl, last_step, crash_at=0):
 
 
 SCENARIOS["v1_between_graph"] = v1_between_graph
+
+
+def mwms_killed_save(directory, impl, start, mib):
+  """A worker's saves of a `mib` MiB variable, one of which is killed.
+
+  Each worker saves with `impl`'s manager into `_write_directory`. With
+  `start` "save": a save, `{"saved": path}` printed, then new values,
+  "saving" printed, and a save the test kills the chief during (then
+  `{"error": ..., "latest": ...}` if this worker lives). With "recover"
+  (the workers started again): the chief's latest checkpoint is restored
+  and checked against the file, a step trained, and a save made; prints
+  `{"restored": path, "saved": path, "left": files no checkpoint owns}`.
+  """
+  strategy = tf.distribute.MultiWorkerMirroredStrategy()
+  size = int(float(mib) * 2**20) // 4
+  with strategy.scope():
+    variables = {
+        "big": tf.Variable(tf.zeros([size]), name="big"),
+        "weight": tf.Variable(tf.zeros([4]), name="weight")
+    }
+  lib = tl.IMPLS[impl]
+  real_directory = os.path.join(directory, impl)
+  write_directory = _write_directory(real_directory, strategy)
+  manager = lib.CheckpointManager(lib.Checkpoint(**variables),
+                                  write_directory,
+                                  max_to_keep=2)
+
+  def assign(value):
+    for variable in variables.values():
+      variable.assign(tf.fill(variable.shape, value))
+
+  def save():
+    path = manager.save()
+    if write_directory != real_directory:
+      tf.io.gfile.rmtree(write_directory)
+    return path
+
+  if start == "recover":
+    restored = tf.train.latest_checkpoint(real_directory)
+    manager.checkpoint.restore(restored).assert_consumed()
+    stored = tl.values_by_name(restored)
+    _assert_values({name: stored[name] for name in variables},
+                   _values(variables), f"restored from {restored}")
+    _barrier(strategy)
+    saved = save()
+    _barrier(strategy)
+    return {
+        "restored": restored,
+        "saved": saved,
+        "left": tl.leftovers(real_directory),
+        "files": sorted(os.listdir(real_directory))
+    }
+  assign(1.)
+  print(json.dumps({"saved": save()}), flush=True)
+  _barrier(strategy)
+  assign(2.)
+  print("saving", flush=True)
+  try:
+    save()
+    error = None
+  except tf.errors.OpError as e:
+    error = [type(e).__name__, e.message]
+  return {"error": error, "latest": tf.train.latest_checkpoint(real_directory)}
+
+
+SCENARIOS["mwms_killed_save"] = mwms_killed_save

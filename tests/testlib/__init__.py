@@ -50,8 +50,9 @@ from testlib.keras_models import (KERAS_3, FLAVORS, MODEL_KINDS, keras_module,
                                   make_model, training_data, train_step,
                                   untrained, trained)
 from testlib.processes import (REPO_ROOT, time_limit, run_python, child_env,
-                               run_cli, start_python, kill_group, finish,
-                               terminate_after_line, kill_forked_workers)
+                               run_cli, start_python, read_line, kill_group,
+                               finish, terminate_after_line,
+                               kill_forked_workers)
 from testlib.cluster import (CLUSTER_PROGRAMS, free_ports, localhost_addresses,
                              start_servers_in_process, run_cluster_program,
                              start_cluster_program, finish_cluster_program,

@@ -74,13 +74,15 @@ def run_cluster_program(scenario, directory, *args, timeout=90, env=None):
   return finish_cluster_program(process, timeout, f"{scenario} {args}")
 
 
-def start_cluster_program(scenario, directory, *args, env=None):
+def start_cluster_program(scenario, directory, *args, env=None, **popen):
   """Starts one scenario of `cluster_programs.py`; returns its `Popen`.
 
   Finish it with `finish_cluster_program`, or kill it with `kill_group`.
+  `popen` are `start_python`'s other arguments (`stdin`, `stderr`).
   """
   return processes.start_python([CLUSTER_PROGRAMS, scenario, directory, *args],
-                                env=env)
+                                env=env,
+                                **popen)
 
 
 def finish_cluster_program(process, timeout, what):
@@ -90,6 +92,7 @@ def finish_cluster_program(process, timeout, what):
     AssertionError: If it fails or times out, with its output.
   """
   code, stdout, stderr = processes.finish(process, timeout)
+  stderr = stderr or "(its standard error went to a file)"
   assert code == 0, (
       f"{what} {'timed out' if code is None else f'exited {code}'}"
       f":\n{stdout[-3000:]}\n{stderr[-6000:]}")

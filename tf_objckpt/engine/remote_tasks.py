@@ -27,7 +27,6 @@ from tensorflow.python.framework import device as pydev
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_logging_ops
-from tensorflow.python.platform import tf_logging as logging
 
 
 def remote_task_devices(devices):
@@ -71,8 +70,9 @@ def completed_on(devices, what):
 
   The wait happens whether the block succeeds or fails, so that nothing the
   block sent still runs once it is over (a failed save's undo then finds
-  every file its shards wrote). An error of the block wins over the wait's,
-  which is logged.
+  every file its shards wrote). When the block fails, its error is raised,
+  naming the tasks that failed too (a task that died mid-save fails the
+  block's next op there).
 
   Args:
     devices: The devices the block runs ops on; those of other tasks are
@@ -92,17 +92,22 @@ def completed_on(devices, what):
     return
   try:
     yield
+  except errors.OpError as error:
+    failures = _failures(tasks)
+    if not failures:
+      raise
+    raise _naming_tasks(what, failures,
+                        error).with_traceback(error.__traceback__) from None
   except BaseException:
-    try:
-      _wait(tasks, what)
-    except errors.OpError as e:
-      logging.warning("While handling an error, %s", e.message)
+    _failures(tasks)
     raise
-  _wait(tasks, what)
+  failures = _failures(tasks)
+  if failures:
+    raise _naming_tasks(what, failures, failures[0][1])
 
 
-def _wait(tasks, what):
-  """Reads one op's output on each task of `tasks`; raises the first error."""
+def _failures(tasks):
+  """Reads one op's output on each of `tasks`; returns `[(task, error)]`."""
   markers, failures = {}, []
   for task, cpu in sorted(tasks.items()):
     try:
@@ -115,16 +120,19 @@ def _wait(tasks, what):
       marker.numpy()
     except errors.OpError as e:
       failures.append((task, e))
-  if failures:
-    raise _naming_tasks(failures, what)
+  return failures
 
 
-def _naming_tasks(failures, what):
-  """The first failure's error, its message naming every failed task."""
-  task, error = failures[0]
+def _naming_tasks(what, failures, error):
+  """`error` (of its type), its message led by `what` and the failed tasks.
+
+  The first task's own error follows when it is not `error`.
+  """
+  task, task_error = failures[0]
   others = [other for other, _ in failures[1:]]
   also = f" (and on {', '.join(others)})" if others else ""
-  return type(error)(
-      error.node_def, error.op,
-      f"{what[0].upper()}{what[1:]} failed on task {task}{also}: "
-      f"{error.message}")
+  message = f"{what[0].upper()}{what[1:]} failed on task {task}{also}: "
+  message += error.message
+  if task_error is not error:
+    message += f"\nOn task {task}: {task_error.message}"
+  return type(error)(error.node_def, error.op, message)
