@@ -294,4 +294,34 @@ def _values(variables):
   return {name: variable.numpy() for name, variable in variables.items()}
 
 
+def remote_damaged_restore(directory, where, mib, damaged="v1"):
+  """Restores a checkpoint one of whose values is damaged, on remote tasks.
+
+  Each library writes one variable of `mib` MiB per task; `damaged`'s
+  stored bytes are then flipped, new values assigned, and each library
+  restores its checkpoint. Prints, per library, the error (type, message)
+  and `{name: assigned by the failed restore}`.
+  """
+  _connect(where, {"worker": 3})
+  variables = _remote_variables(3, mib)
+  result = {}
+  for impl, lib in tl.IMPLS.items():
+    _assign(variables, _round_values(variables, 0))
+    path = lib.Checkpoint(**variables).write(os.path.join(directory, impl))
+    tl.damage(path, "flipped", f"{damaged}/.ATTRIBUTES/VARIABLE_VALUE")
+    after = _round_values(variables, 1)
+    _assign(variables, after)
+    try:
+      lib.Checkpoint(**variables).read(path)
+      error = None
+    except tf.errors.OpError as e:
+      error = [type(e).__name__, e.message]
+    result[impl] = {
+        "error": error,
+        "assigned": sorted(_wrong_values(_values(variables), after))
+    }
+  return result
+
+
 SCENARIOS["killed_task_saves"] = killed_task_saves
+SCENARIOS["remote_damaged_restore"] = remote_damaged_restore

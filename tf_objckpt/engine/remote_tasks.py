@@ -29,28 +29,33 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_logging_ops
 
 
-def remote_task_devices(devices):
-  """`{task: its CPU}` of the tasks of `devices` other than this process's.
+def connected():
+  """Whether executing eagerly in a cluster, where other tasks may run ops."""
+  return (context.executing_eagerly() and
+          context.context().get_server_def() is not None)
 
-  Empty unless executing eagerly in a cluster.
+
+def remote_cpus(devices):
+  """For each of `devices`, the CPU of its task if another task's, or None.
+
+  All None unless executing eagerly in a cluster (`connected()`, which a
+  caller with many devices checks first, to not list them for nothing).
   """
-  if not context.executing_eagerly():
-    return {}
-  eager_context = context.context()
-  if eager_context.get_server_def() is None:
-    return {}
-  host = _task_of(eager_context.host_address_space())
-  found = {}
+  devices = list(devices)
+  if not connected():
+    return [None] * len(devices)
+  host = _task_of(context.context().host_address_space())
+  cpus = {}
   for device in set(devices):
     task = _task_of(device or "")
-    if task is not None and task != host:
-      found.setdefault(task, f"{task}/device:CPU:0")
-  return found
+    cpus[device] = (f"{task}/device:CPU:0"
+                    if task is not None and task != host else None)
+  return [cpus[device] for device in devices]
 
 
 def is_remote(device):
   """Whether eager ops on `device` run on another task than this one."""
-  return bool(remote_task_devices([device]))
+  return remote_cpus([device])[0] is not None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -75,8 +80,8 @@ def completed_on(devices, what):
   block's next op there).
 
   Args:
-    devices: The devices the block runs ops on; those of other tasks are
-      waited for.
+    devices: The devices the block runs ops on (an iterable, listed only in
+      a cluster); those of other tasks are waited for.
     what: What the block does, for messages ("the save's shard writes").
 
   Yields:
@@ -86,7 +91,9 @@ def completed_on(devices, what):
     The first error of an op the block sent to another task (TensorFlow's
     type), its message naming the task.
   """
-  tasks = remote_task_devices(devices)
+  tasks = connected() and {
+      cpu for cpu in remote_cpus(devices) if cpu is not None
+  }
   if not tasks:
     yield
     return
@@ -107,9 +114,14 @@ def completed_on(devices, what):
 
 
 def _failures(tasks):
-  """Reads one op's output on each of `tasks`; returns `[(task, error)]`."""
+  """Reads one op's output on the CPU of each of `tasks`.
+
+  Returns:
+    `[(task, error)]` of the tasks whose ops failed.
+  """
   markers, failures = {}, []
-  for task, cpu in sorted(tasks.items()):
+  for cpu in sorted(tasks):
+    task = _task_of(cpu)
     try:
       with ops.device(cpu):
         markers[task] = gen_logging_ops.timestamp()

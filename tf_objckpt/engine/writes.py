@@ -74,7 +74,9 @@ def temp_shard_prefix(file_prefix):
   string); graph building, TensorFlow's (a string tensor).
   """
   if context.executing_eagerly():
-    prefix = compat.as_str(file_prefix.numpy())
+    if isinstance(file_prefix, ops.EagerTensor):
+      file_prefix = file_prefix.numpy()
+    prefix = compat.as_str(file_prefix)
     directories, on_s3 = temporary_names.shard_suffixes(unique=True)
     return prefix + (on_s3 if prefix.startswith("s3://") else directories)
   directories, on_s3 = temporary_names.shard_suffixes(unique=False)
