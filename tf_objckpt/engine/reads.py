@@ -537,7 +537,7 @@ def _wait_for(tensors):
   copying its bytes here, and raises the op's error.
   """
   if tensors:
-    tensors[0].shape  # pylint: disable=pointless-statement
+    _ = tensors[0].shape
 
 
 def runs_of_bytes(sizes, limit):
