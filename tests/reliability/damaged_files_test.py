@@ -11,8 +11,8 @@ Finding the file of a key takes the checkpoint's `.index` table, which
 reader on TensorFlow-written checkpoints.
 
 Covers: tf_objckpt.engine.bundle_index, tf_objckpt.engine.reads,
-tf_objckpt.engine.graph_restores, tf_objckpt.engine.multi_device_saver,
-tf_objckpt.v1.saver_builders.
+tf_objckpt.engine.checkpoint_opening, tf_objckpt.engine.graph_restores,
+tf_objckpt.engine.multi_device_saver, tf_objckpt.v1.saver_builders.
 """
 
 import collections

@@ -13,7 +13,7 @@ as TensorFlow's, naming the file and the key); TensorFlow has assigned
 the values before it by then.
 
 Covers: tf_objckpt.inspection.checkpoint_reader, tf_objckpt.v1.warm_start,
-tf_objckpt.engine.reads.
+tf_objckpt.engine.reads, tf_objckpt.engine.checkpoint_opening.
 """
 
 import os

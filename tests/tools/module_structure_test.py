@@ -5,8 +5,9 @@ holding it, has a layer, and a module imports only modules of its own layer
 or of layers below it, lazy imports included. Each subpackage's docstring
 names its layer. Every module starts with a docstring saying its job and
 is at most 600 lines long; imports between tf_objckpt modules form no
-cycle; and only the I/O engine's reads, writes and graph-mode restore
-functions issue checkpoint file ops or open checkpoints for reading.
+cycle; and only the I/O engine's openings, reads, writes and graph-mode
+restore functions issue checkpoint file ops or open checkpoints for
+reading.
 
 The modules at the top of the package keep TensorFlow's names and only
 re-export: they define no function or class, and no module imports them
@@ -29,7 +30,8 @@ ROOT = os.path.dirname(
 _MODULES = sorted(
     glob.glob(os.path.join(ROOT, "tf_objckpt", "**", "*.py"), recursive=True))
 # The engine's modules that read or write checkpoint files.
-_FILE_IO_MODULES = ("tf_objckpt.engine.graph_restores",
+_FILE_IO_MODULES = ("tf_objckpt.engine.checkpoint_opening",
+                    "tf_objckpt.engine.graph_restores",
                     "tf_objckpt.engine.reads", "tf_objckpt.engine.writes")
 # TensorFlow's modules whose ops read or write checkpoint files, its
 # checkpoint readers (`tf.train.load_checkpoint` and its kin: ours, in

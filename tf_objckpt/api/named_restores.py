@@ -22,7 +22,7 @@ from tensorflow.python.lib.io import file_io
 
 from tf_objckpt.api import self_healing
 from tf_objckpt.engine import bundle_index
-from tf_objckpt.engine import reads
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import state_file
 
 _POINTER = "CheckpointManager.restore_or_initialize() would have restored"
@@ -56,11 +56,11 @@ def restore_pointing_to_intact(restore):
 
 
 def damage_named(save_path, error):
-  """`reads.damage_named(save_path, error)`, pointing to an intact one too.
+  """`checkpoint_opening.damage_named(save_path, error)`, pointing to an intact one too.
 
   For graph-mode restore ops, whose reads fail in a session.
   """
-  named = reads.damage_named(save_path, error)
+  named = checkpoint_opening.damage_named(save_path, error)
   return with_intact_alternative(named, save_path) or named
 
 

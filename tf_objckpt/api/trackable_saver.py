@@ -32,6 +32,7 @@ from tf_objckpt.api import save_transaction
 from tf_objckpt.api import sessions
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import multi_device_saver
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import sharding
 from tf_objckpt.engine import state_file
@@ -335,8 +336,8 @@ class TrackableSaver:
 
   def _restore(self, save_path, options, check_values_first=False):
     with state_file.explaining_directories(save_path):
-      reader = reads.open_reader(save_path)
-    object_graph_proto = reads.read_object_graph(reader, save_path)
+      reader = checkpoint_opening.open_reader(save_path)
+    object_graph_proto = checkpoint_opening.read_object_graph(reader, save_path)
     if object_graph_proto is None:
       checked = contextlib.nullcontext()
       if check_values_first:

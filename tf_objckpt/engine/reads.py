@@ -1,14 +1,13 @@
-"""Opening checkpoints and reading their values: the engine's reads.
+"""Reading a checkpoint's values: the engine's reads.
 
-Every opening of a checkpoint for reading, and every `RestoreV2` outside
-the graph-mode restore functions (`graph_restores`), is issued here:
-`open_reader` and `read_object_graph` (their errors name the damaged file),
-and `CheckpointValues`, what one restore reads: eagerly, values of existing
-objects a piece at a time (`restore_in_pieces`), values of objects not
-created yet read ahead, large reads split across threads (by data file,
-`read_lanes`); graph building, one read op per value. A value to read is a
-`Read`. A read that fails names the checkpoint, the key and the data file
-(`damage_named` for reads that ran in a session).
+Every `RestoreV2` outside the graph-mode restore functions
+(`graph_restores`) is issued here: `CheckpointValues`, what one restore
+reads of a checkpoint opened by `checkpoint_opening`: eagerly, values of
+existing objects a piece at a time (`restore_in_pieces`), values of
+objects not created yet read ahead, large reads split across threads (by
+data file, `read_lanes`); graph building, one read op per value. A value
+to read is a `Read`. A read that fails names the checkpoint, the key and
+the data file (`checkpoint_opening.in_data_file`).
 """
 
 import contextlib
@@ -18,19 +17,15 @@ import itertools
 import math
 from typing import Callable, NamedTuple, Optional, Sequence
 
-from google.protobuf import message
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import io_ops
-from tensorflow.python.trackable import base as tf_base
-from tensorflow.python.training import py_checkpoint_reader
 from tensorflow.python.util import compat
 
-from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import read_lanes
 from tf_objckpt.engine import resident_memory
 from tf_objckpt.engine import thread_pools
@@ -42,37 +37,6 @@ _read_pool = thread_pools.ThreadPool("tf_objckpt_read",
                                      lambda: tuning.TUNING.read_threads - 1)
 
 
-def open_reader(save_path):
-  """Opens a checkpoint's index, raising TensorFlow errors that name it.
-
-  Raises:
-    NotFoundError: If no checkpoint exists at `save_path`.
-    DataLossError: If the checkpoint's files are corrupt.
-  """
-  try:
-    return py_checkpoint_reader.NewCheckpointReader(save_path)
-  except errors.NotFoundError as e:
-    raise errors.NotFoundError(
-        None, None, f"Error when restoring from checkpoint or SavedModel at "
-        f"{save_path!r}: no checkpoint found there ({e.message}). Please "
-        "double-check that the path is correct. You may be missing the "
-        "checkpoint suffix (e.g. the '-1' in 'path/to/ckpt-1').") from e
-  except (errors.OpError, IndexError) as e:
-    # An index whose footer points past its end fails as an IndexError.
-    index_file = bundle_index.index_file_name(save_path)
-    if bundle_index.file_size(index_file) is None:
-      # The reader read `save_path` itself, as a V1 checkpoint file.
-      text = (f"Cannot read a checkpoint at {save_path!r}: there is no "
-              f"index file {index_file!r} (a V2 checkpoint's), and "
-              f"{save_path!r} itself is not a readable V1 checkpoint (it is "
-              "damaged, or not a checkpoint at all)")
-    else:
-      text = (f"The checkpoint at {save_path!r} is corrupt or truncated and "
-              f"cannot be read: its index file {index_file!r} is damaged")
-    raise errors.DataLossError(None, None,
-                               f"{text}: {getattr(e, 'message', e)}") from e
-
-
 def readable_values(save_path):
   """The `CheckpointValues` of `save_path`, or None if it cannot be opened.
 
@@ -81,65 +45,10 @@ def readable_values(save_path):
   """
   save_path = compat.as_str(save_path)
   try:
-    return CheckpointValues(save_path, open_reader(save_path))
+    return CheckpointValues(save_path,
+                            checkpoint_opening.open_reader(save_path))
   except errors.OpError:
     return None
-
-
-def read_object_graph(reader, save_path):
-  """The checkpoint's TrackableObjectGraph, or None if it is name-based.
-
-  Raises:
-    DataLossError: If the stored object graph is damaged.
-  """
-  if not reader.has_tensor(tf_base.OBJECT_GRAPH_PROTO_KEY):
-    return None
-  proto = trackable_object_graph_pb2.TrackableObjectGraph()
-  # A damaged file fails as a bad proto, or in the reader: as an OpError, or
-  # as an IndexError for a read past the end of a truncated data file.
-  try:
-    proto.ParseFromString(reader.get_tensor(tf_base.OBJECT_GRAPH_PROTO_KEY))
-  except (message.DecodeError, errors.OpError, IndexError) as e:
-    raise errors.DataLossError(
-        None, None,
-        f"The object graph stored in checkpoint {save_path!r} is corrupt"
-        f"{in_data_file(save_path, tf_base.OBJECT_GRAPH_PROTO_KEY)}: "
-        f"{e}") from e
-  return proto
-
-
-def in_data_file(save_path, key):
-  """' (data file <name>)' for the file holding `key`, or '' if unknown."""
-  try:
-    data_file = bundle_index.read_bundle_index(save_path).data_file_of(key)
-  except errors.OpError:
-    return ""
-  return "" if data_file is None else f" (data file {data_file!r})"
-
-
-def damage_named(save_path, error):
-  """`error`, from a read of `save_path`, retold naming the damaged file.
-
-  Graph-mode reads fail inside a session with TensorFlow's message, which
-  says neither the key nor the file. This finds them, reading the
-  checkpoint's values one at a time (only after a failure), and returns a
-  `DataLossError` whose message names both (TensorFlow's reads raise
-  `OutOfRangeError` for a truncated data file): the error type of damage,
-  as eager reads give it. `error` itself if no single value fails to read.
-  """
-  try:
-    reader = open_reader(save_path)
-  except errors.OpError as open_error:
-    return type(open_error)(error.node_def, error.op, open_error.message)
-  for key in sorted(reader.get_variable_to_shape_map()):
-    try:
-      reader.get_tensor(key)
-    except (errors.OpError, IndexError) as e:
-      return errors.DataLossError(
-          error.node_def, error.op,
-          f"Failed to read values from checkpoint {save_path!r}: checkpoint "
-          f"key {key!r}{in_data_file(save_path, key)} cannot be read: {e}")
-  return error
 
 
 def restore_v2(file_prefix, names, slices, dtypes_):
@@ -544,12 +453,13 @@ class CheckpointValues:
       return self._read_unchecked(specs, device)
     except errors.OpError as e:
       failing = self._unreadable(specs, device) or specs[0]
-      raise type(e)(
-          e.node_def, e.op,
-          f"Failed to read values from checkpoint {self.save_path!r}: "
-          f"checkpoint key {failing.name!r}"
-          f"{in_data_file(self.save_path, failing.name)} cannot be read: "
-          f"{e.message}") from e
+      raise type(
+          e
+      )(e.node_def, e.op,
+        f"Failed to read values from checkpoint {self.save_path!r}: "
+        f"checkpoint key {failing.name!r}"
+        f"{checkpoint_opening.in_data_file(self.save_path, failing.name)} cannot be read: "
+        f"{e.message}") from e
 
   def _read_unchecked(self, specs, device=None):
     if device is not None:

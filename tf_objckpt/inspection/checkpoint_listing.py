@@ -20,6 +20,7 @@ from tensorflow.python.lib.io import file_io
 from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
 from tf_objckpt.restoring import object_graph_check
@@ -298,10 +299,10 @@ def open_listing(save_path, strict=True):
     NotFoundError: If there is no checkpoint there.
     DataLossError: If its index (or, strict, its object graph) is damaged.
   """
-  reader = reads.open_reader(save_path)
+  reader = checkpoint_opening.open_reader(save_path)
   index = bundle_index.read_if_present(save_path)
   try:
-    object_graph = reads.read_object_graph(reader, save_path)
+    object_graph = checkpoint_opening.read_object_graph(reader, save_path)
   except errors.DataLossError as e:
     if strict:
       raise

@@ -20,7 +20,7 @@ from tensorflow.python.framework import errors
 from tensorflow.python.lib.io import file_io
 from tensorflow.python.util import compat
 
-from tf_objckpt.engine import reads
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.inspection import checkpoint_listing
 
 
@@ -58,7 +58,7 @@ class CheckpointReader:
   """
 
   def __init__(self, save_path, reader):
-    """Reads checkpoint `save_path` through `reader` (`reads.open_reader`)."""
+    """Reads checkpoint `save_path` through `reader` (`checkpoint_opening.open_reader`)."""
     self._save_path = save_path
     self._reader = reader
 
@@ -134,7 +134,7 @@ class CheckpointReader:
     return error_type(
         None, None,
         f"Failed to read key {key!r} from checkpoint {self._save_path!r}"
-        f"{reads.in_data_file(self._save_path, key)}: {error}")
+        f"{checkpoint_opening.in_data_file(self._save_path, key)}: {error}")
 
   def _listing(self):
     """The checkpoint's listing, to find object paths (only when needed)."""
@@ -155,7 +155,7 @@ def load_checkpoint(
     DataLossError: If the checkpoint's index is damaged.
   """
   prefix = resolve_save_path(ckpt_dir_or_file)
-  return CheckpointReader(prefix, reads.open_reader(prefix))
+  return CheckpointReader(prefix, checkpoint_opening.open_reader(prefix))
 
 
 def list_variables(

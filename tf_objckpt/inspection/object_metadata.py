@@ -6,7 +6,7 @@ TensorFlow's name for the module of `object_metadata` and
 
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from tf_objckpt.engine import reads
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.foundation import module_names
 from tf_objckpt.foundation.type_hints import CheckpointPath
 from tf_objckpt.objects import trackable
@@ -47,7 +47,8 @@ def object_metadata(
   Raises:
     ValueError: If the checkpoint is name-based (has no object graph).
   """
-  proto = reads.read_object_graph(reads.open_reader(save_path), save_path)
+  proto = checkpoint_opening.read_object_graph(
+      checkpoint_opening.open_reader(save_path), save_path)
   if proto is None:
     raise ValueError(
         f"The specified checkpoint \"{save_path}\" does not appear to be "

@@ -24,6 +24,7 @@ from tensorflow.python.ops import variables
 from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.engine import read_plan
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import reads
 from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.foundation import tensorflow_internals
@@ -95,8 +96,8 @@ class NameBasedRestoreCoordinator:
     """The checkpoint's dtypes and shapes (a `CheckpointValues`)."""
     if self._values is not None:
       return self._values
-    return reads.CheckpointValues(self.save_path,
-                                  reads.open_reader(self.save_path))
+    return reads.CheckpointValues(
+        self.save_path, checkpoint_opening.open_reader(self.save_path))
 
   def globally_named_object_attributes(self, trackable, record_unused=True):
     """Yields saveables named by global (variable) names for `trackable`.

@@ -22,6 +22,7 @@ from tensorflow.python.trackable import base as tf_base
 
 from tf_objckpt.api import object_checkpoints
 from tf_objckpt.engine import read_plan
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import state_file
 from tf_objckpt.objects import graph_walk
@@ -171,8 +172,8 @@ def convert(save_path, out_prefix, objects, mapping=None, allow_partial=False):
       a value does not fit its variable; nothing is written then.
   """
   assert context.executing_eagerly(), "convert runs eagerly"
-  reader = reads.open_reader(save_path)
-  if reads.read_object_graph(reader, save_path) is not None:
+  reader = checkpoint_opening.open_reader(save_path)
+  if checkpoint_opening.read_object_graph(reader, save_path) is not None:
     raise ValueError(f"{save_path!r} is already an object-based checkpoint.")
   values = reads.CheckpointValues(save_path, reader)
   checkpoint = _checkpoint_of(objects)

@@ -33,7 +33,7 @@ from tensorflow.python.training import training_util
 from tensorflow.python.util import compat
 
 from tf_objckpt.api import save_transaction
-from tf_objckpt.engine import reads
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
@@ -513,7 +513,7 @@ class Saver(saver_retention.SaverRetention):
       raise saver_restores.with_restore_hint(
           err, "a mismatch between the current graph and the graph") from None
     except (errors.DataLossError, errors.OutOfRangeError) as err:
-      raise reads.damage_named(save_path, err) from err
+      raise checkpoint_opening.damage_named(save_path, err) from err
 
   def _restored_values(self, save_path):
     """(shape, dtype name) of each value a restore of `save_path` read."""

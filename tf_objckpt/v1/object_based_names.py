@@ -8,7 +8,7 @@ variable a `Saver` restores has one and points each at its key.
 
 from tensorflow.python.framework import errors
 
-from tf_objckpt.engine import reads
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.v1 import saver_builders
 
 
@@ -26,8 +26,8 @@ def object_graph_key_mapping(checkpoint_path):
   Raises:
     NotFoundError: if the checkpoint has no object graph.
   """
-  graph_proto = reads.read_object_graph(reads.open_reader(checkpoint_path),
-                                        checkpoint_path)
+  graph_proto = checkpoint_opening.read_object_graph(
+      checkpoint_opening.open_reader(checkpoint_path), checkpoint_path)
   if graph_proto is None:
     raise errors.NotFoundError(
         None, None,

@@ -11,6 +11,7 @@ likely cause.
 
 import weakref
 
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import reads
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt.v1 import saver_builders
@@ -86,7 +87,8 @@ def restored_values(save_path, plan):
 
   Those of `plan`, or, without one (eagerly), all of the checkpoint's.
   """
-  values = reads.CheckpointValues(save_path, reads.open_reader(save_path))
+  values = reads.CheckpointValues(save_path,
+                                  checkpoint_opening.open_reader(save_path))
   keys = ([value.key for value in plan.reads]
           if plan is not None else list(values.shapes))
   return [(values.shapes[key], values.dtypes[key].name)

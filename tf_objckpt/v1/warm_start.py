@@ -33,6 +33,7 @@ from tensorflow.python.platform import tf_logging as logging
 
 from tf_objckpt.engine import multi_device_saver
 from tf_objckpt.engine import read_plan
+from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import sharding
 from tf_objckpt.engine import tuning
@@ -70,7 +71,8 @@ def init_from_checkpoint(ckpt_dir_or_file: Union[str, os.PathLike],
 
 def _initialize(ckpt_dir_or_file, assignment_map):
   prefix = checkpoint_reader.resolve_save_path(ckpt_dir_or_file)
-  values = reads.CheckpointValues(prefix, reads.open_reader(prefix))
+  values = reads.CheckpointValues(prefix,
+                                  checkpoint_opening.open_reader(prefix))
   assignments = assignment_maps.resolve(assignment_map)
   _check(assignments, values)
   plan = read_plan.ReadPlan(
