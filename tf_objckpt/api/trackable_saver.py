@@ -396,10 +396,17 @@ class TrackableSaver:
         restore_op_cache=self._restore_op_cache,
         graph_view=self._graph_view,
         options=options)
-    with (values.checked() if check_values_first else contextlib.nullcontext()):
-      checkpoint.position(0).restore(self._graph_view.root)
-      self._restore_attached_dependencies(checkpoint)
-    checkpoint.raise_mismatch()
+    try:
+      with (values.checked()
+            if check_values_first else contextlib.nullcontext()):
+        checkpoint.position(0).restore(self._graph_view.root)
+        self._restore_attached_dependencies(checkpoint)
+      checkpoint.raise_mismatch()
+    except BaseException:
+      # The error tells what was not restored: no warning about unrestored
+      # values follows when the restore is collected.
+      checkpoint.expect_partial = True
+      raise
     if not context.executing_eagerly():
       checkpoint.group_built_restore_ops()
     return load_status.CheckpointLoadStatus(checkpoint,
