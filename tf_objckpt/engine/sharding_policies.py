@@ -2,7 +2,8 @@
 
 A policy is a TensorFlow `ShardingCallback`, so TensorFlow's and our
 `CheckpointOptions` take it, and a save hands it each task's values as
-`ShardableTensor`s. Three policies:
+`ShardableTensor`s; called in a `tf.function`, it runs as Python (not
+converted by AutoGraph, as TensorFlow's own code is not). Three policies:
 
 - `ShardByTaskPolicy`: one data file per task, what a save without a
   policy writes (TensorFlow's `tf.train.experimental.ShardByTaskPolicy`).
@@ -25,6 +26,7 @@ import typing
 from typing import Any, Optional, Sequence
 
 import numpy as np
+from tensorflow.python.autograph.impl import api as autograph
 from tensorflow.python.eager import context
 from tensorflow.python.framework import dtypes
 from tensorflow.python.framework import ops
@@ -91,6 +93,7 @@ class ParallelShardsPolicy(_ShardingCallback):
     return ("Split tensors into shards of about equal size, one per core "
             "(tf_objckpt's ParallelShardsPolicy).")
 
+  @autograph.do_not_convert
   def __call__(self, shardable_tensors: Sequence) -> Sequence[dict]:
     """The shards of one task's `ShardableTensor`s, biggest first."""
     sizes = [_byte_size(tensor) for tensor in shardable_tensors]
@@ -161,6 +164,7 @@ class ShardByTaskPolicy(_ShardingCallback):
     return ("One data file per task, holding all of its values "
             "(tf_objckpt's ShardByTaskPolicy).")
 
+  @autograph.do_not_convert
   def __call__(self, shardable_tensors: Sequence) -> Sequence[dict]:
     """One shard holding every `ShardableTensor` of the task."""
     shard: dict = {}
@@ -176,11 +180,12 @@ class MaxShardSizePolicy(_ShardingCallback):
   that does not fit the room left into slices along the axis that leaves
   the fewest pieces, exactly as TensorFlow's
   `tf.train.experimental.MaxShardSizePolicy` does: same slices, same shards,
-  so the data files are TensorFlow's. A slice that cannot be made small
-  enough (a scalar or string too large, or one row of a value larger than
-  a shard) gets a shard of its own, after the others, with a warning. The
-  object graph, whose size is known only when saving, counts as 0 bytes,
-  as do string values when the policy runs in a `tf.function`.
+  so the data files are TensorFlow's (2.16's cuts, where that is the
+  installed version). What cannot be cut small enough (a scalar larger
+  than a shard, or the smallest piece the cuts make) gets a shard of its
+  own, after the others, with a warning. The object graph, whose size is
+  known only when saving, counts as 0 bytes, as do string values when the
+  policy runs in a `tf.function`.
   """
 
   def __init__(self, max_shard_size: int) -> None:
@@ -201,6 +206,7 @@ class MaxShardSizePolicy(_ShardingCallback):
     return (f"Shards of at most {self.max_shard_size} bytes, values split "
             "into slices to fit (tf_objckpt's MaxShardSizePolicy).")
 
+  @autograph.do_not_convert
   def __call__(self, shardable_tensors: Sequence) -> Sequence[dict]:
     """The shards of one task's `ShardableTensor`s, in file order."""
     packer = (_ShardPacker216 if tf_compat.MAX_SHARD_SIZE_CUTS_AS_2_16 else
@@ -279,9 +285,10 @@ class _Packer:
   `add` places each value in turn, cutting slices off the front of what is
   left of it (a `_Box`) along the axis `_next_cut` picks, as TensorFlow's
   `MaxShardSizePolicy` does; the two packers below differ where
-  TensorFlow's versions do. A value's first size is its real byte size
-  (for strings, the sum of their lengths), each later one its element
-  count times the largest element's size, as in TensorFlow.
+  TensorFlow's versions do (each defines `add`, `shards`, `_place`,
+  `_rows_that_fit` and `_piece_fits`). A value's first size is its real
+  byte size (for strings, the sum of their lengths), each later one its
+  element count times the largest element's size, as in TensorFlow.
   """
 
   def __init__(self, limit):
