@@ -131,8 +131,32 @@ def test_a_layer_path_of_keras3_suggests_values_ending_alike(tmp_path):
       f"Values at paths ending in 'kernel': {_KERAS3_KERNELS}\n")
 
 
-def test_load_variable_of_a_keras3_layer_path_says_once_it_is_missing(tmp_path):
-  path = _keras3_dense_checkpoint(tmp_path)
+def _keras3_shaped_checkpoint(directory):
+  """Keras 3's paths to the two kernels, built of `tf.Module`s (any version)."""
+  operations = [tf.Module(), tf.Module(), tf.Module()]
+  operations[1]._kernel = tf.Variable(tf.zeros([3, 4]))
+  operations[2]._kernel = tf.Variable(tf.zeros([4, 2]))
+  model = tf.Module()
+  model._functional = tf.Module()
+  model._functional._operations = operations
+  return tl.IMPLS["ours"].Checkpoint(model=model).write(str(directory / "ckpt"))
+
+
+def test_a_path_spelled_like_none_suggests_values_ending_alike(tmp_path):
+  path = _keras3_shaped_checkpoint(tmp_path)
+  result = tl.run_cli("inspect", path, "--values", "dense/kernel")
+  assert result.returncode == 2
+  assert result.stderr == (
+      f"tf-objckpt inspect: No value 'dense/kernel' in checkpoint {path!r}. "
+      f"Values at paths ending in 'kernel': {_KERAS3_KERNELS}\n")
+
+
+@pytest.mark.parametrize("make_checkpoint",
+                         [_keras3_shaped_checkpoint, _keras3_dense_checkpoint],
+                         ids=["modules", "keras3"])
+def test_load_variable_of_a_missing_path_says_once_it_is_missing(
+    tmp_path, make_checkpoint):
+  path = make_checkpoint(tmp_path)
   error = tl.outcome(tl.IMPLS["ours"].checkpoint_utils.load_variable, path,
                      "dense/kernel").error
   assert isinstance(error, tf.errors.NotFoundError)

@@ -39,6 +39,7 @@ from tensorflow.python.training.saving import saveable_object as tf_saveable_obj
 from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 
 import testlib as tl
+import tf_objckpt
 from tf_objckpt.api import load_status
 from tf_objckpt.api import name_based_status
 from tf_objckpt import base
@@ -242,6 +243,15 @@ def test_accepted_differences_are_still_differences():
     assert our_value is None or not (
         our_signature and their_signature and
         _accepts_calls_of(our_signature, their_signature)), (label, name)
+
+
+def test_sharding_policies_module_holds_all_three_policies():
+  """TensorFlow's two and our `ParallelShardsPolicy`, the top-level one."""
+  assert (sharding_policies.ParallelShardsPolicy
+          is tf_objckpt.ParallelShardsPolicy)
+  for name in ("ShardByTaskPolicy", "MaxShardSizePolicy"):
+    assert getattr(sharding_policies,
+                   name).__module__ == ("tf_objckpt.engine.sharding_policies")
 
 
 # What the names added for TensorFlow's sake do, against TensorFlow's.
