@@ -9,6 +9,10 @@ restored value, and prints one JSON line last (checkpoint paths, by
 implementation and kind, for the test to compare layouts). Any failure
 exits non-zero. Run as a child because a cluster changes TensorFlow's
 process-wide state (eager context, devices) for good.
+
+More scenarios live beside this file and run through it: variables on
+remote tasks (`remote_programs`) and TensorFlow's distribution strategies
+with every task a process of its own (`strategy_programs`).
 """
 
 import json
@@ -20,6 +24,10 @@ import numpy as np
 import tensorflow as tf
 
 import testlib as tl
+
+# Beside this file, which Python runs as a script: more scenarios.
+import remote_programs
+import strategy_programs
 
 # The model every scenario saves: name -> value. Partitioners split the
 # first axis.
@@ -77,22 +85,6 @@ def _policies():
   }
 
 
-def _start_servers(cluster, jobs):
-  spec = tf.train.ClusterSpec(cluster)
-  for job in jobs:
-    for index in range(len(cluster[job])):
-      tf.distribute.Server(spec,
-                           job_name=job,
-                           task_index=index,
-                           protocol="grpc",
-                           start=True)
-  return spec
-
-
-def _localhost(count):
-  return [f"localhost:{port}" for port in tl.free_ports(count)]
-
-
 # ----------------------------------------------------------------------------
 # Eager: ParameterServerStrategy with ShardedVariables.
 # ----------------------------------------------------------------------------
@@ -105,12 +97,13 @@ def _strategy(num_ps, partitioner):
     assert len(resolver.cluster_spec().as_dict()["ps"]) == num_ps
   else:
     cluster = {
-        "chief": _localhost(1),
-        "worker": _localhost(1),
-        "ps": _localhost(num_ps)
+        "chief": tl.localhost_addresses(1),
+        "worker": tl.localhost_addresses(1),
+        "ps": tl.localhost_addresses(num_ps)
     }
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        _start_servers(cluster, ["worker", "ps"]), rpc_layer="grpc")
+        tl.start_servers_in_process(cluster, ["worker", "ps"]),
+        rpc_layer="grpc")
   return tf.distribute.experimental.ParameterServerStrategy(
       resolver, variable_partitioner=_PARTITIONERS[partitioner](num_ps))
 
@@ -230,8 +223,11 @@ def local_devices(directory):
 
 def ps_graph(directory):
   """CheckpointV1 in graph mode, variables placed on two ps tasks."""
-  cluster = {"worker": _localhost(1), "ps": _localhost(2)}
-  spec = _start_servers(cluster, ["worker", "ps"])
+  cluster = {
+      "worker": tl.localhost_addresses(1),
+      "ps": tl.localhost_addresses(2)
+  }
+  spec = tl.start_servers_in_process(cluster, ["worker", "ps"])
   target = "grpc://" + cluster["worker"][0]
   paths = {
       impl: _graph_saves(impl, spec, target, os.path.join(directory, impl))
@@ -354,7 +350,9 @@ _SCENARIOS = {
     "local_devices": local_devices,
     "ps_graph": ps_graph,
     "preemption": preemption,
-    "server": server
+    "server": server,
+    **remote_programs.SCENARIOS,
+    **strategy_programs.SCENARIOS,
 }
 
 

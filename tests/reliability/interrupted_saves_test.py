@@ -22,6 +22,7 @@ tf_objckpt.engine.leftovers, tf_objckpt.engine.temporary_names.
 
 import json
 import os
+import re
 import textwrap
 import time
 
@@ -212,7 +213,7 @@ def _shards_being_written(directory):
   """Names of the shards of `directory`'s `_temp` folders still unwritten."""
   found = set()
   for name in os.listdir(directory):
-    if name.endswith("_temp"):
+    if re.fullmatch(r".*_temp(_[0-9a-f]{32})?", name):
       try:
         found.update(
             entry.split(".")[0]
@@ -243,7 +244,8 @@ def test_a_save_killed_while_two_shards_are_written_leaves_only_its_files(
   leftovers = tl.leftovers(directory)
   assert len(leftovers) == 1, leftovers
   (killed, files), = leftovers.items()
-  assert files == [killed + "_temp"], files
+  assert len(files) == 1, files
+  assert re.fullmatch(re.escape(killed) + "_temp_[0-9a-f]{32}", files[0]), files
   latest = tf.train.latest_checkpoint(directory)
   if latest is not None:  # The first save may be the one killed.
     _assert_holds_its_save(latest)

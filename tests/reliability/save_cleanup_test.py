@@ -30,6 +30,9 @@ _LEFTOVERS = (
     "ckpt-4_temp/part-00000-of-00002.index",
     "ckpt-5.data-00000-of-00001.tempstate1234567",  # SaveV2 writing.
     "ckpt-6.index.tempstate7654321",  # SaveV2 writing the index.
+    # An eager sharded save's own directory, and its S3 form.
+    "ckpt-7_temp_0123456789abcdef0123456789abcdef/part-00001-of-00003.index",
+    "ckpt-8_temp_0123456789abcdef0123456789abcdef.part-00000-of-00002.index",
     "checkpoint.tmp0123456789abcdef0123456789abcdef",  # The state file.
 )
 # Files no interrupted save of "ckpt-<n>" left: they stay.

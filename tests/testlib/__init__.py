@@ -20,18 +20,19 @@ module of the package defines once:
 - `keras_models`: Keras models and optimizers of Keras 3 and tf_keras;
 - `processes`: child processes (Python, the command line tool) and time
   limits;
-- `cluster`: distributed runs (free ports, `run_cluster_program`).
+- `cluster`: distributed runs (free ports, `run_cluster_program`, server
+  processes a test kills and starts again: `ServerProcesses`).
 """
 
 # The names tests use as `tl.<name>`, from the module that defines each.
 from testlib.impls import (Impl, IMPLS, OWNERS, PAIRS, other, by_impl, agreed,
                            assert_agree, tensorflow_patched)
 from testlib.checkpoints import (OBJECT_GRAPH_KEY, object_graph, signature,
-                                 keys, values, TENSORFLOWS_AND_OURS,
-                                 assert_values_equal, assert_same_checkpoint,
-                                 write, write_both, write_with_saver, snapshot,
-                                 MANY, mixed_value, variable_values,
-                                 assert_variables_equal)
+                                 keys, values, values_by_name,
+                                 TENSORFLOWS_AND_OURS, assert_values_equal,
+                                 assert_same_checkpoint, write, write_both,
+                                 write_with_saver, snapshot, MANY, mixed_value,
+                                 variable_values, assert_variables_equal)
 from testlib.files import (files_under, assert_same_files, leftovers,
                            bytes_under, file_layout, DAMAGE, damage)
 from testlib.outcomes import (Outcome, outcome, STATUS_ASSERTIONS,
@@ -49,6 +50,10 @@ from testlib.keras_models import (KERAS_3, FLAVORS, MODEL_KINDS, keras_module,
                                   make_model, training_data, train_step,
                                   untrained, trained)
 from testlib.processes import (REPO_ROOT, time_limit, run_python, child_env,
-                               run_cli, start_python, kill_group, finish,
-                               terminate_after_line, kill_forked_workers)
-from testlib.cluster import (CLUSTER_PROGRAMS, free_ports, run_cluster_program)
+                               run_cli, start_python, read_line, kill_group,
+                               finish, terminate_after_line,
+                               kill_forked_workers)
+from testlib.cluster import (CLUSTER_PROGRAMS, free_ports, localhost_addresses,
+                             start_servers_in_process, run_cluster_program,
+                             start_cluster_program, finish_cluster_program,
+                             ServerProcesses)

@@ -56,6 +56,20 @@ def values(path, as_lists=False):
   return found
 
 
+def values_by_name(path):
+  """`{name: value}` of the checkpoint's variables that are root children.
+
+  A variable the root tracks as `name` is saved under
+  `name/.ATTRIBUTES/VARIABLE_VALUE`; a partitioned one reads back whole.
+  """
+  suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
+  return {
+      key[:-len(suffix)]: value
+      for key, value in values(path).items()
+      if key.endswith(suffix) and "/" not in key[:-len(suffix)]
+  }
+
+
 _SIDES = ("expected", "actual")
 # The `sides` of a comparison of TensorFlow's values (expected) with ours.
 TENSORFLOWS_AND_OURS = ("TensorFlow's", "ours")

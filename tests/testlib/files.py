@@ -61,9 +61,9 @@ def leftovers(directory):
   """`{prefix: [names]}` of the files in `directory` no checkpoint owns.
 
   A checkpoint owns its index and data files; the state file and meta
-  graphs are kept too. Anything else (temporary files, `_temp`
-  directories, data files without an index, temporary state files) is
-  listed under the prefix it was written for.
+  graphs are kept too. Anything else (temporary files, `_temp` and
+  `_temp_<hex>` directories, data files without an index, temporary state
+  files) is listed under the prefix it was written for.
   """
   names = os.listdir(directory)
   indexed = {
@@ -75,7 +75,7 @@ def leftovers(directory):
     if (name == "checkpoint" or name.endswith(".meta") or
         _INDEXED.fullmatch(name) or (data and data.group(1) in indexed)):
       continue
-    prefix = re.split(r"\.|_temp$", name)[0]
+    prefix = re.split(r"\.|_temp(?:_[0-9a-f]{32})?$", name)[0]
     found.setdefault(prefix, []).append(name)
   return found
 

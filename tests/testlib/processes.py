@@ -10,6 +10,7 @@ import ctypes
 import functools
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -113,7 +114,7 @@ def _die_with_parent():
   libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def start_python(args, env=None, capture=True):
+def start_python(args, env=None, capture=True, stdin=None, stderr=None):
   """Starts Python on `args` in its own process group, dying with us.
 
   Args:
@@ -121,6 +122,9 @@ def start_python(args, env=None, capture=True):
     env: Its environment (default: `child_env()`).
     capture: Whether to pipe its output (to be read); otherwise dropped,
       so that a long-running server never blocks on a full pipe.
+    stdin: Its standard input (`subprocess.PIPE` to write to it).
+    stderr: Where its standard error goes instead (a file, say, for a
+      child whose output is read line by line while it runs).
 
   Returns:
     The `subprocess.Popen`; stop it with `kill_group`.
@@ -128,11 +132,21 @@ def start_python(args, env=None, capture=True):
   output = subprocess.PIPE if capture else subprocess.DEVNULL
   return subprocess.Popen(
       [sys.executable, *map(str, args)],
+      stdin=stdin,
       stdout=output,
-      stderr=output,
+      stderr=output if stderr is None else stderr,
       text=True,
       env=env or child_env(),
       preexec_fn=_die_with_parent)  # noqa: PLW1509  # Two system calls.
+
+
+def read_line(process, timeout):
+  """The next line `process` prints, stripped; fails after `timeout` s."""
+  ready, _, _ = select.select([process.stdout], [], [], timeout)
+  assert ready, f"no line from the child in {timeout} s"
+  line = process.stdout.readline()
+  assert line, f"the child ended (exit code {process.wait()})"
+  return line.strip()
 
 
 def kill_group(process):

@@ -29,6 +29,7 @@ from tf_objckpt.engine import graph_restores
 from tf_objckpt.engine import read_plan
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import registered_savers as registered_savers_lib
+from tf_objckpt.engine import remote_tasks
 from tf_objckpt.engine import sharding
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
@@ -220,12 +221,14 @@ def execute_plan(plan, file_prefix, options=None):
       restore_ops[destination.name] = destination.op
     elif not destination.python_state:
       to_read.append(destination)
-  for device, group in sharding.group_by_task(to_read).items():
-    restore_ops.update(
-        _restore_group(group,
-                       file_prefix,
-                       device_for_io or device,
-                       batch_variables=device_for_io is None))
+  by_task = sharding.group_by_task(to_read)
+  with remote_tasks.completed_on(by_task, "the restore's assigns"):
+    for device, group in by_task.items():
+      restore_ops.update(
+          _restore_group(group,
+                         file_prefix,
+                         device_for_io or device,
+                         batch_variables=device_for_io is None))
   return restore_ops
 
 
@@ -280,7 +283,8 @@ class Saver:
       # One shard: SaveV2 writes it in place (each file under a temporary
       # name, renamed when complete), as a merge of one shard would.
       (device, write), = writers
-      with ops.device(device):
+      with ops.device(device), remote_tasks.completed_on([device],
+                                                         "the save's write"):
         save = write(file_prefix)
     else:
       save = writes.write_shards(file_prefix,

@@ -30,6 +30,7 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import remote_tasks
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 from tf_objckpt.engine import variable_values
@@ -351,7 +352,9 @@ def execute_eagerly(plan, values):
   a damaged value leaves it as it was too.
   """
   hand_over_python_state = read_python_state(plan, values)
-  values.restore_in_pieces(_eager_units(plan.destinations, values.byte_sizes))
+  with remote_tasks.completed_on(_devices(plan.destinations),
+                                 "the restore's assigns"):
+    values.restore_in_pieces(_eager_units(plan.destinations, values.byte_sizes))
   hand_over_python_state()
 
 
@@ -369,48 +372,81 @@ def restore_variable_eagerly(destination, values, check_plan):
       list(value.shape) != values.shapes[value.key]):
     check_plan(ReadPlan([destination]))
   handle = destination.variable.handle
-  values.restore_in_pieces([
-      (destination.reads, lambda tensors: gen_resource_variable_ops.
-       assign_variable_op(handle, tensors[0]))
-  ])
+  with remote_tasks.completed_on(_devices([destination]),
+                                 "the restore's assign"):
+    device, = _read_devices([destination])
+    values.restore_in_pieces([
+        reads.RestoreUnit(
+            destination.reads,
+            lambda tensors: gen_resource_variable_ops.assign_variable_op(
+                handle, tensors[0]), device)
+    ])
+
+
+def _devices(destinations):
+  """The device of each destination, or None for those that do not say.
+
+  A generator: `remote_tasks` reads it only in a cluster.
+  """
+  for destination in destinations:
+    if isinstance(destination,
+                  ToVariable) or (isinstance(destination, ToSaveable) and
+                                  destination.saveable.specs):
+      yield destination.device
+    else:
+      yield None
+
+
+def _read_devices(destinations):
+  """Where to read each destination's values: another task's CPU, or None.
+
+  In a cluster, a destination on another task has its values read there,
+  as TensorFlow does, so that their bytes do not cross the network.
+  """
+  if not remote_tasks.connected():
+    return [None] * len(destinations)
+  return remote_tasks.remote_cpus(_devices(destinations))
 
 
 def _eager_units(destinations, byte_sizes):
-  """The `(reads, restore)` units of `restore_in_pieces` for `destinations`.
+  """The `RestoreUnit`s of `restore_in_pieces` for `destinations`.
 
-  Plain variables next to each other share a unit (a run of a fraction of
-  a piece, see `tuning`), which assigns them in one loop: what is left per
-  variable is its assign op. Python state is left out.
+  Plain variables next to each other, read on one device, share a unit (a
+  run of a fraction of a piece, see `tuning`), which assigns them in one
+  loop: what is left per variable is its assign op. Python state is left
+  out.
   """
   units = []
-  run_reads, run_handles, run_bytes = [], [], 0
+  run_reads, run_handles, run_bytes, run_device = [], [], 0, None
   limit = (tuning.TUNING.restore_piece_bytes /
            tuning.TUNING.assign_runs_per_piece)
-  for destination in destinations:
+  for destination, device in zip(destinations, _read_devices(destinations)):
     if type(destination) is not ToVariable:  # pylint: disable=unidiomatic-typecheck
       if not destination.python_state:
-        units.append((destination.reads, destination.restore))
+        units.append(
+            reads.RestoreUnit(destination.reads, destination.restore, device))
       continue
     value, = destination.reads
     size = byte_sizes[value.key]
-    if run_reads and run_bytes + size > limit:
-      units.append(_assign_run(run_reads, run_handles))
+    if run_reads and (run_bytes + size > limit or device != run_device):
+      units.append(_assign_run(run_reads, run_handles, run_device))
       run_reads, run_handles, run_bytes = [], [], 0
     run_reads.append(value)
     run_handles.append(destination.variable.handle)
     run_bytes += size
+    run_device = device
   if run_reads:
-    units.append(_assign_run(run_reads, run_handles))
+    units.append(_assign_run(run_reads, run_handles, run_device))
   return units
 
 
-def _assign_run(run_reads, handles):
-  """The unit assigning each value read to the variable of its handle."""
+def _assign_run(run_reads, handles, device):
+  """The unit assigning each value read (on `device`) to its variable."""
 
   def assign_all(tensors):
     variable_batches.assign_variables(handles, tensors)
 
-  return run_reads, assign_all
+  return reads.RestoreUnit(run_reads, assign_all, device)
 
 
 def read_python_state(plan, values):

@@ -15,7 +15,7 @@ import enum
 import functools
 import itertools
 import math
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Sequence
 
 from google.protobuf import message
 from tensorflow.core.protobuf import trackable_object_graph_pb2
@@ -240,6 +240,16 @@ class Read(NamedTuple):
     return self.key
 
 
+class RestoreUnit(NamedTuple):
+  """Values `restore_in_pieces` reads together, and what receives them."""
+  reads: Sequence  # `Read`s (or `SaveSpec`s).
+  restore: Callable  # Called with their values, in order.
+  # Where to read them: the CPU of another task of a cluster, where the
+  # objects receiving them live, so that their bytes stay on that task;
+  # None for the restore's own device.
+  device: Optional[str] = None
+
+
 class CheckpointValues:
   """What one restore reads from a checkpoint: its dtypes, shapes, values.
 
@@ -273,7 +283,8 @@ class CheckpointValues:
     self.shapes = reader.get_variable_to_shape_map()
     self._reader = reader
     self._data_files = read_lanes.DataFiles(save_path)
-    self._device = io_device(options) or "/cpu:0"
+    self._io_device = io_device(options)
+    self._device = self._io_device or "/cpu:0"
     self._awaited = {}  # Keys of values waiting for their objects (ordered).
     self._read_ahead = {}  # (key, slice) -> value read ahead.
     # Eager reads take the path tensor; graph building, the path itself.
@@ -350,33 +361,80 @@ class CheckpointValues:
     last is read once beforehand (reading checks each value's checksum) and
     dropped, and the last is restored first.
 
+    Units with a device, another task's (unless the options name an I/O
+    device), are read there, as TensorFlow reads each task's values on that
+    task: one `RestoreV2` per task, sent first, so that the tasks read while
+    this one does. Their values stay on their tasks, outside this
+    process's memory, and are handed over once every value of the restore
+    has been read, the last piece here included.
+
     Args:
-      units: `(specs, restore)` pairs; `restore(values)` is called with the
-        values of `specs`, in order.
+      units: `RestoreUnit`s, or `(specs, restore)` pairs; `restore(values)`
+        is called with the values of `specs`, in order.
     """
     if not units:
       return
-    pieces, piece_bytes = self._pieces(units)
+    remote, local = [], []
+    for unit in (RestoreUnit(*unit) for unit in units):
+      on_another_task = unit.device is not None and self._io_device is None
+      (remote if on_another_task else local).append(unit)
+    sent = self._send_reads(remote)
+    pieces, piece_bytes = self._pieces(local)
     budget = (resident_memory.PieceBudget(piece_bytes)
               if len(pieces) > 1 else None)
     for piece in pieces[:-1] if self.pieces_need_checking else ():
       unread = [
-          spec for specs, _ in piece for spec in specs
+          spec for unit in piece for spec in unit.reads
           if (spec.name, spec.slice_spec) not in self._read_ahead
       ]
       if unread:
         self._restore_v2(unread)
         budget.piece_freed()
+    remote_values = self._received(sent, remote)
     for piece in pieces[-1:] + pieces[:-1]:
-      values = self.read([spec for specs, _ in piece for spec in specs])
-      start = 0
-      with variable_batches.direct_kernels(len(values)):
-        for specs, restore_unit in piece:
-          restore_unit(values[start:start + len(specs)])
-          start += len(specs)
+      values = self.read([spec for unit in piece for spec in unit.reads])
+      _hand_over(zip(remote, remote_values))
+      remote = remote_values = ()
+      _hand_over(_values_of(piece, values))
       del values  # Freed before the next piece is read into new memory.
       if budget:
         budget.piece_freed()
+
+  def _send_reads(self, units):
+    """Sends the reads of `units`, one `RestoreV2` per device.
+
+    Returns:
+      `[(device, specs, values)]`: the values are not waited for.
+    """
+    by_device = {}
+    for unit in units:
+      by_device.setdefault(unit.device, []).extend(unit.reads)
+    return [(device, specs, self._send_read(specs, device))
+            for device, specs in by_device.items()
+            if specs]
+
+  def _received(self, sent, units):
+    """The values of each of `units` (`_send_reads` sent), once read.
+
+    Raises:
+      The read's error, naming the checkpoint and the value.
+    """
+    values = {}
+    for device, specs, tensors in sent:
+      try:
+        _wait_for(tensors)
+      except errors.OpError:
+        self._restore_v2(specs, device)  # Raises, naming the value.
+        raise
+      values[device] = iter(tensors)
+    return [[next(values[unit.device]) for _ in unit.reads] for unit in units]
+
+  def _send_read(self, specs, device):
+    """One `RestoreV2` of `specs` on `device`, not waited for."""
+    with ops.device(device):
+      return restore_v2(self._eager_path, [spec.name for spec in specs],
+                        [spec.slice_spec for spec in specs],
+                        [spec.dtype for spec in specs])
 
   def _pieces(self, units):
     """Splits `units` into pieces; returns them and the bytes one may hold.
@@ -392,14 +450,14 @@ class CheckpointValues:
     byte_sizes = self.byte_sizes
     sizes = [
         sum(byte_sizes.get(spec.name, 0)
-            for spec in specs)
-        for specs, _ in units
+            for spec in unit.reads)
+        for unit in units
     ]
     total = sum(sizes)
     if total <= 2 * piece_bytes:
       return [units], piece_bytes
     files = self._data_files.of(
-        [specs[0].name if specs else "" for specs, _ in units])
+        [unit.reads[0].name if unit.reads else "" for unit in units])
     if files is not None:
       piece_bytes *= read_lanes.lane_count(files)
     target = total / math.ceil(total / piece_bytes)
@@ -417,19 +475,27 @@ class CheckpointValues:
       extra.append(Read(key, "", self.dtypes[key]))
     return extra
 
-  def _restore_v2(self, specs):
-    """One eager RestoreV2 of `specs`; errors name the checkpoint and key."""
+  def _restore_v2(self, specs, device=None):
+    """One eager RestoreV2 of `specs`; errors name the checkpoint and key.
+
+    On `device` (another task's), one op, waited for; otherwise on the
+    restore's own device, split across threads (`eager_restore_v2`).
+    """
     try:
-      return self._read_unchecked(specs)
+      return self._read_unchecked(specs, device)
     except errors.OpError as e:
-      failing = self._unreadable(specs) or specs[0]
+      failing = self._unreadable(specs, device) or specs[0]
       raise type(e)(
           e.node_def, e.op,
           f"Failed to read values from checkpoint {self.save_path!r}: "
           f"checkpoint key {failing.name!r} "
           f"{why_unreadable(self.save_path, failing.name, e)}") from e
 
-  def _read_unchecked(self, specs):
+  def _read_unchecked(self, specs, device=None):
+    if device is not None:
+      values = self._send_read(specs, device)
+      _wait_for(values)
+      return values
     names = [spec.name for spec in specs]
     return eager_restore_v2(
         self._eager_path, names, [spec.slice_spec for spec in specs],
@@ -437,7 +503,7 @@ class CheckpointValues:
         list(map(self.byte_sizes.get, names, itertools.repeat(0))),
         self._device, lambda: self._data_files.of(names))
 
-  def _unreadable(self, specs):
+  def _unreadable(self, specs, device=None):
     """The first of `specs` that fails to read alone, found by bisection.
 
     Only called once a read has failed, so that the error names the value
@@ -447,16 +513,43 @@ class CheckpointValues:
     while len(specs) > 1:
       half = len(specs) // 2
       try:
-        self._read_unchecked(specs[:half])
+        self._read_unchecked(specs[:half], device)
       except errors.OpError:
         specs = specs[:half]
         continue
       specs = specs[half:]
     try:
-      self._read_unchecked(specs)
+      self._read_unchecked(specs, device)
     except errors.OpError:
       return specs[0]
     return None
+
+
+def _hand_over(units_and_values):
+  """Calls each unit's `restore` with its values."""
+  units_and_values = list(units_and_values)
+  with variable_batches.direct_kernels(
+      sum(len(values) for _, values in units_and_values)):
+    for unit, values in units_and_values:
+      unit.restore(values)
+
+
+def _values_of(units, values):
+  """Pairs each of `units` with its slice of `values` (its reads')."""
+  start = 0
+  for unit in units:
+    yield unit, values[start:start + len(unit.reads)]
+    start += len(unit.reads)
+
+
+def _wait_for(tensors):
+  """Waits until the op making `tensors` (one op's outputs) has run.
+
+  Reading a remote output's shape waits for the op on its task, without
+  copying its bytes here, and raises the op's error.
+  """
+  if tensors:
+    _ = tensors[0].shape
 
 
 def runs_of_bytes(sizes, limit):

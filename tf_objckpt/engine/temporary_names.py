@@ -2,8 +2,11 @@
 
 A save of prefix P writes its files under temporary names and renames them
 into place: `P.data-*.tempstate<n>` and `P.index.tempstate<n>` (or, for a
-sharded save, shards in the directory `P_temp` that `MergeV2Checkpoints`
-moves), the index last. Files written atomically (the `checkpoint` state
+sharded save, shards in a directory `MergeV2Checkpoints` moves them out
+of), the index last. An eager save's shards go to a directory of its own,
+`P_temp_<32 hex digits>` (`P_temp_<hex>.part-*` beside P on S3), so that no
+save ever merges a shard another save wrote; a graph's save op, built
+once and run many times, writes TensorFlow's `P_temp` (`P.part-*`). Files written atomically (the `checkpoint` state
 file, a meta graph) go to a temporary copy, `<file>.tmp<32 hex digits>`,
 renamed over the file. Each temporary name and the pattern recognizing it
 live here together, so that cleanup (`leftovers`) and undo (`commit`) find
@@ -14,8 +17,10 @@ import os
 import re
 import uuid
 
-# Shards of a save are written to `<prefix>_temp/part-...` before the merge.
+# Shards of a save are written to `<prefix>_temp/part-...` before the merge
+# (`<prefix>_temp_<hex>/part-...` eagerly).
 TEMP_DIR_SUFFIX = "_temp"
+_UNIQUE = r"_[0-9a-f]{32}"
 
 _SHARD = r"-\d{5}-of-\d{5}"
 _DATA = rf"\.data{_SHARD}"
@@ -24,14 +29,30 @@ _TEMPSTATE = r"\.tempstate\d+"
 # and SaveSlices' temporary files (V1's for the bare prefix, hence ""),
 # the shards' directory, and the shards S3 saves write beside the prefix.
 _PARTIAL = (rf"(?:\.index|{_DATA}|{_SHARD}|){_TEMPSTATE}"
-            rf"|{TEMP_DIR_SUFFIX}"
-            rf"|\.part{_SHARD}\.(?:index|data{_SHARD})(?:{_TEMPSTATE})?")
+            rf"|{TEMP_DIR_SUFFIX}(?:{_UNIQUE})?"
+            rf"|(?:{TEMP_DIR_SUFFIX}{_UNIQUE})?\.part{_SHARD}"
+            rf"\.(?:index|data{_SHARD})(?:{_TEMPSTATE})?")
 # ... and of a finished one: V2's index and data files, V1's files.
 _FINAL = rf"\.index|{_DATA}|{_SHARD}|"
 # The temporary copy of a file written atomically, by our state file writes
 # or TensorFlow's file layer (a meta graph); it stays behind when the write
 # fails.
 _TEMPORARY_COPY = r"\.tmp[0-9a-f]{32}"
+
+
+def shard_suffixes(unique):
+  """What a save appends to its prefix to name its shards before the merge.
+
+  Args:
+    unique: Whether the names are this save's own (a new random part).
+
+  Returns:
+    The suffix on file systems with directories (`_temp[_<hex>]/part`), and
+    the one on S3, where renames are not atomic anyway (`[_temp_<hex>].part`).
+  """
+  token = f"_{uuid.uuid4().hex}" if unique else ""
+  return (os.path.normpath(f"{TEMP_DIR_SUFFIX}{token}/part"),
+          f"{TEMP_DIR_SUFFIX}{token}.part" if unique else ".part")
 
 
 def temporary_copy(path):

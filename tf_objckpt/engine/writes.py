@@ -5,6 +5,11 @@ A save writes one shard per device group, under a temporary prefix
 `MergeV2Checkpoints` makes them one checkpoint (`write_shards`); a single
 shard is written in place. This is step 2 of a save transaction
 (`api.save_transaction`).
+
+Eagerly, the temporary prefix is the save's own (`temporary_names`), shards
+on other tasks of a cluster are written before the merge and the merge
+before the save returns (`remote_tasks`), and a failed save removes its
+temporary directory once none of its writes still runs.
 """
 
 import concurrent.futures
@@ -14,13 +19,15 @@ import os
 
 from tensorflow.python.eager import context
 from tensorflow.python.framework import constant_op
-from tensorflow.python.framework import device as pydev
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import array_ops
 from tensorflow.python.ops import gen_io_ops
 from tensorflow.python.ops import io_ops
 from tensorflow.python.ops import string_ops
+from tensorflow.python.util import compat
 
+from tf_objckpt.engine import leftovers
+from tf_objckpt.engine import remote_tasks
 from tf_objckpt.engine import temporary_names
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
@@ -63,13 +70,20 @@ def temp_shard_prefix(file_prefix):
   """Where shards are written before the merge: `<prefix>_temp/part`.
 
   On S3, where renames are not atomic anyway, `<prefix>.part` instead.
+  Eagerly, the names are this save's own (`<prefix>_temp_<hex>/part`, a
+  string); graph building, TensorFlow's (a string tensor).
   """
+  if context.executing_eagerly():
+    if isinstance(file_prefix, ops.EagerTensor):
+      file_prefix = file_prefix.numpy()
+    prefix = compat.as_str(file_prefix)
+    directories, on_s3 = temporary_names.shard_suffixes(unique=True)
+    return prefix + (on_s3 if prefix.startswith("s3://") else directories)
+  directories, on_s3 = temporary_names.shard_suffixes(unique=False)
   with ops.device("CPU"):
-    on_s3 = string_ops.regex_full_match(file_prefix, "^s3://.*")
     suffix = array_ops.where(
-        on_s3, constant_op.constant(".part"),
-        constant_op.constant(
-            os.path.normpath(temporary_names.TEMP_DIR_SUFFIX + "/part")))
+        string_ops.regex_full_match(file_prefix, "^s3://.*"),
+        constant_op.constant(on_s3), constant_op.constant(directories))
     return string_ops.string_join([file_prefix, suffix])
 
 
@@ -106,63 +120,74 @@ def write_shards(file_prefix,
     shard_prefix = shard_filename(temp_prefix, index, num_shards)
     return shard_prefix, write(shard_prefix)
 
-  named_and_written = _write_each([
-      (device, functools.partial(name_and_write, index, write))
-      for index, (device, write) in enumerate(shard_writers)
-  ])
-  shard_prefixes = [shard_prefix for shard_prefix, _ in named_and_written]
-  written = [write for _, write in named_and_written]
-  device = shard_writers[-1][0] if shard_writers else None
-  with ops.control_dependencies(written), ops.device(merge_device or device):
-    merge = gen_io_ops.merge_v2_checkpoints(list(other_prefixes) +
-                                            shard_prefixes,
-                                            file_prefix,
-                                            delete_old_dirs=True)
-    if not graph_compatible:
-      return merge
-    with ops.control_dependencies([merge]):
-      return array_ops.identity(file_prefix)
+  with _removed_on_failure(temp_prefix):
+    with remote_tasks.completed_on([device for device, _ in shard_writers],
+                                   "the save's shard writes"):
+      named_and_written = _write_each([
+          (device, functools.partial(name_and_write, index, write))
+          for index, (device, write) in enumerate(shard_writers)
+      ])
+    shard_prefixes = [shard_prefix for shard_prefix, _ in named_and_written]
+    written = [write for _, write in named_and_written]
+    device = merge_device or (shard_writers[-1][0] if shard_writers else None)
+    with ops.control_dependencies(written), ops.device(device):
+      with remote_tasks.completed_on([device], "the save's merge"):
+        merge = gen_io_ops.merge_v2_checkpoints(list(other_prefixes) +
+                                                shard_prefixes,
+                                                file_prefix,
+                                                delete_old_dirs=True)
+      if not graph_compatible:
+        return merge
+      with ops.control_dependencies([merge]):
+        return array_ops.identity(file_prefix)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(temp_prefix):
+  """Removes an eager save's own shard directory if the block fails."""
+  try:
+    yield
+  except BaseException:
+    if isinstance(temp_prefix, str) and temp_prefix.endswith(os.sep + "part"):
+      leftovers.remove(os.path.dirname(temp_prefix))
+    raise
 
 
 def _write_each(writes):
   """Runs each `(device, write)` on its device; returns their results.
 
-  Eagerly, writes on this process's devices run at once, one thread each
-  (up to the number of cores): SaveV2 releases the GIL while it copies,
-  checksums and writes. Graph building, the ops are built in order and the
-  session runs them in parallel.
+  Eagerly, writes on other tasks are sent first (they run there while the
+  rest are written), from this thread: remote ops are queued per thread,
+  so another thread could use a tensor before the op making it has run.
+  Then writes on this process's devices run at once, one thread each (up
+  to the number of cores; in this thread when executing asynchronously,
+  for the same reason): SaveV2 releases the GIL while it copies, checksums
+  and writes. Graph building, the ops are built in order and the session
+  runs them in parallel.
   """
-  if not (context.executing_eagerly() and len(writes) > 1 and
-          _all_local([device for device, _ in writes])):
+  if not context.executing_eagerly():
     return [_run_on(device, write) for device, write in writes]
-  futures = [
-      _write_pool.submit(_run_on, device, write, eager=True)
-      for device, write in writes
-  ]
+  results = [None] * len(writes)
+  local = []
+  for index, (device, write) in enumerate(writes):
+    if remote_tasks.is_remote(device):
+      results[index] = _run_on(device, write)
+    else:
+      local.append(index)
+  if len(local) < 2 or context.is_async():
+    for index in local:
+      results[index] = _run_on(*writes[index])
+    return results
+  futures = {
+      index: _write_pool.submit(_run_on, *writes[index], eager=True)
+      for index in local
+  }
   # Every write ends before any error is raised, so that the cleanup of a
   # failed save finds no write still running.
-  concurrent.futures.wait(futures)
-  return [future.result() for future in futures]
-
-
-def _all_local(devices):
-  """Whether eager ops on `devices` may be issued from several threads.
-
-  Only on devices of this process, executing synchronously: remote ops and
-  asynchronous ones are queued per thread, so another thread could use a
-  tensor before the op making it has run.
-  """
-  if context.is_async():
-    return False
-  host = _task_of(context.context().host_address_space())
-  return all(
-      pydev.DeviceSpec.from_string(device or "").job is None or
-      _task_of(device) == host for device in devices)
-
-
-def _task_of(device):
-  spec = pydev.DeviceSpec.from_string(device or "")
-  return spec.job, spec.replica or 0, spec.task or 0
+  concurrent.futures.wait(futures.values())
+  for index, future in futures.items():
+    results[index] = future.result()
+  return results
 
 
 def _run_on(device, write, eager=False):

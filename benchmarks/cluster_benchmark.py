@@ -1,0 +1,212 @@
+"""Times saves and restores on real localhost clusters, ours and TensorFlow's.
+
+The clusters of the distributed tests, every task an OS process of its
+own (started here, `--server`, and killed at the end):
+
+- remote: eager variables on two ps tasks (`connect_to_cluster`), four
+  variables, two on each task;
+- pss: `ParameterServerStrategy`, a coordinator, two ps tasks and a
+  worker; half the bytes in a variable partitioned over both ps tasks (a
+  `ShardedVariable`), half in four plain ones.
+
+Each measurement runs in a fresh client process (the coordinator, for
+pss), the servers running on: the first and second `write()` of the
+variables, then the first and second `read()` of that checkpoint into
+them. Libraries alternate their order between repetitions.
+
+Run: python benchmarks/cluster_benchmark.py [--clusters=remote,pss]
+     [--mib=256] [--repeats=3]
+Prints one line per (cluster, measurement): the median seconds of each
+library and TensorFlow's time divided by ours (above 1 means we are faster).
+"""
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+
+import fresh_process
+import tf_objckpt
+
+_CLUSTERS = flags.DEFINE_list("clusters", ["remote", "pss"],
+                              "Which clusters to run.")
+_MIB = flags.DEFINE_integer("mib", 256, "MiB of variables saved.")
+_REPEATS = flags.DEFINE_integer("repeats", 3,
+                                "Fresh clients per measurement and library.")
+_CHILD = flags.DEFINE_string("child", None, "Internal: one measurement.")
+_SERVER = flags.DEFINE_string("server", None,
+                              "Internal: serve one task of TF_CONFIG.")
+
+_LIBRARIES = {
+    "tensorflow": tf.train.Checkpoint,
+    "tf_objckpt": tf_objckpt.Checkpoint
+}
+_PLAIN_VARIABLES = 4
+_FLOAT_BYTES = 4
+_ROW = 1024  # Floats per row of the variables.
+
+
+def _rows(mib):
+  return mib * 2**20 // (_FLOAT_BYTES * _ROW)
+
+
+def _remote_variables(mib):
+  """Four variables of `mib` MiB in all, two on each ps task."""
+  variables = {}
+  for index in range(_PLAIN_VARIABLES):
+    with tf.device(f"/job:ps/task:{index % 2}/cpu:0"):
+      variables[f"v{index}"] = tf.Variable(
+          tf.fill([_rows(mib) // _PLAIN_VARIABLES, _ROW], float(index)))
+  return variables
+
+
+def _pss_variables(mib):
+  """Half in a variable partitioned over both ps tasks, half in four."""
+  strategy = tf.distribute.experimental.ParameterServerStrategy(
+      tf.distribute.cluster_resolver.TFConfigClusterResolver(),
+      variable_partitioner=(
+          tf.distribute.experimental.partitioners.FixedShardsPartitioner(2)))
+  tf.distribute.coordinator.ClusterCoordinator(strategy)
+  rows = _rows(mib) // 2
+  with strategy.scope():
+    variables = {"emb": tf.Variable(tf.ones([rows, _ROW]))}
+    for index in range(_PLAIN_VARIABLES):
+      variables[f"v{index}"] = tf.Variable(
+          tf.fill([rows // _PLAIN_VARIABLES, _ROW], float(index)))
+  return variables
+
+
+def _run_child(request):
+  """Times writes and reads with one library on the running cluster."""
+  if request["cluster"] == "remote":
+    tf.config.experimental_connect_to_cluster(
+        tf.train.ClusterSpec(request["spec"]))
+    variables = _remote_variables(request["mib"])
+  else:
+    variables = _pss_variables(request["mib"])
+  checkpoint = _LIBRARIES[request["library"]](**variables)
+  prefix = request["prefix"]
+  fresh_process.clear(prefix, prefix + "_again")
+  timings = {
+      "first write":
+          fresh_process.timed(lambda: checkpoint.write(prefix)),
+      "second write":
+          fresh_process.timed(lambda: checkpoint.write(prefix + "_again")),
+  }
+  timings["first read"] = fresh_process.timed(
+      lambda: checkpoint.read(prefix).assert_consumed())
+  timings["second read"] = fresh_process.timed(
+      lambda: checkpoint.read(prefix).assert_consumed())
+  fresh_process.emit(timings)
+
+
+def _serve():
+  resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+  tf.distribute.Server(resolver.cluster_spec(),
+                       job_name=resolver.task_type,
+                       task_index=resolver.task_id,
+                       protocol="grpc").join()
+
+
+def _free_addresses(count):
+  sockets = [socket.socket() for _ in range(count)]
+  try:
+    for sock in sockets:
+      sock.bind(("localhost", 0))
+    return [f"localhost:{sock.getsockname()[1]}" for sock in sockets]
+  finally:
+    for sock in sockets:
+      sock.close()
+
+
+def _tf_config(spec, job, index):
+  return json.dumps({"cluster": spec, "task": {"type": job, "index": index}})
+
+
+@contextlib.contextmanager
+def _servers(spec, jobs):
+  """Runs a server process for every task of `jobs`; kills them after."""
+  processes = [
+      subprocess.Popen(  # pylint: disable=consider-using-with
+          [sys.executable, __file__, "--server=1"],
+          env=dict(os.environ,
+                   TF_CONFIG=_tf_config(spec, job, index),
+                   TF_CPP_MIN_LOG_LEVEL="2"),
+          stdout=subprocess.DEVNULL,
+          stderr=subprocess.DEVNULL)
+      for job in jobs
+      for index in range(len(spec[job]))
+  ]
+  try:
+    for address in [address for job in jobs for address in spec[job]]:
+      _wait_until_serving(address)
+    yield
+  finally:
+    for process in processes:
+      process.kill()
+      process.wait()
+
+
+def _wait_until_serving(address, timeout=60):
+  host, port = address.rsplit(":", 1)
+  deadline = time.time() + timeout
+  while True:
+    try:
+      socket.create_connection((host, int(port)), timeout=1).close()
+      return
+    except OSError:
+      if time.time() > deadline:
+        raise
+      time.sleep(0.05)
+
+
+def _bench(cluster, directory, mib, repeats):
+  """`{library: {measurement: [seconds]}}` on a new cluster of `cluster`."""
+  spec = {"ps": _free_addresses(2)}
+  child_env = {}
+  if cluster == "pss":
+    spec.update(chief=_free_addresses(1), worker=_free_addresses(1))
+    child_env = {"TF_CONFIG": _tf_config(spec, "chief", 0)}
+  servers = [job for job in spec if job != "chief"]
+  os.environ.update(child_env)  # The children inherit it.
+  try:
+    with _servers(spec, servers):
+      return fresh_process.repeated(
+          repeats, lambda library: fresh_process.run_child(
+              __file__,
+              library=library,
+              cluster=cluster,
+              spec=spec,
+              mib=mib,
+              prefix=os.path.join(directory, f"{cluster}_{library}")))
+  finally:
+    for name in child_env:
+      del os.environ[name]
+
+
+def main(argv):
+  del argv
+  if _SERVER.value:
+    _serve()
+    return
+  if _CHILD.value:
+    _run_child(json.loads(_CHILD.value))
+    return
+  with tempfile.TemporaryDirectory() as directory:
+    for cluster in _CLUSTERS.value:
+      print(f"{cluster}: {_MIB.value} MiB, load {os.getloadavg()[0]:.1f}",
+            flush=True)
+      fresh_process.print_medians(
+          cluster, _bench(cluster, directory, _MIB.value, _REPEATS.value))
+
+
+if __name__ == "__main__":
+  app.run(main)
