@@ -63,6 +63,7 @@ LAYERS = {
     "tf_objckpt.foundation": "foundation",
     "tf_objckpt.engine": "engine",
     "tf_objckpt.functional_saver": "engine",
+    "tf_objckpt.sharding_policies": "engine",
     "tf_objckpt.saveables": "saveables",
     "tf_objckpt.saveable_object": "saveables",
     "tf_objckpt.saveable_object_util": "saveables",

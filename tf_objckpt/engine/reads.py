@@ -7,7 +7,7 @@ existing objects a piece at a time (`restore_in_pieces`), values of
 objects not created yet read ahead, large reads split across threads (by
 data file, `read_lanes`); graph building, one read op per value. A value
 to read is a `Read`. A read that fails names the checkpoint, the key and
-the data file (`checkpoint_opening.in_data_file`).
+the data file (`checkpoint_opening.why_unreadable`).
 """
 
 import contextlib
@@ -453,13 +453,10 @@ class CheckpointValues:
       return self._read_unchecked(specs, device)
     except errors.OpError as e:
       failing = self._unreadable(specs, device) or specs[0]
-      raise type(
-          e
-      )(e.node_def, e.op,
-        f"Failed to read values from checkpoint {self.save_path!r}: "
-        f"checkpoint key {failing.name!r}"
-        f"{checkpoint_opening.in_data_file(self.save_path, failing.name)} cannot be read: "
-        f"{e.message}") from e
+      why = checkpoint_opening.why_unreadable(self.save_path, failing.name, e)
+      raise type(e)(e.node_def, e.op, f"Failed to read values from checkpoint "
+                    f"{self.save_path!r}: checkpoint key {failing.name!r} "
+                    f"{why}") from e
 
   def _read_unchecked(self, specs, device=None):
     if device is not None:

@@ -22,9 +22,6 @@ from tf_objckpt.restoring import object_graph_check
 from tf_objckpt.saveables import python_state_saveables
 from tf_objckpt.saveables import trackable_saveables
 
-# Keys of `_serialize_to_tensors` values start with "<object path>" + this.
-_ATTRIBUTES_SEGMENT = "/" + trackable_utils.OBJECT_ATTRIBUTES_NAME + "/"
-
 
 class RestoreBatch:
   """What one walk of a checkpoint found to restore; restored together."""
@@ -227,9 +224,7 @@ def gather_saveables(checkpoint, node_id, trackable):
 
 def _whole_object_saveable(checkpoint, factories, attributes, trackable):
   """One saveable restores every attribute (`_serialize_to_tensors`)."""
-  first_key = attributes[0].checkpoint_key
-  key = first_key[:first_key.index(_ATTRIBUTES_SEGMENT) +
-                  len(_ATTRIBUTES_SEGMENT)]
+  key = trackable_utils.saveable_name(attributes[0].checkpoint_key)
   # Cached under the attribute name saves use too, so that saves and
   # restores share saveables; restore ops are cached by saveable name.
   attribute = trackable_utils.SERIALIZE_TO_TENSORS_NAME
