@@ -5,11 +5,15 @@ its shortest path; its other paths are alias lines ("kernel ->
 optimizer/vars/0"). Each of those paths names the value for `--values`,
 and an unknown name suggests the paths the tree shows, aliases included.
 `--values KEY... PATH` (the order the usage line allows) works as `PATH
---values KEY...`. The real command runs; TensorFlow's reader gives the
-values expected, written by TensorFlow and by us alike.
+--values KEY...`. A name spelled like none suggests the values at paths
+ending alike, with their dtypes and shapes (Keras 3 saves `dense/kernel`
+by the layer's position), and `load_variable` says once what it did not
+find. The real command runs; TensorFlow's reader gives the values
+expected, written by TensorFlow and by us alike.
 
 Covers: tf_objckpt.tools.inspect_checkpoint,
-tf_objckpt.inspection.checkpoint_listing.
+tf_objckpt.inspection.checkpoint_listing,
+tf_objckpt.inspection.checkpoint_reader.
 """
 
 import numpy as np
@@ -99,3 +103,66 @@ def test_a_missing_path_is_a_usage_error(args):
     assert result.stderr.endswith(
         "tf-objckpt inspect: error: the following arguments are required: "
         "PATH\n")
+
+
+def _keras3_dense_checkpoint(directory):
+  """A Keras 3 model's checkpoint: its layer "dense" is saved by position."""
+  import keras  # pylint: disable=g-import-not-at-top
+  model = keras.Sequential([
+      keras.Input((3,)),
+      keras.layers.Dense(4, name="dense"),
+      keras.layers.Dense(2, name="out")
+  ])
+  return tl.IMPLS["ours"].Checkpoint(model=model).write(str(directory / "ckpt"))
+
+
+_KERAS3_KERNELS = (
+    "model/_functional/_operations/1/_kernel (float32, shape (3, 4)), "
+    "model/_functional/_operations/2/_kernel (float32, shape (4, 2)).")
+
+
+def test_a_layer_path_of_keras3_suggests_values_ending_alike(tmp_path):
+  """Nothing is spelled like `dense/kernel`: the kernels are suggested."""
+  path = _keras3_dense_checkpoint(tmp_path)
+  result = tl.run_cli("inspect", path, "--values", "dense/kernel")
+  assert result.returncode == 2
+  assert result.stderr == (
+      f"tf-objckpt inspect: No value 'dense/kernel' in checkpoint {path!r}. "
+      f"Values at paths ending in 'kernel': {_KERAS3_KERNELS}\n")
+
+
+def _keras3_shaped_checkpoint(directory):
+  """Keras 3's paths to the two kernels, built of `tf.Module`s (any version)."""
+  operations = [tf.Module(), tf.Module(), tf.Module()]
+  operations[1]._kernel = tf.Variable(tf.zeros([3, 4]))
+  operations[2]._kernel = tf.Variable(tf.zeros([4, 2]))
+  model = tf.Module()
+  model._functional = tf.Module()
+  model._functional._operations = operations
+  return tl.IMPLS["ours"].Checkpoint(model=model).write(str(directory / "ckpt"))
+
+
+def test_a_path_spelled_like_none_suggests_values_ending_alike(tmp_path):
+  path = _keras3_shaped_checkpoint(tmp_path)
+  result = tl.run_cli("inspect", path, "--values", "dense/kernel")
+  assert result.returncode == 2
+  assert result.stderr == (
+      f"tf-objckpt inspect: No value 'dense/kernel' in checkpoint {path!r}. "
+      f"Values at paths ending in 'kernel': {_KERAS3_KERNELS}\n")
+
+
+@pytest.mark.parametrize("make_checkpoint",
+                         [_keras3_shaped_checkpoint, _keras3_dense_checkpoint],
+                         ids=["modules", "keras3"])
+def test_load_variable_of_a_missing_path_says_once_it_is_missing(
+    tmp_path, make_checkpoint):
+  path = make_checkpoint(tmp_path)
+  error = tl.outcome(tl.IMPLS["ours"].checkpoint_utils.load_variable, path,
+                     "dense/kernel").error
+  assert isinstance(error, tf.errors.NotFoundError)
+  assert str(error) == (
+      f"Key dense/kernel not found in checkpoint {path!r}. Values at paths "
+      f"ending in 'kernel': {_KERAS3_KERNELS}")
+  # TensorFlow's words start it.
+  theirs = tl.outcome(tf.train.load_variable, path, "dense/kernel").error
+  assert str(theirs).startswith("Key dense/kernel not found in checkpoint")

@@ -5,10 +5,11 @@ These tests run on every TensorFlow we support (2.15 to 2.21, see
 where it has the sharding options of 2.16, ours accept them as it does;
 where it lacks them (2.15), ours raise its `TypeError`, naming the option,
 the version that added it and the installed version, never a crash later;
-`tf_objckpt.ParallelShardsPolicy()` raises the same there.
+`tf_objckpt.ParallelShardsPolicy()` and the policies of
+`tf_objckpt.sharding_policies` raise the same there.
 
 Covers: tf_objckpt.engine.tf_compat, tf_objckpt.api.trackable_saver,
-tf_objckpt.engine.sharding_policies.
+tf_objckpt.engine.sharding_policies, tf_objckpt.sharding_policies.
 """
 
 import keras
@@ -17,6 +18,7 @@ import tensorflow as tf
 
 import testlib as tl
 import tf_objckpt
+from tf_objckpt import sharding_policies
 from tf_objckpt.engine import tf_compat
 
 _OPTIONS_ADDED_IN_2_16 = {
@@ -51,12 +53,23 @@ def test_options_added_in_2_16_behave_as_this_tensorflows(name):
             f"{tf.__version__}") in str(ours.error)
 
 
-def test_our_sharding_policy_needs_sharding_callbacks(tmp_path):
-  """Made on 2.15, it raises the options' TypeError; from 2.16 it works."""
-  made = tl.outcome(tf_objckpt.ParallelShardsPolicy, min_shard_bytes=1)
+_OUR_POLICIES = {
+    "ParallelShardsPolicy":
+        lambda: tf_objckpt.ParallelShardsPolicy(min_shard_bytes=1),
+    "ShardByTaskPolicy":
+        sharding_policies.ShardByTaskPolicy,
+    "MaxShardSizePolicy":
+        lambda: sharding_policies.MaxShardSizePolicy(4),
+}
+
+
+@pytest.mark.parametrize("policy", _OUR_POLICIES)
+def test_our_sharding_policies_need_sharding_callbacks(tmp_path, policy):
+  """Made on 2.15, they raise the options' TypeError; from 2.16 they work."""
+  made = tl.outcome(_OUR_POLICIES[policy])
   if _tensorflow_version() < (2, 16):
     assert made.name == "TypeError"
-    assert str(made.error).startswith("ParallelShardsPolicy is a checkpoint "
+    assert str(made.error).startswith(f"{policy} is a checkpoint "
                                       "sharding callback")
     assert (f"it needs TensorFlow 2.16 or newer, and this is TensorFlow "
             f"{tf.__version__}") in str(made.error)

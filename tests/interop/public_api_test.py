@@ -12,7 +12,8 @@ tf_objckpt.api.load_status, tf_objckpt.base, tf_objckpt.tracking,
 tf_objckpt.data_structures, tf_objckpt.graph_view, tf_objckpt.restore,
 tf_objckpt.saveable_object_util, tf_objckpt.functional_saver,
 tf_objckpt.checkpoint_management, tf_objckpt.checkpoint_utils,
-tf_objckpt.saver, tf_objckpt.v1.saver_builders,
+tf_objckpt.saver, tf_objckpt.v1.saver_builders, tf_objckpt.sharding_policies,
+tf_objckpt.restoring.node_restores,
 tf_objckpt.api.object_checkpoints, tf_objckpt.objects.trackable,
 tf_objckpt.objects.auto_trackable, tf_objckpt.objects.graph_walk,
 tf_objckpt.objects.graph_serialization, tf_objckpt.api.checkpoint_manager,
@@ -34,9 +35,11 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.trackable import data_structures as tf_data_structures
 from tensorflow.python.training import checkpoint_utils as tf_checkpoint_utils
 from tensorflow.python.training import saver as tf_saver
+from tensorflow.python.training.saving import saveable_object as tf_saveable_object
 from tensorflow.python.training.saving import saveable_object_util as tf_saveable_object_util
 
 import testlib as tl
+import tf_objckpt
 from tf_objckpt.api import load_status
 from tf_objckpt.api import name_based_status
 from tf_objckpt import base
@@ -48,8 +51,10 @@ from tf_objckpt import graph_view
 from tf_objckpt import restore
 from tf_objckpt import saveable_object_util
 from tf_objckpt import saver
+from tf_objckpt import sharding_policies
 from tf_objckpt import tracking
 from tf_objckpt import util
+from tf_objckpt.engine import tf_compat
 from tf_objckpt.v1 import saver_builders
 
 # (label, ours, TensorFlow's). Classes, then modules.
@@ -100,7 +105,16 @@ MIRRORED = [
     ("module base", base, tf_base),
     ("module functional_saver", functional_saver, tf_functional_saver),
     ("module checkpoint_utils", checkpoint_utils, tf_checkpoint_utils),
-]
+    ("module restore", restore, tf_restore),
+] + ([] if tf_compat.sharding_policies is None else [
+    # TensorFlow 2.15 has no sharding policies.
+    ("ShardByTaskPolicy", sharding_policies.ShardByTaskPolicy,
+     tf_compat.sharding_policies.ShardByTaskPolicy),
+    ("MaxShardSizePolicy", sharding_policies.MaxShardSizePolicy,
+     tf_compat.sharding_policies.MaxShardSizePolicy),
+    ("module sharding_policies", sharding_policies,
+     tf_compat.sharding_policies),
+])
 
 # (label, name): why ours differs.
 ACCEPTED = {
@@ -135,6 +149,10 @@ ACCEPTED = {
         "walk",
     ("CheckpointPosition", "get_registered_saver_name"):
         "walk",
+    # The class TensorFlow's policy packs its shards with (a new one per
+    # call); ours packs with classes of its own.
+    ("MaxShardSizePolicy", "MaxShardSizePartitioner"):
+        "implementation",
 }
 
 
@@ -212,6 +230,8 @@ def test_accepted_differences_are_still_differences():
   """An entry of `ACCEPTED` that TensorFlow and we now agree on is stale."""
   mirrored = {label: (ours, theirs) for label, ours, theirs in MIRRORED}
   for label, name in ACCEPTED:
+    if label not in mirrored:
+      continue  # A class this TensorFlow lacks (2.15: sharding policies).
     ours, theirs = mirrored[label]
     our_value = inspect.getattr_static(ours, name, None)
     # Older TensorFlows lack some of these names (resharding came in 2.16).
@@ -223,6 +243,15 @@ def test_accepted_differences_are_still_differences():
     assert our_value is None or not (
         our_signature and their_signature and
         _accepts_calls_of(our_signature, their_signature)), (label, name)
+
+
+def test_sharding_policies_module_holds_all_three_policies():
+  """TensorFlow's two and our `ParallelShardsPolicy`, the top-level one."""
+  assert (sharding_policies.ParallelShardsPolicy
+          is tf_objckpt.ParallelShardsPolicy)
+  for name in ("ShardByTaskPolicy", "MaxShardSizePolicy"):
+    assert getattr(sharding_policies,
+                   name).__module__ == ("tf_objckpt.engine.sharding_policies")
 
 
 # What the names added for TensorFlow's sake do, against TensorFlow's.
@@ -243,8 +272,9 @@ def test_pretty_printer_names_nodes_as_tensorflow_does(tmp_path):
 def test_multi_device_saver_from_saveables_and_its_saver_def(tmp_path):
   """`from_saveables`, then `to_proto()` run in a session as TF's is."""
   prefixes = {}
+  assert functional_saver.MultiDeviceSaver is functional_saver.Saver
   for impl, saver_class in (("tf", tf_functional_saver.MultiDeviceSaver),
-                            ("ours", functional_saver.Saver)):
+                            ("ours", functional_saver.MultiDeviceSaver)):
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
       variable = tf.compat.v1.get_variable("v", initializer=[1., 2.])
       session.run(variable.initializer)
@@ -261,6 +291,54 @@ def test_multi_device_saver_from_saveables_and_its_saver_def(tmp_path):
       assert session.run(variable).tolist() == [1., 2.]
   assert (tf.train.load_checkpoint(
       prefixes["ours"]).get_tensor("v").tolist() == [1., 2.])
+
+
+def _serialized_values(serialized_tensors):
+  """`[(object id, {key: value, or {slice spec: value}})]` as numpy values.
+
+  Objects without tensors are left out (TensorFlow lists them, under
+  wrappers of its own).
+  """
+
+  def numpy(value):
+    if isinstance(value, tf_saveable_object.SaveSpec):  # A deferred read.
+      value = value.tensor
+    value = value.numpy()
+    return value.tolist() if hasattr(value, "tolist") else value
+
+  return [(id(obj), {
+      key: ({
+          spec: numpy(tensor)
+          for spec, tensor in value.items()
+      } if isinstance(value, dict) else numpy(value))
+      for key, value in tensors.items()
+  })
+          for obj, tensors in serialized_tensors.items()
+          if tensors]
+
+
+def test_gathered_serialized_tensors_are_tensorflows():
+  """`TrackableSaver._gather_serialized_tensors`, which TensorFlow's tests
+  call: each object's tensors by key (and slice), the object graph under
+  None, for the same objects."""
+  root = tf.Module()
+  root.v = tf.Variable([1.0, 2.0])
+  root.sliced = tf.Variable([3.0])
+  root.sliced._set_save_slice_info(  # pylint: disable=protected-access
+      tf.Variable.SaveSliceInfo("sliced", [2], [1], [1]))
+  root.child = tf.Module()
+  root.child.step = tf.Variable(7, dtype=tf.int64)
+  gathered = {
+      "tf":
+          tf_checkpoint.TrackableSaver(tf_graph_view.ObjectGraphView(root)
+                                      )._gather_serialized_tensors(None),  # pylint: disable=protected-access
+      "ours":
+          util.TrackableSaver(graph_view.ObjectGraphView(root)
+                             )._gather_serialized_tensors(None),  # pylint: disable=protected-access
+  }
+  assert (_serialized_values(gathered["ours"][0]) == _serialized_values(
+      gathered["tf"][0]))
+  assert gathered["ours"][3] == gathered["tf"][3]
 
 
 @pytest.mark.parametrize("function", ["set_list_item", "set_tuple_item"])

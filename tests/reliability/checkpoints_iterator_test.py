@@ -2,9 +2,11 @@
 
 Both libraries yield each new checkpoint the state file names, stop at a
 timeout (or when `timeout_fn` says so) and keep `min_interval_secs`
-between checkpoints. Ours never yields a checkpoint whose save has not
-finished (its index, or part of a data file, not there yet) and skips a
-damaged one with one WARNING; TensorFlow yields either once its index
+between checkpoints. Ours waits for a checkpoint whose index is not there
+yet (its save still running), and skips one whose index is there but
+whose files are missing, short or corrupt (damaged: its save had
+finished) with one WARNING in `verify`'s words, naming the file, judging
+it again when its files change; TensorFlow yields either once its index
 exists. Timeouts are 0, so every wait is one look at the directory and
 the outcome does not depend on the machine's speed; `min_interval_secs`
 is checked against a fake clock.
@@ -86,7 +88,20 @@ def _in_fresh_directories(tmp_path, scenario):
 
 def _skipped(messages):
   """The messages of logged warnings that a checkpoint was skipped."""
-  return [message for message in messages if "Skipped checkpoint" in message]
+  return [
+      message for message in messages
+      if message.startswith(("Skipped checkpoint", "Skipped damaged"))
+  ]
+
+
+def _truncate(data_file):
+  """Cuts a data file in half; returns its content and the verify words."""
+  with open(data_file, "rb") as f:
+    content = f.read()
+  with open(data_file, "wb") as f:
+    f.write(content[:len(content) // 2])
+  return content, (f"{data_file}: data file is truncated: {len(content) // 2} "
+                   f"bytes, the index places values up to byte {len(content)}")
 
 
 def _flip_value(prefix):
@@ -216,38 +231,42 @@ def test_waits_for_a_checkpoint_whose_index_is_not_there_yet(tmp_path):
   assert _in_fresh_directories(tmp_path, scenario) == {"tf": [2], "ours": [2]}
 
 
-def test_waits_for_data_files_to_be_complete(tmp_path):
-  # The index is there but the data file is still being copied: ours waits
-  # for it; TensorFlow yields it at once.
+def test_a_short_data_file_is_damage_until_its_copy_completes(tmp_path):
+  """The index is there: its save had finished, the data file is damaged.
+
+  Ours skips it with one WARNING in `verify`'s words, however many times
+  it looks; once the file is whole again (a copy completing), it yields
+  it. TensorFlow yields it at once.
+  """
+
   def scenario(impl, trainer):
     prefix = trainer.save()
     data_file = bundle_index.data_file_name(prefix, 0, 1)
-    with open(data_file, "rb") as f:
-      content = f.read()
-    with open(data_file, "wb") as f:
-      f.write(content[:len(content) // 2])
+    content, words = _truncate(data_file)
     seen = []
 
     def timeout_fn():
       seen.append("timeout")
-      if seen.count("timeout") == 2:  # The copy completes.
+      if seen.count("timeout") == 3:  # The copy completes.
         with open(data_file, "wb") as f:
           f.write(content)
-      return seen.count("timeout") > 3
+      return seen.count("timeout") > 4
 
     utils = _utils(impl)
     for path in utils.checkpoints_iterator(trainer.directory,
                                            timeout=0,
                                            timeout_fn=timeout_fn):
       seen.append(path)
-    return seen
+    return seen, words
 
   with tl.captured_logs(logging.WARNING) as messages:
     results = _in_fresh_directories(tmp_path, scenario)
-  assert results["tf"][0].endswith("ckpt-1")
-  assert results["ours"][:2] == ["timeout", "timeout"]
-  assert results["ours"][2].endswith("ckpt-1")
-  assert not _skipped(messages)
+  assert results["tf"][0][0].endswith("ckpt-1")
+  seen, words = results["ours"]
+  assert seen[:3] == ["timeout"] * 3 and seen[3].endswith("ckpt-1")
+  warnings = _skipped(messages)
+  assert len(warnings) == 1, warnings
+  assert words in warnings[0]
 
 
 def test_skips_a_damaged_checkpoint_with_one_warning(tmp_path):
@@ -280,17 +299,14 @@ def test_skips_a_damaged_checkpoint_with_one_warning(tmp_path):
   assert results == {"tf": [1, 2, 3], "ours": [1, 3]}
   warnings = _skipped(messages)
   assert len(warnings) == 1, warnings
-  assert "Skipped checkpoint" in warnings[0]
+  assert "Skipped damaged checkpoint" in warnings[0]
   assert str(tmp_path / "ours" / "ckpt-2") in warnings[0]
   assert "v/.ATTRIBUTES/VARIABLE_VALUE" in warnings[0]
 
 
-def test_unfinished_checkpoint_passed_over_is_warned_about_once(tmp_path):
-  trainer = _Trainer(tmp_path)
-  prefix = trainer.save()
-  data_file = bundle_index.data_file_name(prefix, 0, 1)
-  with open(data_file, "r+b") as f:
-    f.truncate(os.path.getsize(data_file) // 2)
+def _iterate_ours_saving_once(trainer):
+  """What our iterator yields while the trainer saves once, at its second
+  timeout; it stops after two more."""
   looks = []
 
   def timeout_fn():
@@ -299,12 +315,36 @@ def test_unfinished_checkpoint_passed_over_is_warned_about_once(tmp_path):
       trainer.save()
     return len(looks) > 3
 
+  return _iterate("ours", trainer.directory, timeout_fn)
+
+
+def test_a_truncated_checkpoint_is_warned_about_once_in_verifys_words(tmp_path):
+  """The newest checkpoint truncated: skipped, then a newer one yielded."""
+  trainer = _Trainer(tmp_path)
+  prefix = trainer.save()
+  _, words = _truncate(bundle_index.data_file_name(prefix, 0, 1))
   with tl.captured_logs(logging.WARNING) as messages:
-    assert _iterate("ours", trainer.directory, timeout_fn) == [2]
+    assert _iterate_ours_saving_once(trainer) == [2]
   warnings = _skipped(messages)
-  assert len(warnings) == 1, warnings
-  assert str(tmp_path / "ckpt-1") in warnings[0]
-  assert "did not finish" in warnings[0] and repr(data_file) in warnings[0]
+  assert warnings == [
+      f"Skipped damaged checkpoint {tmp_path / 'ckpt-1'}: error: {words}; 3 "
+      "values beyond its end cannot be read"
+  ]
+
+
+def test_a_checkpoint_without_its_index_passed_over_is_warned_about_once(
+    tmp_path):
+  """Named, its index never there (a save that died): one WARNING."""
+  trainer = _Trainer(tmp_path)
+  prefix = trainer.save()
+  os.remove(bundle_index.index_file_name(prefix))
+  with tl.captured_logs(logging.WARNING) as messages:
+    assert _iterate_ours_saving_once(trainer) == [2]
+  assert _skipped(messages) == [
+      f"Skipped checkpoint {prefix}: its index file "
+      f"{bundle_index.index_file_name(prefix)!r} was not there when a newer "
+      "checkpoint was named."
+  ]
 
 
 def test_a_damaged_checkpoint_saved_again_is_judged_again(tmp_path):

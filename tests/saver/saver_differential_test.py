@@ -263,3 +263,20 @@ def test_eager_empty_saver_saves_nothing(tmp_path):
   assert observed["tf"].name == "AttributeError"
   assert observed["ours"] == tl.Outcome(result=None, error=None)
   assert not os.listdir(tmp_path)
+
+
+def test_add_collection_def_is_tensorflows():
+  """The private helper TensorFlow's code and tests call on a `Saver`."""
+  protos = {}
+  for impl in tl.IMPLS:
+    with tf.Graph().as_default():
+      saver = tl.IMPLS[impl].Saver([tf.compat.v1.get_variable("v", [1])])
+      tf.compat.v1.add_to_collection("ints", 3)
+      tf.compat.v1.add_to_collection("mixed", 3)
+      tf.compat.v1.add_to_collection("mixed", 3.5)
+      proto = tf.compat.v1.MetaGraphDef()
+      for key in ("ints", "mixed", "missing"):
+        saver._add_collection_def(proto, key)  # pylint: disable=protected-access
+      protos[impl] = proto
+  assert protos["ours"] == protos["tf"]
+  assert list(protos["ours"].collection_def) == ["ints"]

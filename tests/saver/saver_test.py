@@ -744,6 +744,32 @@ def test_shape_mismatch(checkpoint, use_resource):
   else:
     assert isinstance(errs["tf"][0], errors.InvalidArgumentError)
     np.testing.assert_array_equal(errs["tf"][1]["a"], [1., 2.])
+  # The Assign kernel's words, which TensorFlow's reference variables fail
+  # with and code catching the error searches for, follow ours.
+  assign_words = ("Assign requires shapes of both tensors to match. lhs "
+                  "shape= [4] rhs shape= [3]")
+  assert assign_words in str(err)
+  assert (assign_words in str(errs["tf"][0])) is not use_resource
+
+
+def test_reshape_restores_where_shapes_differ(tmp_path):
+  """`Saver(reshape=True)` restores a value into a variable of its size."""
+  prefix = str(tmp_path / "ckpt")
+  with tf.Graph().as_default():
+    tf.compat.v1.get_variable("m", initializer=[[1., 2., 3.], [4., 5., 6.]])
+    saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      saver.save(session, prefix)
+  restored = {}
+  for impl in tl.IMPLS:
+    with tf.Graph().as_default():
+      m = tf.compat.v1.get_variable("m", [3, 2], use_resource=False)
+      saver = tl.IMPLS[impl].Saver(reshape=True)
+      with tf.compat.v1.Session() as session:
+        saver.restore(session, prefix)
+        restored[impl] = session.run(m).tolist()
+  assert restored["ours"] == restored["tf"] == [[1., 2.], [3., 4.], [5., 6.]]
 
 
 def test_dtype_mismatch(checkpoint):

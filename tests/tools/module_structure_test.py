@@ -56,6 +56,7 @@ LAYERS = {
     "tf_objckpt.engine": "engine",
     "tf_objckpt.functional_saver": "engine",
     "tf_objckpt.saveable_object": "engine",
+    "tf_objckpt.sharding_policies": "engine",
     "tf_objckpt.restoring": "plans",
     "tf_objckpt.restore": "plans",
     "tf_objckpt.saveable_object_util": "plans",

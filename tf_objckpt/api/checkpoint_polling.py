@@ -4,19 +4,21 @@
 
 An evaluation job polls the directory a training job saves into.
 TensorFlow's loop yields whatever the state file names once its `.index`
-exists. Ours yields a checkpoint only once its save has finished and it is
-intact:
-
-- unfinished: the state file names it, but its `.index` is not there, or a
-  data file is missing or shorter than the index says (a save, or a copy
-  of the directory, still running). It is looked at again at each poll,
-  and yielded once complete; if the state file moves on first, one
-  WARNING says it was skipped.
-- damaged: `verify` finds a problem (`self_healing.damage`, which reads
-  every value, as `restore_or_initialize` decides): skipped with one
-  WARNING, and the wait goes on. It is judged once per save (its files'
-  content and times), so a checkpoint saved again under the same name, as
-  by a job restarted from the one before, is judged anew.
+exists. Ours yields only intact checkpoints. A checkpoint the state file
+names whose `.index` is not there yet is still being written (its files
+have temporary names; TensorFlow's asynchronous manager names it first):
+it is waited for, and if a newer one is named first, one WARNING says it
+was skipped. Once its index is there, its save has finished (the data
+files are renamed into place before the index), so one whose files are
+missing, short or corrupt is damaged: `verify` decides
+(`self_healing.damage`, which reads every value, as `restore_or_initialize`
+decides; a missing or short data file is found from the index without
+reading). A damaged checkpoint is skipped with one WARNING, in `verify`'s
+words, naming the damage and the file, and the wait goes on. It is judged
+again when its files change: a checkpoint saved again under the same
+name, as by a job restarted from the one before, or whose copy into the
+directory completes, is yielded once intact (a new save is warned about
+again).
 
 Timeouts, `timeout_fn` and `min_interval_secs` behave as in TensorFlow
 2.21, whose iterator also asks `timeout_fn` after each checkpoint it
@@ -58,72 +60,49 @@ def _version(prefix):
   return hashlib.sha256(content).digest(), tuple(sorted(stamps))
 
 
-def _unfinished(prefix):
-  """Why the save of checkpoint `prefix` looks unfinished, or None.
-
-  A damaged index is not a sign of a save in progress (indexes are renamed
-  into place whole): it is left to `verify`.
-  """
-  if not state_file.checkpoint_exists_internal(prefix):
-    return f"{bundle_index.index_file_name(prefix)!r} is not there yet"
-  try:
-    index = bundle_index.read_if_present(prefix)
-  except errors.OpError:
-    return None
-  if index is None:  # A V1 checkpoint: one file, checked by `verify`.
-    return None
-  for data_file, needed in index.data_file_sizes().items():
-    size = bundle_index.file_size(data_file)
-    if size is None:
-      return f"data file {data_file!r} is not there yet"
-    if size < needed:
-      return (f"data file {data_file!r} holds {size} of the {needed} bytes "
-              "its index places in it")
-  return None
-
-
-def _warn_skipped(prefix, why):
-  logging.warning("Skipped checkpoint %s: %s.", prefix, why)
-
-
 class _Watch:
   """Polls one directory; remembers what it judged and warned about."""
 
   def __init__(self, checkpoint_dir):
     self._directory = checkpoint_dir
     self._damaged = set()  # The `_version`s of damaged checkpoints.
-    self._pending = None  # (prefix, why) last found unfinished.
+    self._warned = set()  # (prefix, index digest) of the saves warned about.
+    self._pending = None  # A checkpoint named before its index was there.
 
   def new_checkpoint(self, last_checkpoint) -> Optional[str]:
-    """The state file's latest checkpoint, if new, finished and intact."""
+    """The state file's latest checkpoint, if new and intact."""
     state = state_file.get_checkpoint_state(self._directory)
     prefix = state.model_checkpoint_path if state else None
     self._warn_if_passed_over(prefix)
     if prefix is None or prefix == last_checkpoint:
       return None
-    why = _unfinished(prefix)
-    if why is not None:
-      self._pending = (prefix, why)
+    if not state_file.checkpoint_exists_internal(prefix):
+      # Still being written (TensorFlow's asynchronous manager names a
+      # checkpoint first): its files have temporary names.
+      self._pending = prefix
       return None
     self._pending = None
     version = _version(prefix)
     if version in self._damaged:
       return None
-    problems = self_healing.damage(prefix)
-    if problems:
-      self._damaged.add(version)
-      _warn_skipped(prefix, "it is damaged: " + self_healing.summary(problems))
-      return None
-    return prefix
+    problems = self_healing.file_damage(prefix) or self_healing.damage(prefix)
+    if not problems:
+      return prefix
+    self._damaged.add(version)
+    if (prefix, version[0]) not in self._warned:
+      self._warned.add((prefix, version[0]))
+      logging.warning("Skipped damaged checkpoint %s: %s", prefix,
+                      self_healing.summary(problems))
+    return None
 
   def _warn_if_passed_over(self, latest):
-    """Warns once about an unfinished checkpoint the state file moved past."""
-    if self._pending is not None and latest not in (None, self._pending[0]):
-      prefix, why = self._pending
-      self._pending = None
-      _warn_skipped(
-          prefix, f"its save did not finish before a newer "
-          f"checkpoint was named ({why})")
+    """Warns once about a checkpoint without an index the state file left."""
+    if self._pending is not None and latest not in (None, self._pending):
+      prefix, self._pending = self._pending, None
+      logging.warning(
+          "Skipped checkpoint %s: its index file %r was not there when a "
+          "newer checkpoint was named.", prefix,
+          bundle_index.index_file_name(prefix))
 
   def wait(self, last_checkpoint, seconds_to_sleep, timeout):
     """The next new checkpoint, polling every `seconds_to_sleep`, or None.

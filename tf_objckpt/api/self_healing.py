@@ -122,6 +122,19 @@ def _damage(prefix):
   return [str(problem) for problem in verify_checkpoint.verify(listing).errors]
 
 
+def file_damage(prefix):
+  """`verify`'s lines of the data files of `prefix` missing or too short.
+
+  Found from the index alone, without reading values: empty when the
+  files are all there, or when the index cannot be read (`damage` says).
+  """
+  try:
+    listing = checkpoint_listing.open_listing(prefix, strict=False)
+  except errors.OpError:
+    return []
+  return [str(problem) for problem in verify_checkpoint.file_problems(listing)]
+
+
 def all_checkpoints(directory):
   """Every checkpoint of `directory`, listed in its state file or not.
 

@@ -39,6 +39,7 @@ from tf_objckpt.engine import sharding
 from tf_objckpt.engine import state_file
 from tf_objckpt.engine import tf_compat
 from tf_objckpt.engine import transfer_log
+from tf_objckpt.foundation import identity_containers as object_identity
 from tf_objckpt.foundation.type_hints import CheckpointPath
 from tf_objckpt.foundation.type_hints import Options
 from tf_objckpt.foundation.type_hints import PathOrTensor
@@ -149,15 +150,42 @@ class TrackableSaver:
     saveables, graph_proto, feed_additions = (
         self._graph_view.serialize_object_graph())
     serialized = graph_proto.SerializeToString()
-    if object_graph_tensor is not None:
-      feed_additions[object_graph_tensor] = serialized
-    else:
-      with ops.device("/cpu:0"):
-        object_graph_tensor = constant_op.constant(serialized)
     saveables.append(
         saveable_objects.NoRestoreSaveable(
-            tensor=object_graph_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY))
+            tensor=_object_graph_tensor(serialized, object_graph_tensor,
+                                        feed_additions),
+            name=trackable.OBJECT_GRAPH_PROTO_KEY))
     return saveables, serialized, feed_additions
+
+  def _gather_serialized_tensors(self, object_graph_tensor=None):
+    """What a save writes, as TensorFlow's `TrackableSaver` gathers it.
+
+    For code written against TensorFlow's (its sharding tests build
+    `ShardableTensor`s from it); our saves gather saveables instead.
+
+    Returns:
+      A tuple (`{trackable: {checkpoint key: tensor, or {slice spec:
+      tensor}}}`, with the object graph's tensor under the key None; the
+      feed dict; `{}`, objects of registered savers being left out; the
+      `TrackableObjectGraph`).
+    """
+    _, graph_proto, feed_additions = self._graph_view.serialize_object_graph()
+    serialized = object_identity.ObjectIdentityDictionary()
+    for obj, saveables in self._graph_view.saveables_by_object():
+      tensors = {}
+      for spec in (spec for saveable in saveables for spec in saveable.specs):
+        if spec.slice_spec:
+          tensors.setdefault(spec.name, {})[spec.slice_spec] = spec.tensor
+        else:
+          tensors[spec.name] = spec.tensor
+      if tensors:
+        serialized[obj] = tensors
+    serialized[None] = {
+        trackable.OBJECT_GRAPH_PROTO_KEY:
+            _object_graph_tensor(graph_proto.SerializeToString(),
+                                 object_graph_tensor, feed_additions)
+    }
+    return serialized, feed_additions, {}, graph_proto
 
   def _save_cached_when_graph_building(self,
                                        file_prefix,
@@ -368,10 +396,17 @@ class TrackableSaver:
         restore_op_cache=self._restore_op_cache,
         graph_view=self._graph_view,
         options=options)
-    with (values.checked() if check_values_first else contextlib.nullcontext()):
-      checkpoint.position(0).restore(self._graph_view.root)
-      self._restore_attached_dependencies(checkpoint)
-    checkpoint.raise_mismatch()
+    try:
+      with (values.checked()
+            if check_values_first else contextlib.nullcontext()):
+        checkpoint.position(0).restore(self._graph_view.root)
+        self._restore_attached_dependencies(checkpoint)
+      checkpoint.raise_mismatch()
+    except BaseException:
+      # The error tells what was not restored: no warning about unrestored
+      # values follows when the restore is collected.
+      checkpoint.expect_partial = True
+      raise
     if not context.executing_eagerly():
       checkpoint.group_built_restore_ops()
     return load_status.CheckpointLoadStatus(checkpoint,
@@ -389,6 +424,19 @@ class TrackableSaver:
       if (reference.name != "root" and node_id is not None and
           node_id not in checkpoint.objects_by_node_id):
         checkpoint.position(node_id).restore(reference.ref)
+
+
+def _object_graph_tensor(serialized, object_graph_tensor, feed_additions):
+  """The tensor holding the serialized object graph a save writes.
+
+  `object_graph_tensor`, fed with it (added to `feed_additions`), or, if
+  None, a constant of it.
+  """
+  if object_graph_tensor is not None:
+    feed_additions[object_graph_tensor] = serialized
+    return object_graph_tensor
+  with ops.device("/cpu:0"):
+    return constant_op.constant(serialized)
 
 
 def frozen_saver(root_trackable: Any) -> multi_device_saver.Saver:

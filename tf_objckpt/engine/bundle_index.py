@@ -58,6 +58,41 @@ class BundleIndex:
       sizes[file] = max(sizes.get(file, 0), entry.offset + entry.size)
     return sizes
 
+  def damaged_data_files(self):
+    """`{data file: DataFileDamage}` of the data files missing or too short."""
+    damaged = {}
+    for file, needed in self.data_file_sizes().items():
+      size = file_size(file)
+      if size is None or size < needed:
+        damaged[file] = DataFileDamage(file, size, needed)
+    return damaged
+
+  def unreadable_keys(self, damage):
+    """The keys whose bytes lie beyond the end of `damage.file`: all of a
+    missing file's."""
+    return sorted(
+        key for key, entry in self.entries.items()
+        if self.data_file(entry.shard_id) == damage.file and
+        (damage.size is None or entry.offset + entry.size > damage.size))
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFileDamage:
+  """A data file missing, or shorter than its checkpoint's index says.
+
+  `str()` is the one wording of it, wherever it is reported (`verify`,
+  restores, readers, `inspect`, `checkpoints_iterator`).
+  """
+  file: str
+  size: "int | None"  # None: the file is missing.
+  needed: int  # The bytes the index places in it.
+
+  def __str__(self):
+    if self.size is None:
+      return "data file is missing"
+    return (f"data file is truncated: {self.size} bytes, the index places "
+            f"values up to byte {self.needed}")
+
 
 def data_file_name(prefix, shard_id, num_shards):
   """TensorFlow's name for one data file of checkpoint `prefix`."""

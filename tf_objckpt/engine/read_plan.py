@@ -286,7 +286,8 @@ def check(plan,
           values,
           shape_error=errors.InvalidArgumentError,
           dtype_error=errors.InvalidArgumentError,
-          list_unexpected=False):
+          list_unexpected=False,
+          assign_words=False):
   """Raises unless every read of `plan` can be served by the checkpoint.
 
   Args:
@@ -299,6 +300,10 @@ def check(plan,
       problems: `InvalidArgumentError`).
     list_unexpected: Name the checkpoint's keys the plan does not read when
       keys are missing.
+    assign_words: Follow each variable's shape mismatch with the words of
+      TensorFlow's Assign kernel ("Assign requires shapes of both tensors to
+      match. lhs shape= [3,2] rhs shape= [2,3]"), which code catching the
+      errors of a v1 `Saver`'s graph-mode restore searches for.
 
   Raises:
     NotFoundError: If keys are missing.
@@ -319,7 +324,7 @@ def check(plan,
     if value.dtype is not None and stored_dtypes[value.key] != value.dtype:
       dtype_problems.append(_dtype_problem(value, stored_dtypes))
       continue
-    problem = _shape_problem(value, stored_shapes[value.key])
+    problem = _shape_problem(value, stored_shapes[value.key], assign_words)
     if problem and value.shape_match is reads.ShapeMatch.SAME_SHAPE:
       shape_problems.append(problem)
     elif problem:
@@ -499,8 +504,12 @@ def _kernel_dtype_name(dtype):
   return enum_name[len("DT_"):].lower()
 
 
-def _shape_problem(value, stored):
-  """Why a stored shape does not fit `value`, or None if it does."""
+def _shape_problem(value, stored, assign_words=False):
+  """Why a stored shape does not fit `value`, or None if it does.
+
+  With `assign_words`, a variable's mismatch ends in the words of
+  TensorFlow's Assign kernel.
+  """
   expected = value.shape
   if expected is None:
     return None
@@ -515,9 +524,19 @@ def _shape_problem(value, stored):
     return None
   what = ("partitioned variable with full shape" if value.shape_match
           is reads.ShapeMatch.FULL_SHAPE else "variable with shape")
-  return (f"{describe_key(value.key)}: received incompatible tensor "
-          f"with shape {tuple(stored)} when attempting to restore "
-          f"{what} {_shape_text(expected)}")
+  problem = (f"{describe_key(value.key)}: received incompatible tensor "
+             f"with shape {tuple(stored)} when attempting to restore "
+             f"{what} {_shape_text(expected)}")
+  if assign_words and value.shape_match is reads.ShapeMatch.SAME_SHAPE:
+    problem += (" (Assign requires shapes of both tensors to match. lhs "
+                f"shape= {_kernel_shape(expected)} rhs shape= "
+                f"{_kernel_shape(stored)})")
+  return problem
+
+
+def _kernel_shape(dims):
+  """A shape as TensorFlow's kernels write it: "[3,2]"."""
+  return "[" + ",".join("?" if dim is None else str(dim) for dim in dims) + "]"
 
 
 def _shape_text(dims):

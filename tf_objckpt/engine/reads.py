@@ -100,20 +100,33 @@ def read_object_graph(reader, save_path):
     proto.ParseFromString(reader.get_tensor(tf_base.OBJECT_GRAPH_PROTO_KEY))
   except (message.DecodeError, errors.OpError, IndexError) as e:
     raise errors.DataLossError(
-        None, None,
-        f"The object graph stored in checkpoint {save_path!r} is corrupt"
-        f"{in_data_file(save_path, tf_base.OBJECT_GRAPH_PROTO_KEY)}: "
-        f"{e}") from e
+        None, None, f"The object graph stored in checkpoint {save_path!r} "
+        f"{why_unreadable(save_path, tf_base.OBJECT_GRAPH_PROTO_KEY, e)}"
+    ) from e
   return proto
 
 
-def in_data_file(save_path, key):
-  """' (data file <name>)' for the file holding `key`, or '' if unknown."""
+def why_unreadable(save_path, key, error):
+  """Why the value of `key` cannot be read, after what names the value.
+
+  A value in a data file that is missing or too short is "cannot be read:
+  '<data file>': data file is truncated: N bytes, the index places values
+  up to byte M (<TensorFlow's words>)", `verify`'s words
+  (`bundle_index.DataFileDamage`); otherwise "cannot be read (data file
+  '<data file>'): <TensorFlow's words>".
+  """
+  text = getattr(error, "message", None) or str(error)
   try:
-    data_file = bundle_index.read_bundle_index(save_path).data_file_of(key)
+    index = bundle_index.read_bundle_index(save_path)
   except errors.OpError:
-    return ""
-  return "" if data_file is None else f" (data file {data_file!r})"
+    return f"cannot be read: {text}"
+  data_file = index.data_file_of(key)
+  if data_file is None:
+    return f"cannot be read: {text}"
+  damage = index.damaged_data_files().get(data_file)
+  if damage is not None and key in index.unreadable_keys(damage):
+    return f"cannot be read: {data_file!r}: {damage} ({text})"
+  return f"cannot be read (data file {data_file!r}): {text}"
 
 
 def damage_named(save_path, error):
@@ -137,7 +150,7 @@ def damage_named(save_path, error):
       return errors.DataLossError(
           error.node_def, error.op,
           f"Failed to read values from checkpoint {save_path!r}: checkpoint "
-          f"key {key!r}{in_data_file(save_path, key)} cannot be read: {e}")
+          f"key {key!r} {why_unreadable(save_path, key, e)}")
   return error
 
 
@@ -475,9 +488,8 @@ class CheckpointValues:
       raise type(e)(
           e.node_def, e.op,
           f"Failed to read values from checkpoint {self.save_path!r}: "
-          f"checkpoint key {failing.name!r}"
-          f"{in_data_file(self.save_path, failing.name)} cannot be read: "
-          f"{e.message}") from e
+          f"checkpoint key {failing.name!r} "
+          f"{why_unreadable(self.save_path, failing.name, e)}") from e
 
   def _read_unchecked(self, specs, device=None):
     if device is not None:

@@ -9,7 +9,9 @@ On 2.15 `sharding_util` is None, `check_options_arguments` turns those
 arguments into TensorFlow's `TypeError` for an unexpected keyword, with the
 version that added it and the version installed, and
 `check_sharding_callbacks` raises the same `TypeError` for our sharding
-policy.
+policies. TensorFlow 2.16's `MaxShardSizePolicy` cuts values into other
+slices than later versions' (`MAX_SHARD_SIZE_CUTS_AS_2_16`); ours cuts
+them as the installed version's does.
 """
 
 import inspect
@@ -19,9 +21,15 @@ from tensorflow.python.checkpoint import checkpoint_options
 from tensorflow.python.framework import ops
 
 try:
+  from tensorflow.python.checkpoint.sharding import sharding_policies  # pylint: disable=g-import-not-at-top
   from tensorflow.python.checkpoint.sharding import sharding_util  # pylint: disable=g-import-not-at-top
 except ImportError:  # TensorFlow 2.15.
-  sharding_util = None
+  sharding_policies = sharding_util = None
+
+# Whether TensorFlow's `MaxShardSizePolicy` is 2.16's, whose cuts later
+# versions changed (they have a `MaxShardSizePartitioner`).
+MAX_SHARD_SIZE_CUTS_AS_2_16 = sharding_policies is not None and not hasattr(
+    sharding_policies.MaxShardSizePolicy, "MaxShardSizePartitioner")
 
 # `CheckpointOptions` arguments of later TensorFlows: the version adding each.
 _LATER_OPTIONS = {

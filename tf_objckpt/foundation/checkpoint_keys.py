@@ -50,3 +50,10 @@ def object_path_of_key(key: str) -> str:
   """The object path part of a checkpoint key (before "/.ATTRIBUTES")."""
   marker = "/" + OBJECT_ATTRIBUTES_NAME
   return key[:key.index(marker)] if marker in key else key
+
+
+def saveable_name(key: str) -> str:
+  """The key up to and including ".ATTRIBUTES/": the name of a saveable
+  restoring every attribute of one object (`_serialize_to_tensors`)."""
+  segment = OBJECT_ATTRIBUTES_NAME + "/"
+  return key[:key.index(segment) + len(segment)]

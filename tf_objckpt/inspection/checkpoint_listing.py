@@ -29,6 +29,8 @@ _ATTRIBUTES = "/.ATTRIBUTES/"
 _CONFIG_ATTRIBUTE = "OBJECT_CONFIG_JSON"
 # At most this many close names are suggested for a name that matches none.
 _SUGGESTED = 3
+# At most this many values of paths ending alike are suggested.
+_ALIKE_SHOWN = 10
 
 
 class NoCheckpointError(Exception):
@@ -200,28 +202,67 @@ class Listing:
       KeyError: If nothing matches; the message suggests the closest keys
         and object paths.
     """
+    keys = self.keys_at(name)
+    if len(keys) == 1:
+      return keys[0]
+    raise KeyError(f"No value {name!r} in checkpoint {self.path!r}." +
+                   self.not_one_value(name, keys))
+
+  def keys_at(self, name):
+    """The keys `name` names: itself, if a key; else the keys of the values
+    of the objects at object path `name`, by any way (sorted)."""
     if name in self.values:
-      return name
-    if self.object_based:
-      matches = sorted({
-          attribute.checkpoint_key
-          for node_id in self._nodes_at(name)
-          for attribute in self.object_graph.nodes[node_id].attributes
-          if attribute.checkpoint_key in self.values
-      })
-      if len(matches) == 1:
-        return matches[0]
-      if matches:
-        raise KeyError(f"{name!r} holds several values; name one of their "
-                       f"keys: {', '.join(matches)}")
-    message = f"No value {name!r} in checkpoint {self.path!r}."
+      return [name]
+    if not self.object_based:
+      return []
+    return sorted({
+        attribute.checkpoint_key
+        for node_id in self._nodes_at(name)
+        for attribute in self.object_graph.nodes[node_id].attributes
+        if attribute.checkpoint_key in self.values
+    })
+
+  def not_one_value(self, name, keys):
+    """What to say when `name` names the values `keys`, not one value.
+
+    The keys if several; else the names closest by spelling, or, when
+    none is close, the object paths that end in the same name, or one
+    spelled alike (Keras 3 saves `dense/kernel` as
+    `model/_functional/_operations/1/_kernel`), with their values' dtypes
+    and shapes.
+    """
+    if keys:
+      return (f" {name!r} holds several values; name one of their keys: "
+              f"{', '.join(keys)}.")
     close = difflib.get_close_matches(name,
                                       self._names(),
                                       n=_SUGGESTED,
                                       cutoff=0.5)
     if close:
-      message += " Closest: " + ", ".join(close) + "."
-    raise KeyError(message)
+      return " Closest: " + ", ".join(close) + "."
+    by_path = self._values_by_path()
+    last = _last_name(name)
+    endings = difflib.get_close_matches(
+        last, {_last_name(path) for path, _ in by_path},
+        n=_SUGGESTED,
+        cutoff=0.8)
+    alike = sorted(f"{path} ({value.dtype}, shape {format_shape(value.shape)})"
+                   for path, value in by_path
+                   if _last_name(path) in endings)
+    if not alike:
+      return ""
+    shown = alike[:_ALIKE_SHOWN]
+    more = len(alike) - len(shown)
+    return (f" Values at paths ending in {' or '.join(map(repr, endings))}: " +
+            ", ".join(shown) + (f" and {more} more" if more > 0 else "") + ".")
+
+  def _values_by_path(self):
+    """`(object path, value)` of each variable's value; keys if name-based."""
+    if not self.object_based:
+      return [(value.key, value) for value in self.stored_values()]
+    return [(value.object_path, value)
+            for value in self.stored_values()
+            if value.object_path and value.attribute == "VARIABLE_VALUE"]
 
   def _nodes_at(self, path):
     """The ids of the nodes `path` leads to from the root, by any way.
@@ -265,6 +306,11 @@ class Listing:
       parent = self.node_paths[node_id] + "/" if node_id else ""
       names.update(parent + child.local_name for child in holders)
     return sorted(names)
+
+
+def _last_name(path):
+  """The last name of a path, without the underscores of private names."""
+  return path.rstrip("/").rsplit("/", 1)[-1].lstrip("_")
 
 
 def _values(path, checkpoint, index):

@@ -104,22 +104,29 @@ class CheckpointReader:
     """
     if self._reader.has_tensor(name):
       return name
-    try:
-      return self._listing().find_key(name)
-    except KeyError as e:
-      raise errors.NotFoundError(
-          None, None,
-          f"Key {name} not found in checkpoint: {e.args[0]}") from None
+    listing = self._listing()
+    keys = listing.keys_at(name)
+    if len(keys) == 1:
+      return keys[0]
+    raise self._not_found(name, listing, keys)
 
   def _missing(self, key):
     """The `NotFoundError` for a key the checkpoint lacks."""
-    message = f"Key {key} not found in checkpoint {self._prefix!r}."
-    try:
-      found = self._listing().find_key(key)
-      message += (f" {key!r} is the object path of key {found!r}, which "
+    listing = self._listing()
+    return self._not_found(key, listing, listing.keys_at(key))
+
+  def _not_found(self, name, listing, keys):
+    """"Key <name> not found in checkpoint <path>.", then what to try.
+
+    `keys` are those `name` names as an object path in `listing`: one
+    (which `load_variable()` takes), several, or none (the closest names).
+    """
+    message = f"Key {name} not found in checkpoint {self._prefix!r}."
+    if len(keys) == 1:
+      message += (f" {name!r} is the object path of key {keys[0]!r}, which "
                   "load_variable() also takes.")
-    except KeyError as e:
-      message = f"Key {key} not found in checkpoint: {e.args[0]}"
+    else:
+      message += listing.not_one_value(name, keys)
     return errors.NotFoundError(None, None, message)
 
   def _unreadable(self, key, error):
@@ -133,8 +140,8 @@ class CheckpointReader:
       error_type = errors.DataLossError
     return error_type(
         None, None,
-        f"Failed to read key {key!r} from checkpoint {self._prefix!r}"
-        f"{reads.in_data_file(self._prefix, key)}: {error}")
+        f"Failed to read key {key!r} from checkpoint {self._prefix!r}: it "
+        f"{reads.why_unreadable(self._prefix, key, error)}")
 
   def _listing(self):
     """The checkpoint's listing, to find object paths (only when needed)."""

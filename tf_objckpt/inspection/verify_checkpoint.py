@@ -19,7 +19,6 @@ from typing import NamedTuple, Optional
 
 from tensorflow.python.framework import errors
 
-from tf_objckpt.engine import bundle_index
 from tf_objckpt.engine import reads
 from tf_objckpt.inspection import checkpoint_listing
 from tf_objckpt.restoring import object_graph_check
@@ -148,40 +147,27 @@ def file_problems(listing):
   """Missing and truncated data files, found from the index.
 
   Returns:
-    A `Problem` per such file, covering the keys of the values it cannot
-    give: all of a missing file's, those beyond a truncated file's end.
+    A `Problem` per such file, in the words of `bundle_index.DataFileDamage`,
+    covering the keys of the values it cannot give: all of a missing
+    file's, those beyond a truncated file's end.
   """
   index = listing.index
   if index is None:
     return []
-  ends, holders = {}, {}
-  for key, entry in index.entries.items():
-    file = index.data_file(entry.shard_id)
-    ends.setdefault(file, {})[key] = entry.offset + entry.size
-    if key in listing.values:
-      holders.setdefault(file, []).append(key)
   problems = []
-  for file in listing.data_files():
-    size = bundle_index.file_size(file)
-    keys = sorted(holders.get(file, ()))
-    if size is None:
+  for file, damage in index.damaged_data_files().items():
+    keys = tuple(
+        key for key in index.unreadable_keys(damage) if key in listing.values)
+    count = restore_report.count_text(len(keys), "value")
+    if damage.size is None:
+      problems.append(
+          Problem(file, "", f"{damage}; it holds {count}", covers=keys or None))
+    else:
       problems.append(
           Problem(file,
-                  "", "data file is missing; it holds "
-                  f"{restore_report.count_text(len(keys), 'value')}",
-                  covers=tuple(keys) or None))
-      continue
-    needed = max(ends.get(file, {}).values(), default=0)
-    if size < needed:
-      beyond = tuple(key for key in keys if ends[file][key] > size)
-      problems.append(
-          Problem(
-              file,
-              "", f"data file is truncated: {size} bytes, the index "
-              f"places values up to byte {needed}; "
-              f"{restore_report.count_text(len(beyond), 'value')} beyond its "
-              "end cannot be read",
-              covers=beyond))
+                  "",
+                  f"{damage}; {count} beyond its end cannot be read",
+                  covers=keys))
   return problems
 
 

@@ -143,6 +143,16 @@ class Serialization:
                    tensor=proto_tensor, name=trackable.OBJECT_GRAPH_PROTO_KEY)
            ]
 
+  def saveables_by_object(self, gathered):
+    """`(object, its saveables)` for each object of `gathered`, in node order.
+
+    Python state is frozen at its current value; objects a registered saver
+    writes have none.
+    """
+    node_saveables, _ = self._node_saveables(
+        gathered, freeze=True, registered=_registered_nodes(gathered))
+    return list(zip(gathered.objects, node_saveables))
+
   def _node_saveables(self,
                       gathered,
                       freeze,

@@ -220,6 +220,13 @@ class ObjectGraphView:
     """
     return self._serialization.serialize(self._gather(), saveables_cache)
 
+  def saveables_by_object(self):
+    """`(object, its saveables)` for every object, in node order.
+
+    See `graph_serialization.Serialization.saveables_by_object`.
+    """
+    return self._serialization.saveables_by_object(self._gather())
+
   def frozen_saveable_objects(self,
                               object_map=None,
                               to_graph=None,

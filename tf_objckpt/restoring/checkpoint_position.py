@@ -34,9 +34,6 @@ from tf_objckpt.restoring import restore_plan
 from tf_objckpt.restoring import restore_walk
 from tf_objckpt.restoring import trackable_saveables
 
-# Keys of `_serialize_to_tensors` values start with "<object path>" + this.
-_ATTRIBUTES_SEGMENT = "/" + trackable_utils.OBJECT_ATTRIBUTES_NAME + "/"
-
 # A slot of a bound variable, waiting for its optimizer to be bound.
 _SlotAwaitingOptimizer = collections.namedtuple(
     "_SlotAwaitingOptimizer",
@@ -350,9 +347,7 @@ class CheckpointPosition:
 
   def _whole_object_saveable(self, factories, attributes, trackable):
     """One saveable restores every attribute (`_serialize_to_tensors`)."""
-    first_key = attributes[0].checkpoint_key
-    key = first_key[:first_key.index(_ATTRIBUTES_SEGMENT) +
-                    len(_ATTRIBUTES_SEGMENT)]
+    key = trackable_utils.saveable_name(attributes[0].checkpoint_key)
     checkpoint = self._checkpoint
     # Cached under the attribute name saves use too, so that saves and
     # restores share saveables; restore ops are cached by saveable name.

@@ -237,14 +237,14 @@ def _open(path, strict=True):
 
 def _inspect(args):
   from tf_objckpt.tools import inspect_checkpoint  # pylint: disable=g-import-not-at-top
-  text, code = inspect_checkpoint.run(_open(args.path),
+  text, code = inspect_checkpoint.run(_open(args.path, strict=False),
                                       keys=args.keys,
                                       as_json_output=args.json,
                                       values=args.values)
-  if code == EXIT_OK:
-    print(text)
-  else:
+  if code == EXIT_USAGE:
     print(f"tf-objckpt inspect: {text}", file=sys.stderr)
+  else:
+    print(text)
   return code
 
 

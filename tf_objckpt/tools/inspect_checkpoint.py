@@ -4,14 +4,22 @@ An object-based checkpoint is shown as its object graph, each object under
 its local name with the class that saved it (where recorded) and each value
 with its dtype, shape and size; a name-based one as the tree of its variable
 names. Totals (values, bytes, shards) end the listing.
+
+A damaged checkpoint shows what its index holds: values in a missing or
+truncated data file are marked, and `verify`'s line for each such file
+ends the listing; an object graph that cannot be read is said so, and the
+values are shown by key. The exit code is then 1, as `verify`'s.
 """
 
+import functools
 import json
 
 from tf_objckpt.inspection import checkpoint_listing
+from tf_objckpt.inspection import verify_checkpoint
 
 _VALUE_ATTRIBUTE = "VARIABLE_VALUE"
 _INDENT = "  "
+_UNREADABLE = " (cannot be read)"
 
 
 def totals(listing):
@@ -84,14 +92,20 @@ def _single_value(listing, node_id):
   if len(attributes) == 1 and attributes[0].name == _VALUE_ATTRIBUTE:
     value = listing.values.get(attributes[0].checkpoint_key)
     if value is not None:
-      return ": " + value.describe()
+      return ": " + _describe(listing, value)
   return ""
+
+
+def _describe(listing, value):
+  """A value's dtype, shape and size, marked if its bytes cannot be read."""
+  lost = value.key in _unreadable_keys(listing)
+  return value.describe() + (_UNREADABLE if lost else "")
 
 
 def _attribute_lines(listing, node_id, depth, lines):
   for attribute in listing.object_graph.nodes[node_id].attributes:
     value = listing.values.get(attribute.checkpoint_key)
-    described = value.describe() if value else "(missing)"
+    described = _describe(listing, value) if value else "(missing)"
     lines.append(f"{_INDENT * depth}.{attribute.name}: {described}")
 
 
@@ -104,8 +118,10 @@ def _slot_lines(listing, node_id, depth, lines):
 
 
 def _name_tree(listing):
-  """Variable names split at "/" into a tree."""
-  lines = ["(name-based checkpoint: variables by name)"]
+  """Variable names (or keys) split at "/" into a tree."""
+  lines = []
+  if listing.object_graph_error is None:
+    lines.append("(name-based checkpoint: variables by name)")
   previous = []
   for value in listing.stored_values():
     parts = value.key.split("/")
@@ -116,7 +132,7 @@ def _name_tree(listing):
     for depth in range(common, len(parts) - 1):
       lines.append(_INDENT * depth + parts[depth])
     lines.append(_INDENT * (len(parts) - 1) + parts[-1] + ": " +
-                 value.describe())
+                 _describe(listing, value))
     previous = parts[:-1]
   return lines
 
@@ -142,6 +158,10 @@ def as_json(listing):
         _object_json(listing, node_id, node)
         for node_id, node in enumerate(listing.object_graph.nodes)
     ]
+  problems = _damage_lines(listing)
+  if problems:
+    result["problems"] = problems
+    result["unreadable"] = sorted(_unreadable_keys(listing))
   return result
 
 
@@ -185,17 +205,58 @@ def value_lines(listing, names):
   return lines
 
 
+def _damage_problems(listing):
+  """`verify`'s problems found without reading values: an object graph
+  that cannot be read (unless a data file's problem covers it), then
+  missing and truncated data files."""
+  problems = verify_checkpoint.file_problems(listing)
+  lost = {key for problem in problems for key in problem.covers or ()}
+  if (listing.object_graph_error is not None and
+      checkpoint_listing.OBJECT_GRAPH_KEY not in lost):
+    problems.insert(
+        0,
+        verify_checkpoint.Problem(
+            listing.path, checkpoint_listing.OBJECT_GRAPH_KEY,
+            verify_checkpoint.op_error_text(listing.object_graph_error)))
+  return problems
+
+
+def _damage_lines(listing):
+  return [str(problem) for problem in _damage_problems(listing)]
+
+
+@functools.lru_cache(maxsize=4)
+def _unreadable_keys(listing):
+  """The keys of the values in missing or truncated data files.
+
+  Kept per listing: each value line asks.
+  """
+  return frozenset(key for problem in verify_checkpoint.file_problems(listing)
+                   for key in problem.covers or ())
+
+
+def _heading(listing):
+  if listing.object_graph_error is not None:
+    return (f"Checkpoint {listing.path} (object-based; its object graph "
+            "cannot be read, see below: its values by key)")
+  kind = "object-based" if listing.object_based else "name-based"
+  return f"Checkpoint {listing.path} ({kind})"
+
+
 def run(listing, keys=False, as_json_output=False, values=None):
-  """The text `inspect` prints, and its exit code (0, or 2 for a bad key)."""
+  """The text `inspect` prints, and its exit code.
+
+  0, 1 for a damaged checkpoint (what can be shown is), 2 for a bad key.
+  """
+  code = 1 if _damage_problems(listing) else 0
   if as_json_output:
-    return json.dumps(as_json(listing), indent=1), 0
+    return json.dumps(as_json(listing), indent=1), code
   if values:
     try:
       return "\n".join(value_lines(listing, values)), 0
     except KeyError as e:
       return e.args[0], 2
   if keys:
-    return "\n".join(key_lines(listing)), 0
-  kind = "object-based" if listing.object_based else "name-based"
-  return "\n".join([f"Checkpoint {listing.path} ({kind})"] +
-                   tree_lines(listing) + [totals_line(listing)]), 0
+    return "\n".join(key_lines(listing)), code
+  return "\n".join([_heading(listing)] + tree_lines(listing) +
+                   [totals_line(listing)] + _damage_lines(listing)), code

@@ -26,6 +26,7 @@ from tensorflow.core.protobuf import saver_pb2
 from tensorflow.python.client import session as session_lib
 from tensorflow.python.eager import context
 from tensorflow.python.framework import errors
+from tensorflow.python.framework import meta_graph
 from tensorflow.python.framework import ops
 from tensorflow.python.platform import gfile
 from tensorflow.python.platform import tf_logging as logging
@@ -428,6 +429,18 @@ class Saver(saver_retention.SaverRetention):
         clear_extraneous_savers=clear_extraneous_savers,
         strip_default_attrs=strip_default_attrs,
         save_debug_info=save_debug_info)
+
+  @staticmethod
+  def _add_collection_def(meta_graph_def, key, export_scope=None):
+    """Adds collection `key` of the default graph to `meta_graph_def`.
+
+    TensorFlow's `Saver` has this private helper, and code written against
+    it calls it; collections of values a `CollectionDef` cannot hold are
+    left out, with a warning, as there.
+    """
+    meta_graph.add_collection_def(meta_graph_def,
+                                  key,
+                                  export_scope=export_scope)
 
   def _restore_by_name(self, sess, save_path):
     """Checks the checkpoint, then restores (eagerly or through `sess`)."""

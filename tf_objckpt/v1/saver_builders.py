@@ -82,7 +82,8 @@ def check_plan(plan, values, eager=False):
       with TensorFlow's own error type and message.
     eager: Whether the restore runs eagerly, where TensorFlow reports a
       variable's shape mismatch as a ValueError (graph building, the restore
-      op fails with an InvalidArgumentError).
+      op fails with an InvalidArgumentError, in the Assign kernel's words:
+      ours follows its own words with those).
 
   Raises:
     NotFoundError: If keys are missing; the message names them, and the
@@ -95,7 +96,8 @@ def check_plan(plan, values, eager=False):
       plan,
       values,
       shape_error=ValueError if eager else errors.InvalidArgumentError,
-      list_unexpected=True)
+      list_unexpected=True,
+      assign_words=not eager)
 
 
 class _UnexpectedWriteVersionError(RuntimeError, TypeError):
