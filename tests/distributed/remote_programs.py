@@ -325,3 +325,34 @@ def remote_damaged_restore(directory, where, mib, damaged="v1"):
 
 SCENARIOS["killed_task_saves"] = killed_task_saves
 SCENARIOS["remote_damaged_restore"] = remote_damaged_restore
+
+
+def stopped_task_saves(directory, impl, where, mib):
+  """Saves that the test stops a task during, driven by lines on stdin.
+
+  A variable of `mib` MiB on each of two ps tasks, saved by `impl` into
+  `directory/impl`. Prints "ready"; then, per line read ("save"), prints
+  "saving", writes the next checkpoint, and prints `{"error": [type,
+  message] or None, "leftovers": ...}`.
+  """
+  _connect(where, {"ps": 2})
+  variables = _remote_variables(2, mib, job="ps")
+  checkpoint = tl.IMPLS[impl].Checkpoint(**variables)
+  directory = os.path.join(directory, impl)
+  print("ready", flush=True)
+  for number, _ in enumerate(sys.stdin):
+    print("saving", flush=True)
+    error = None
+    try:
+      checkpoint.write(os.path.join(directory, f"ckpt-{number}"))
+    except tf.errors.OpError as e:
+      error = [type(e).__name__, e.message]
+    print(json.dumps({
+        "error": error,
+        "leftovers": tl.leftovers(directory)
+    }),
+          flush=True)
+  return {"commands": "done"}
+
+
+SCENARIOS["stopped_task_saves"] = stopped_task_saves

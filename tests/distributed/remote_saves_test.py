@@ -23,12 +23,21 @@ its call, whatever is assigned while it runs. Restores read each value on
 its variable's task, as TensorFlow does, and a damaged one assigns
 nothing anywhere.
 
-Covers: tf_objckpt.engine.async_checkpoint, tf_objckpt.engine.reads,
+Where an eager op on a task returns only once it has run there (streaming
+enqueue off, as `ParameterServerStrategy` sets it), the shards of two
+tasks are still written at once, as in TensorFlow's save: with one task
+stopped while it writes its shard, the other's is written.
+
+Covers: tf_objckpt.engine.async_checkpoint, tf_objckpt.engine.task_threads, tf_objckpt.engine.reads,
 tf_objckpt.engine.writes, tf_objckpt.engine.remote_tasks,
 tf_objckpt.engine.read_plan, tf_objckpt.api.object_checkpoints.
 """
 
 import json
+import os
+import signal
+import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -154,3 +163,81 @@ def test_a_damaged_value_assigns_nothing_on_any_task(tmp_path):
   # runs of three (reported).
   print("TensorFlow's failed restore assigned", result["tf"]["assigned"])
   assert "v1" not in result["tf"]["assigned"], result["tf"]
+
+
+def _writing_a_shard(pid, directory):
+  """Whether process `pid` has a file of `directory` open under SaveV2's
+  temporary name (a shard it is writing)."""
+  fds = f"/proc/{pid}/fd"
+  for fd in os.listdir(fds):
+    try:
+      target = os.readlink(os.path.join(fds, fd))
+    except OSError:  # Closed meanwhile.
+      continue
+    if target.startswith(directory) and ".tempstate" in target:
+      return True
+  return False
+
+
+def _stop_while_writing_its_shard(pid, directory, deadline):
+  """Runs `pid` in slices of a few ms until it writes a shard; stops it."""
+  while True:
+    os.kill(pid, signal.SIGSTOP)
+    if _writing_a_shard(pid, directory):
+      return
+    assert time.time() < deadline, "the task wrote no shard"
+    os.kill(pid, signal.SIGCONT)
+    time.sleep(0.003)
+
+
+def _written_shards(directory, prefix, size):
+  """Complete data files of at least `size` bytes in the shard folders of
+  the save to `directory/prefix` (`<prefix>_temp...`)."""
+  return [
+      name for folder, _, names in os.walk(directory)
+      if os.path.basename(folder).startswith(f"{prefix}_temp") for name in names
+      if ".data-" in name and ".tempstate" not in name and
+      os.path.getsize(os.path.join(folder, name)) >= size
+  ]
+
+
+@pytest.mark.parametrize("impl", list(tl.IMPLS))
+def test_tasks_write_their_shards_at_once(tmp_path, impl):
+  """Each ps task stopped in turn while it writes: the other's is written.
+
+  Sent one after the other, the second task's shard would wait for the
+  stopped task's. Both saves then succeed, leaving nothing.
+  """
+  mib = 16
+  directory = str(tmp_path / impl)
+  with tl.ServerProcesses({"ps": 2}) as servers:
+    servers.start().wait_until_serving()
+    client = tl.start_cluster_program(
+        "stopped_task_saves",
+        str(tmp_path),
+        impl,
+        json.dumps(servers.cluster),
+        mib,
+        env=tl.child_env(TF_ENABLE_EAGER_CLIENT_STREAMING_ENQUEUE="False"),
+        stdin=subprocess.PIPE,
+        stderr=subprocess.DEVNULL)
+    try:
+      assert tl.read_line(client, 120) == "ready"
+      for stopped in range(2):
+        client.stdin.write("save\n")
+        client.stdin.flush()
+        assert tl.read_line(client, 60) == "saving"
+        deadline = time.time() + 60
+        pid = servers.pid("ps", stopped)
+        _stop_while_writing_its_shard(pid, directory, deadline)
+        try:
+          while not _written_shards(directory, f"ckpt-{stopped}", mib * 2**20):
+            assert time.time() < deadline, (
+                f"no shard written while ps:{stopped} was stopped")
+            time.sleep(0.01)
+        finally:
+          os.kill(pid, signal.SIGCONT)
+        result = json.loads(tl.read_line(client, 60))
+        assert result == {"error": None, "leftovers": {}}, result
+    finally:
+      tl.kill_group(client)

@@ -108,7 +108,19 @@ def completed_on(devices, what):
   except BaseException:
     _failures(tasks)
     raise
-  failures = _failures(tasks)
+  wait_for(tasks, what)
+
+
+def wait_for(devices, what):
+  """Waits until the ops sent before to the other tasks among `devices` ran.
+
+  Raises:
+    The first error of such an op, its message naming the task and `what`.
+  """
+  tasks = connected() and {
+      cpu for cpu in remote_cpus(devices) if cpu is not None
+  }
+  failures = _failures(tasks) if tasks else []
   if failures:
     raise _naming_tasks(what, failures, failures[0][1])
 

@@ -7,9 +7,10 @@ shard is written in place. This is step 2 of a save transaction
 (`api.save_transaction`).
 
 Eagerly, the temporary prefix is the save's own (`temporary_names`), shards
-on other tasks of a cluster are written before the merge and the merge
-before the save returns (`remote_tasks`), and a failed save removes its
-temporary directory once none of its writes still runs.
+on other tasks of a cluster are written (those of several tasks at once,
+`task_threads`) before the merge and the merge before the save returns
+(`remote_tasks`), and a failed save removes its temporary directory once
+none of its writes still runs.
 """
 
 import concurrent.futures
@@ -28,6 +29,7 @@ from tensorflow.python.util import compat
 
 from tf_objckpt.engine import leftovers
 from tf_objckpt.engine import remote_tasks
+from tf_objckpt.engine import task_threads
 from tf_objckpt.engine import temporary_names
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
@@ -121,12 +123,10 @@ def write_shards(file_prefix,
     return shard_prefix, write(shard_prefix)
 
   with _removed_on_failure(temp_prefix):
-    with remote_tasks.completed_on([device for device, _ in shard_writers],
-                                   "the save's shard writes"):
-      named_and_written = _write_each([
-          (device, functools.partial(name_and_write, index, write))
-          for index, (device, write) in enumerate(shard_writers)
-      ])
+    named_and_written = _write_each([
+        (device, functools.partial(name_and_write, index, write))
+        for index, (device, write) in enumerate(shard_writers)
+    ])
     shard_prefixes = [shard_prefix for shard_prefix, _ in named_and_written]
     written = [write for _, write in named_and_written]
     device = merge_device or (shard_writers[-1][0] if shard_writers else None)
@@ -156,38 +156,41 @@ def _removed_on_failure(temp_prefix):
 def _write_each(writes):
   """Runs each `(device, write)` on its device; returns their results.
 
-  Eagerly, writes on other tasks are sent first (they run there while the
-  rest are written), from this thread: remote ops are queued per thread,
-  so another thread could use a tensor before the op making it has run.
-  Then writes on this process's devices run at once, one thread each (up
-  to the number of cores; in this thread when executing asynchronously,
-  for the same reason): SaveV2 releases the GIL while it copies, checksums
-  and writes. Graph building, the ops are built in order and the session
-  runs them in parallel.
+  Eagerly, writes on other tasks are sent first, and run there while the
+  rest are written; the tasks' writes at once (`task_threads`), all done
+  when this returns. Writes on this process's devices run at once, one
+  thread each (up to the number of cores; in this thread when executing
+  asynchronously, as remote ops are queued per thread): SaveV2 releases
+  the GIL while it copies, checksums and writes. Graph building, the ops
+  are built in order and the session runs them in parallel.
   """
   if not context.executing_eagerly():
     return [_run_on(device, write) for device, write in writes]
   results = [None] * len(writes)
-  local = []
-  for index, (device, write) in enumerate(writes):
-    if remote_tasks.is_remote(device):
-      results[index] = _run_on(device, write)
-    else:
-      local.append(index)
-  if len(local) < 2 or context.is_async():
-    for index in local:
-      results[index] = _run_on(*writes[index])
-    return results
-  futures = {
-      index: _write_pool.submit(_run_on, *writes[index], eager=True)
-      for index in local
-  }
+  remote, local = [], []
+  for index, (device, _) in enumerate(writes):
+    (remote if remote_tasks.is_remote(device) else local).append(index)
+  with task_threads.on_each_task(
+      [(writes[index][0], functools.partial(_run_on, *writes[index]))
+       for index in remote], "the save's shard writes") as remote_results:
+    local_results = _write_locally([writes[index] for index in local])
+  for index, result in zip(remote + local, remote_results + local_results):
+    results[index] = result
+  return results
+
+
+def _write_locally(writes):
+  """Runs eager `(device, write)`s on this process's devices at once."""
+  if len(writes) < 2 or context.is_async():
+    return [_run_on(device, write) for device, write in writes]
+  futures = [
+      _write_pool.submit(_run_on, device, write, eager=True)
+      for device, write in writes
+  ]
   # Every write ends before any error is raised, so that the cleanup of a
   # failed save finds no write still running.
-  concurrent.futures.wait(futures.values())
-  for index, future in futures.items():
-    results[index] = future.result()
-  return results
+  concurrent.futures.wait(futures)
+  return [future.result() for future in futures]
 
 
 def _run_on(device, write, eager=False):
