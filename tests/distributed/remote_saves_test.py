@@ -150,14 +150,21 @@ def test_a_damaged_value_assigns_nothing_on_any_task(tmp_path):
   """Values read on each variable's task are all read before any is assigned.
 
   TensorFlow's restore raises the same error type, having assigned some
-  of the values of the other tasks.
+  of the values of the other tasks. Each of our errors names the damaged
+  value, whichever task's wait it surfaced in.
   """
-  result = tl.run_cluster_program("remote_damaged_restore", str(tmp_path),
-                                  "in_process", _MIB)
+  result = {
+      impl:
+          tl.run_cluster_program("remote_damaged_restore", str(tmp_path), impl,
+                                 "in_process", _MIB) for impl in tl.IMPLS
+  }
   for impl in tl.IMPLS:
-    assert result[impl]["error"][0] == "DataLossError", result[impl]
-  message = result["ours"]["error"][1]
-  assert "'v1/.ATTRIBUTES/VARIABLE_VALUE'" in message, message
+    for error in result[impl]["errors"]:
+      assert error and error[0] == "DataLossError", result[impl]
+  # The damaged read's error surfaced in the wait for another task's read
+  # in about 2 of 5 restores; each must still name the damaged value.
+  for _, message in result["ours"]["errors"]:
+    assert "'v1/.ATTRIBUTES/VARIABLE_VALUE'" in message, message
   assert result["ours"]["assigned"] == [], result["ours"]
   # Its tasks read and assign at once: it assigned v0, v2 or both in three
   # runs of three (reported).

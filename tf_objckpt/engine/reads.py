@@ -339,10 +339,30 @@ class CheckpointValues:
       try:
         _wait_for(tensors)
       except errors.OpError:
-        self._restore_v2(specs, device)  # Raises, naming the value.
+        self._read_here_again(sent)
         raise
       values[device] = iter(tensors)
     return [[next(values[unit.device]) for _ in unit.reads] for unit in units]
+
+  def _read_here_again(self, sent):
+    """After a failed read on other tasks, reads their values again here.
+
+    A remote op's error can surface in the wait for another task's op, and
+    again in later ones, so which task failed is not known: the values are
+    read again on this task, where the first damaged one raises, naming
+    itself. A cluster's tasks share the checkpoint's file system (a save's
+    merge reads every task's shards); where this task cannot find the
+    files, the original error stands.
+    """
+    for _, _, tensors in sent:
+      try:
+        _wait_for(tensors)
+      except errors.OpError:
+        pass  # Each read has run once this loop is over.
+    try:
+      self._restore_v2([spec for _, specs, _ in sent for spec in specs])
+    except errors.NotFoundError:
+      pass
 
   def _send_read(self, specs, device):
     """One `RestoreV2` of `specs` on `device`, not waited for."""
