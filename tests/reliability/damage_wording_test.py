@@ -20,6 +20,7 @@ tf_objckpt.api.self_healing, tf_objckpt.api.trackable_saver.
 import gc
 import logging
 import os
+import re
 
 import numpy as np
 import pytest
@@ -173,6 +174,7 @@ def test_no_warning_of_unrestored_values_after_a_fallback(saved, how):
   prefix = os.path.join(saved, "ckpt-3")
   tl.damage(prefix, how, key=_VALUE_KEY)
   variable = _variable()
+  gc.collect()  # Objects of earlier tests warn of their own values.
   with tl.captured_logs(logging.WARNING) as messages:
     manager = tf_objckpt.CheckpointManager(tf_objckpt.Checkpoint(v=variable),
                                            saved,
@@ -181,8 +183,10 @@ def test_no_warning_of_unrestored_values_after_a_fallback(saved, how):
     del manager
     gc.collect()
   assert variable.numpy()[0, 0] == 2.0
+  # Only this checkpoint's values count: an earlier test's garbage may be
+  # collected meanwhile, and warn of its own.
   assert not [
       message for message in messages
-      if "deleted with unrestored values" in message
-  ]
+      if re.search(r"\(root\)\.(v|save_counter)(?![.\w])", message)
+  ], messages
   assert [message for message in messages if "Skipped damaged" in message]
