@@ -335,7 +335,7 @@ class CheckpointValues:
       The read's error, naming the checkpoint and the value.
     """
     values = {}
-    for device, specs, tensors in sent:
+    for device, _, tensors in sent:
       try:
         _wait_for(tensors)
       except errors.OpError:
