@@ -19,12 +19,18 @@ Restore paths (`--paths`):
 - `graph`: `CheckpointV1.restore(...).run_restore_ops()` in a session;
 - `saver`: the v1 name-based `Saver.restore` in a session.
 
+Ours restores with the automatic memory limit, or, with
+`--max_restore_memory=BYTES`, with that limit: passed as
+`CheckpointOptions(max_restore_memory=...)` on every path that takes
+options, and set as `tuning.TUNING.default_max_restore_memory` for the v1
+`Saver`, which takes none.
+
 The same child measures the bounds in
-`tests/eager/restore_memory_bound_test.py`.
+`tests/reliability/restore_memory_test.py`.
 
 Run: python benchmarks/restore_memory_benchmark.py [--gib=1,2,4]
      [--paths=read,on_create,restore_or_initialize,graph,saver]
-     [--repeats=1] [--variable_mib=64]
+     [--repeats=1] [--variable_mib=64] [--max_restore_memory=BYTES]
 """
 
 import json
@@ -51,6 +57,9 @@ _ONEDNN = flags.DEFINE_enum(
     "onednn", "default", ["default", "on", "off"],
     "TensorFlow's oneDNN operations (TF_ENABLE_ONEDNN_OPTS), which bring "
     "an allocator of their own that keeps what it frees.")
+_MAX_RESTORE_MEMORY = flags.DEFINE_integer(
+    "max_restore_memory", None,
+    "Our restores' memory limit, in bytes (default: automatic).")
 _DIRECTORY = flags.DEFINE_string("directory", None,
                                  "Where to save (default: a temporary one).")
 _CHILD = flags.DEFINE_string("child", None,
@@ -84,6 +93,16 @@ class _Program:
     self.elements = request["variable_mib"] << 18  # float32
     self.prefix = request["prefix"]
     self.directory = os.path.dirname(self.prefix)
+    limit = request.get("max_restore_memory")
+    self.options = None
+    if self.ours and limit is not None:
+      self.options = tf_objckpt.CheckpointOptions(max_restore_memory=limit)
+      from tf_objckpt.engine import tuning  # pylint: disable=g-import-not-at-top
+      tuning.TUNING.default_max_restore_memory = limit  # The v1 `Saver`.
+
+  def options_argument(self):
+    """`{"options": ...}` for our restores with a limit; else nothing."""
+    return {} if self.options is None else {"options": self.options}
 
   def checkpoint_class(self, v1=False):
     tf = self.tf
@@ -157,7 +176,8 @@ def _restore_eagerly(program, path):
   if path == "on_create":
     root = tf.Module()
     before = fresh_process.reset_peak_memory()
-    status = program.checkpoint_class()(root=root).read(program.prefix)
+    status = program.checkpoint_class()(root=root).read(
+        program.prefix, **program.options_argument())
     weights = [
         program.add_variable(root, f"w{index}", 0.)
         for index in range(program.count)
@@ -168,10 +188,12 @@ def _restore_eagerly(program, path):
     checkpoint = program.checkpoint_class()(module=module)
     before = fresh_process.reset_peak_memory()
     if path == "read":
-      checkpoint.read(program.prefix).assert_consumed()
+      checkpoint.read(program.prefix,
+                      **program.options_argument()).assert_consumed()
     else:
       program.manager_class()(checkpoint, program.directory,
-                              max_to_keep=1).restore_or_initialize()
+                              max_to_keep=1).restore_or_initialize(
+                                  **program.options_argument())
     weights = module.weights
   added = fresh_process.peak_memory_added(before)
   return added, [float(weight[-1]) for weight in weights]
@@ -190,7 +212,7 @@ def _restore_in_session(program, path):
     session.run([weight.initializer for weight in module.weights])
     if path == "graph":
       status = program.checkpoint_class(v1=True)(module=module).restore(
-          program.prefix)
+          program.prefix, **program.options_argument())
       before = fresh_process.reset_peak_memory()
       status.run_restore_ops(session)
     else:
@@ -228,7 +250,8 @@ def measure(impl,
             directory,
             extra_env=None,
             wrapper=(),
-            variable_mib=64):
+            variable_mib=64,
+            max_restore_memory=None):
   """Writes a `gib` GiB checkpoint, restores it along `path` in a new process.
 
   Args:
@@ -241,6 +264,8 @@ def measure(impl,
     wrapper: A command line that the restoring process's command line is
       appended to (for example, to start it in a memory cgroup).
     variable_mib: The size of each variable, in MiB.
+    max_restore_memory: Our restores' memory limit, in bytes; None for the
+      automatic one.
 
   Returns:
     The restoring process's `CompletedProcess`, and its result, a dict with
@@ -253,7 +278,8 @@ def measure(impl,
       "path": path,
       "count": round(gib * 1024 / variable_mib),
       "variable_mib": variable_mib,
-      "prefix": os.path.join(directory, "ckpt")
+      "prefix": os.path.join(directory, "ckpt"),
+      "max_restore_memory": max_restore_memory,
   }
   written = _child_process({**request, "mode": "write"}, extra_env)
   if written.returncode:
@@ -292,7 +318,8 @@ def _added_mib(impl, path, gib):
                                 gib,
                                 directory,
                                 extra_env,
-                                variable_mib=_VARIABLE_MIB.value)
+                                variable_mib=_VARIABLE_MIB.value,
+                                max_restore_memory=_MAX_RESTORE_MEMORY.value)
   if result is None or not result["restored"]:
     raise RuntimeError(f"{impl} {path} {gib} GiB failed:\n"
                        f"{completed.stderr[-3000:]}")
@@ -306,7 +333,8 @@ def main(_):
   print(f"Peak resident memory a restore adds (MiB), median of "
         f"{_REPEATS.value} fresh process(es) each, after large blocks were "
         f"allocated and freed; variables of {_VARIABLE_MIB.value} MiB, "
-        f"oneDNN {_ONEDNN.value}:")
+        f"oneDNN {_ONEDNN.value}, our limit "
+        f"{_MAX_RESTORE_MEMORY.value or 'automatic'}:")
   print(f"{'path':<22} {'model':>6} {'tensorflow':>11} {'tf_objckpt':>11}"
         f"  all (tensorflow; tf_objckpt)")
   for path in _PATHS.value:

@@ -90,10 +90,12 @@ def test_each_thread_reads_whole_data_files(tmp_path, monkeypatch,
                                             pieces):
   path = _write(impl, str(tmp_path / "ckpt"), policy)
   file_of = _file_of_each_key(path)
-  monkeypatch.setattr(tuning.TUNING, "restore_piece_bytes",
-                      _ELEMENTS * 4 if pieces == "in_pieces" else 1 << 30)
+  # In pieces: a limit of four variables, pieces of one for each thread.
+  limit = 4 * _ELEMENTS * 4 if pieces == "in_pieces" else None
   variables = _variables(zeros=True)
-  tf_objckpt.Checkpoint(v=variables).read(path).assert_consumed()
+  tf_objckpt.Checkpoint(v=variables).read(
+      path, options=tf_objckpt.CheckpointOptions(
+          max_restore_memory=limit)).assert_consumed()
   for index, variable in enumerate(variables):
     np.testing.assert_array_equal(variable.numpy(), index)
   assert restores_in_pairs

@@ -1,33 +1,39 @@
-"""Large eager restores read and assign a piece of the values at a time.
+"""Eager restores read each value once under their memory limit, in pieces over.
 
-A restore of more than twice `tuning.TUNING.restore_piece_bytes` holds
-one piece of values at a time rather than a copy of the whole model, and
-reuses the memory each piece frees. Every piece but the last is read once
-beforehand, so a damaged value still fails the restore before anything is
-assigned. These tests shrink the piece size to split small models, compare
-with `tf.train.Checkpoint` and damage values in each piece; the peak memory
-of real restores is measured by `tests/reliability/restore_memory_test.py`.
+A restore whose values fit under its memory limit (`max_restore_memory`,
+or half the available memory) reads every value once, with one read per
+thread, and assigns once all are read. Over the limit it holds one piece
+of values at a time rather than a copy of the whole model, and reuses the
+memory each piece frees; every piece but the last is read once
+beforehand. Either way a damaged value fails the restore before anything
+is assigned. These tests set small limits to split small models, count
+the values each `RestoreV2` reads, compare with `tf.train.Checkpoint` and
+damage values in each piece; the peak memory of real restores is
+measured by `tests/reliability/restore_memory_test.py`.
 
 Covers: tf_objckpt.engine.reads, tf_objckpt.engine.read_plan,
-tf_objckpt.engine.tuning.
+tf_objckpt.engine.tuning, tf_objckpt.engine.restore_memory.
 """
+
+import collections
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import testlib as tl
+import tf_objckpt
 from tf_objckpt.engine import reads
-from tf_objckpt.engine import tuning
+from tf_objckpt.engine import restore_memory
 
 _PIECE_BYTES = 16 << 10
+_LIMIT = 2 * _PIECE_BYTES  # Pieces of half the limit.
 _SHAPE = [32, 32]  # 4 KiB of float32.
 
 
 @pytest.fixture(name="small_pieces")
 def _small_pieces(monkeypatch):
-  """Shrinks pieces to 16 KiB; yields the piece counts of each restore."""
-  monkeypatch.setattr(tuning.TUNING, "restore_piece_bytes", _PIECE_BYTES)
+  """Yields the piece counts of each restore."""
   counts = []
   split = reads.CheckpointValues._pieces  # pylint: disable=protected-access
 
@@ -38,6 +44,26 @@ def _small_pieces(monkeypatch):
 
   monkeypatch.setattr(reads.CheckpointValues, "_pieces", counting)
   return counts
+
+
+@pytest.fixture(name="times_read")
+def _times_read(monkeypatch):
+  """Yields a Counter of how many times our `RestoreV2`s read each key."""
+  counter = collections.Counter()
+  restore_v2 = reads.restore_v2
+
+  def counting(file_prefix, names, slices, dtypes_):
+    counter.update(
+        name.decode() if isinstance(name, bytes) else name for name in names)
+    return restore_v2(file_prefix, names, slices, dtypes_)
+
+  monkeypatch.setattr(reads, "restore_v2", counting)
+  return counter
+
+
+def _limited(limit):
+  """Our options with `max_restore_memory=limit` (None: automatic)."""
+  return tf_objckpt.CheckpointOptions(max_restore_memory=limit)
 
 
 def _state(scale):
@@ -68,7 +94,9 @@ def test_pieces_restore_what_tensorflow_restores(tmp_path, small_pieces):
   restored = {}
   for impl in tl.IMPLS:
     module = _state(0.)
-    tl.IMPLS[impl].Checkpoint(module=module).read(path).assert_consumed()
+    options = _limited(_LIMIT) if impl == "ours" else None
+    tl.IMPLS[impl].Checkpoint(module=module).read(
+        path, options=options).assert_consumed()
     restored[impl] = _state_values(module)
   for impl in tl.IMPLS:
     np.testing.assert_array_equal(restored[impl][0], expected[0])
@@ -87,13 +115,15 @@ def _damage_value(path, value):
     f.write(b"\x7f" * 8)
 
 
+@pytest.mark.parametrize("limit", [None, _LIMIT], ids=["one_pass", "pieces"])
 @pytest.mark.parametrize("damaged_index", [1, 20, 39])
 def test_damage_in_any_piece_restores_nothing(tmp_path, small_pieces,
-                                              damaged_index):
+                                              damaged_index, limit):
   """A value failing its checksum, in the first, a middle or the last piece.
 
   Both libraries raise `DataLossError`; ours names the damaged key and
-  leaves every object as it was, although pieces are assigned in turn.
+  leaves every object as it was, whether it reads once (under the
+  automatic limit) or in pieces assigned in turn.
   """
   path = tl.IMPLS["ours"].Checkpoint(module=_state(3.)).write(
       str(tmp_path / "ckpt"))
@@ -102,12 +132,93 @@ def test_damage_in_any_piece_restores_nothing(tmp_path, small_pieces,
   for impl in tl.IMPLS:
     module = _state(1.)
     before = _state_values(module)
+    options = _limited(limit) if impl == "ours" else None
     errors[impl] = tl.outcome(tl.IMPLS[impl].Checkpoint(module=module).read,
-                              path).error
+                              path,
+                              options=options).error
     if impl == "ours":
       after = _state_values(module)
       np.testing.assert_array_equal(after[0], before[0])
       assert after[1:] == before[1:]
   tl.assert_same_error_type(errors, tf.errors.DataLossError)
   assert f"module/weights/{damaged_index}/" in str(errors["ours"])
-  assert max(small_pieces) > 4
+  if limit is None:
+    assert small_pieces == [1]
+  else:
+    assert max(small_pieces) > 4
+
+
+def _weight_keys(count=40):
+  return [f"module/weights/{index}/.ATTRIBUTES/VARIABLE_VALUE"
+          for index in range(count)]
+
+
+def test_under_the_limit_each_value_is_read_once(tmp_path, small_pieces,
+                                                 times_read):
+  path = tl.IMPLS["ours"].Checkpoint(module=_state(3.)).write(
+      str(tmp_path / "ckpt"))
+  module = _state(0.)
+  tf_objckpt.Checkpoint(module=module).read(path).assert_consumed()
+  assert small_pieces == [1]
+  assert [times_read[key] for key in _weight_keys()] == [1] * 40
+  np.testing.assert_array_equal(module.weights[39].numpy(), 3. * 39)
+
+
+def test_over_the_limit_pieces_but_the_last_are_read_twice(
+    tmp_path, small_pieces, times_read):
+  """Pieces of half the limit: 160 KiB of weights in pieces of 16 KiB."""
+  path = tl.IMPLS["ours"].Checkpoint(module=_state(3.)).write(
+      str(tmp_path / "ckpt"))
+  module = _state(0.)
+  tf_objckpt.Checkpoint(module=module).read(
+      path, options=_limited(_LIMIT)).assert_consumed()
+  pieces, = small_pieces
+  assert pieces >= 160 // 16
+  counts = [times_read[key] for key in _weight_keys()]
+  assert set(counts) == {1, 2}
+  assert counts.count(1) <= 4  # The last piece, of at most 16 KiB.
+  np.testing.assert_array_equal(module.weights[39].numpy(), 3. * 39)
+
+
+def test_the_automatic_limit_is_half_the_available_memory(
+    tmp_path, small_pieces, monkeypatch):
+  """The same restore, with 64 KiB available: in pieces of 16 KiB."""
+  monkeypatch.setattr(restore_memory, "available_bytes",
+                      lambda: 2 * _LIMIT)
+  assert restore_memory.restore_memory_limit() == _LIMIT
+  assert restore_memory.restore_memory_limit(_limited(5)) == 5
+  path = tl.IMPLS["ours"].Checkpoint(module=_state(3.)).write(
+      str(tmp_path / "ckpt"))
+  module = _state(0.)
+  tf_objckpt.Checkpoint(module=module).read(path).assert_consumed()
+  assert max(small_pieces) >= 10
+  np.testing.assert_array_equal(module.weights[39].numpy(), 3. * 39)
+
+
+def test_available_memory_is_at_most_what_the_system_reports():
+  """What `/proc/meminfo` says is available bounds the automatic limit."""
+  with open("/proc/meminfo", encoding="ascii") as meminfo:
+    available_kib = next(
+        int(line.split()[1]) for line in meminfo
+        if line.startswith("MemAvailable:"))
+  available = restore_memory.available_bytes()
+  # Other processes allocate meanwhile: allow 256 MiB of drift.
+  assert 0 <= available <= (available_kib << 10) + (256 << 20)
+  assert restore_memory.restore_memory_limit() <= available // 2 + 1
+
+
+@pytest.mark.parametrize("limit", [-1, 1.5, "1", True])
+def test_max_restore_memory_must_be_bytes(limit):
+  with pytest.raises(ValueError, match="max_restore_memory"):
+    tf_objckpt.CheckpointOptions(max_restore_memory=limit)
+  assert tf_objckpt.CheckpointOptions(
+      max_restore_memory=np.int64(7)).max_restore_memory == 7
+
+
+def test_tensorflows_classes_accept_options_with_a_limit(tmp_path):
+  path = tl.IMPLS["ours"].Checkpoint(module=_state(3.)).write(
+      str(tmp_path / "ckpt"))
+  module = _state(0.)
+  tf.train.Checkpoint(module=module).read(
+      path, options=_limited(_LIMIT)).assert_consumed()
+  np.testing.assert_array_equal(module.weights[39].numpy(), 3. * 39)

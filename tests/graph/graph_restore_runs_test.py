@@ -2,18 +2,21 @@
 
 Checks `engine.graph_restores.ReadChain`, the graph restores of
 `functional_saver` (batched function calls and `RestoreV2` batches) and
-the v1 `Saver`'s restore op (`v1.saver_builders`). A restore of more than
-two `graph_restore_batch_bytes` reads its values in runs of about that
-size, each waiting for the run `read_threads` places before it to be
-assigned, so a session holds a few runs of values, not a second copy of
-the model (`tests/reliability/restore_memory_test.py` measures that).
-Here the batch size is shrunk to 1 KiB: the runs and their order are
-checked on the graph, and what they restore against TensorFlow, with
+the v1 `Saver`'s restore op (`v1.saver_builders`). A restore over its
+memory limit reads its values in runs of about `graph_restore_batch_bytes`
+(at most half the limit), each waiting for the run `read_threads` places
+before it to be assigned, so a session holds a few runs of values, not a
+second copy of the model (`tests/reliability/restore_memory_test.py`
+measures that). Here the batch size is shrunk to 1 KiB and the limit to
+2 KiB (the process's default, `default_max_restore_memory`, or
+`CheckpointOptions(max_restore_memory=...)`): the runs and their order
+are checked on the graph, and what they restore against TensorFlow, with
 resource, reference and partitioned variables, sharded savers and
 repeated restores that add no ops.
 
 Covers: tf_objckpt.engine.graph_restores, tf_objckpt.engine.multi_device_saver,
-tf_objckpt.v1.saver_builders, tf_objckpt.engine.tuning.
+tf_objckpt.v1.saver_builders, tf_objckpt.engine.tuning,
+tf_objckpt.engine.restore_memory.
 """
 
 import numpy as np
@@ -21,6 +24,7 @@ import pytest
 import tensorflow as tf
 
 import testlib as tl
+import tf_objckpt
 from tf_objckpt.engine import tuning
 
 _BATCH_BYTES = 1 << 10
@@ -31,6 +35,8 @@ _COUNT = 24  # Variables of 1 KiB: more than `graph_batch_min`, batched.
 def _small_runs(monkeypatch):
   monkeypatch.setattr(tuning.TUNING, "graph_restore_batch_bytes", _BATCH_BYTES)
   monkeypatch.setattr(tuning.TUNING, "read_threads", 2)
+  monkeypatch.setattr(tuning.TUNING, "default_max_restore_memory",
+                      2 * _BATCH_BYTES)
 
 
 def _saver_variables(scale):
@@ -153,8 +159,8 @@ def test_checkpoint_v1_restores_in_runs(tmp_path, count):
 
 
 def test_small_checkpoint_v1_restores_read_at_once(tmp_path, monkeypatch):
-  """Restores of up to two batches add no dependencies."""
-  monkeypatch.setattr(tuning.TUNING, "graph_restore_batch_bytes", 1 << 20)
+  """Restores under the limit add no dependencies."""
+  monkeypatch.setattr(tuning.TUNING, "default_max_restore_memory", 8 << 10)
   path = tl.IMPLS["tf"].Checkpoint(module=_module(2., 8)).write(
       str(tmp_path / "ckpt"))
   with tf.Graph().as_default() as graph, tf.compat.v1.Session() as session:
@@ -164,3 +170,23 @@ def test_small_checkpoint_v1_restores_read_at_once(tmp_path, monkeypatch):
         module=module).restore(path).run_restore_ops(session)
     assert session.run(module.weights[7])[0] == 14.
     assert not _reads(graph, _restore_v2)[1]
+
+
+@pytest.mark.parametrize("limit", [None, 2 * _BATCH_BYTES])
+def test_checkpoint_v1_honours_max_restore_memory(tmp_path, monkeypatch,
+                                                  limit):
+  """The option, not the process's default, decides: chained or at once."""
+  monkeypatch.setattr(tuning.TUNING, "default_max_restore_memory", None)
+  path = tl.IMPLS["tf"].Checkpoint(module=_module(2., 8)).write(
+      str(tmp_path / "ckpt"))
+  with tf.Graph().as_default() as graph, tf.compat.v1.Session() as session:
+    module = _module(-1., 8)
+    session.run([weight.initializer for weight in module.weights])
+    tl.IMPLS["ours"].CheckpointV1(module=module).restore(
+        path,
+        options=tf_objckpt.CheckpointOptions(
+            max_restore_memory=limit)).run_restore_ops(session)
+    assert session.run(module.weights[7])[0] == 14.
+    reads, waiting = _reads(graph, _restore_v2)
+    assert len(reads) == 8  # Batches of 1 KiB either way.
+    assert len(waiting) == (len(reads) - 2 if limit else 0)

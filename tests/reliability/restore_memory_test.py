@@ -12,12 +12,16 @@ or, as on CPUs without oneDNN's operations, from glibc's. The peak memory
 the restore adds is measured by `benchmarks/restore_memory_benchmark.py`'s
 child, along every restore path: into existing variables, on creation,
 `restore_or_initialize()`, graph-mode `CheckpointV1` and the v1 `Saver`.
+Ours restores with `max_restore_memory=128 MiB` (the v1 `Saver`, which
+takes no options, through `tuning.TUNING.default_max_restore_memory`).
 TensorFlow, along the same paths, holds a second copy of the model. Last,
 a restore of 2 GiB runs in a memory cgroup limited to the model plus
-1 GiB: ours completes, TensorFlow's is killed or fails.
+1 GiB, with no limit set: the automatic one sees the cgroup, and ours
+completes; TensorFlow's is killed or fails.
 
 Covers: tf_objckpt.engine.resident_memory, tf_objckpt.engine.reads,
-tf_objckpt.engine.graph_restores, tf_objckpt.v1.saver_builders.
+tf_objckpt.engine.graph_restores, tf_objckpt.v1.saver_builders,
+tf_objckpt.engine.restore_memory.
 """
 
 import importlib.util
@@ -30,6 +34,7 @@ import testlib as tl
 from tf_objckpt.engine import tuning
 
 _PIECE_MIB = tuning.TUNING.restore_piece_bytes >> 20
+_LIMIT = 2 * tuning.TUNING.restore_piece_bytes  # max_restore_memory.
 _CGROUP_ROOT = "/sys/fs/cgroup/memory"
 
 
@@ -54,7 +59,8 @@ def _added_mib(tmp_path, impl, path, gib, onednn, variable_mib=16, wrapper=()):
       str(tmp_path),
       extra_env=tl.child_env(TF_ENABLE_ONEDNN_OPTS=onednn),
       wrapper=wrapper,
-      variable_mib=variable_mib)
+      variable_mib=variable_mib,
+      max_restore_memory=_LIMIT if impl == "tf_objckpt" else None)
   assert result is not None, completed.stderr[-3000:]
   assert result["restored"], result
   return result["added_mib"]

@@ -202,6 +202,7 @@ def test_checkpoints_beyond_two_pieces_are_checked_a_piece_at_a_time(
     saved, tmp_path, monkeypatch, on_create):
   # Too large to keep: checked a piece at a time, then read again.
   monkeypatch.setattr(tuning.TUNING, "restore_piece_bytes", _SIZE)
+  monkeypatch.setattr(tuning.TUNING, "default_max_restore_memory", 2 * _SIZE)
   directory, words = _damaged_copy(saved, tmp_path, "flipped", 1)
   with tl.captured_logs(logging.WARNING) as messages:
     result, value, _, _ = _restore_eagerly(directory, on_create)

@@ -292,19 +292,21 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
       status.add_to_optionally_restored(self.save_counter)
     return status
 
-  def restore_newest_intact(self,
-                            candidates: Iterable[str]) -> Tuple[str, List[str]]:
+  def restore_newest_intact(
+      self,
+      candidates: Iterable[str],
+      options: Options = None) -> Tuple[str, List[str]]:
     """Restores the newest intact checkpoint of `candidates` (newest first).
 
     What `CheckpointManager.restore_or_initialize` calls: each restore is
-    all or nothing; see `self_healing`.
+    all or nothing; see `self_healing`. `options` are each restore's.
 
     Returns:
       The restored path, and the damaged paths skipped.
     """
     return self_healing.restore_newest_intact(
-        lambda save_path: self._restore(save_path, check_values_first=True),
-        candidates)
+        lambda save_path: self._restore(
+            save_path, options=options, check_values_first=True), candidates)
 
 
 def _as_path(save_path):

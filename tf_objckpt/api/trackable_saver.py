@@ -12,6 +12,7 @@ checkpointed object graph (`restore_walk`) and returns a load status
 import contextlib
 import copy
 import gc
+import numbers
 import os
 from typing import Any, Optional
 
@@ -82,19 +83,35 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
   `assignment_map` maps names of a name-based (v1 `Saver`) checkpoint to the
   program's, as for `tf.compat.v1.train.init_from_checkpoint`, for names
   not matched otherwise (see `name_matching`).
+
+  `max_restore_memory` bounds the bytes of values a restore holds read at
+  once: a restore of at most that many reads each value once, holds them
+  until all are read and checked, then assigns; a larger one reads and
+  assigns pieces of at most half of it (and at most 64 MiB). None, the
+  default, takes half of the memory available when the restore starts
+  (see `engine/restore_memory`).
   """
 
-  __slots__ = ("durable", "assignment_map")
+  __slots__ = ("durable", "assignment_map", "max_restore_memory")
 
   def __init__(self,
                *args: Any,
                durable: bool = False,
                assignment_map: Optional[dict] = None,
+               max_restore_memory: Optional[int] = None,
                **kwargs: Any) -> None:
     tf_compat.check_options_arguments(kwargs)
     super().__init__(*args, **kwargs)
+    if max_restore_memory is not None and (
+        isinstance(max_restore_memory, bool) or
+        not isinstance(max_restore_memory, numbers.Integral) or
+        max_restore_memory < 0):
+      raise ValueError("`max_restore_memory` must be None or a number of "
+                       f"bytes (an int >= 0), got {max_restore_memory!r}.")
     self.durable = durable
     self.assignment_map = assignment_map
+    self.max_restore_memory = (None if max_restore_memory is None else
+                               int(max_restore_memory))
 
 
 class _FeedingSession(session_lib.SessionInterface):

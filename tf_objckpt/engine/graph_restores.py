@@ -5,9 +5,10 @@ Graph building, plain variables are restored in batches of about
 finds them by name (`_VarHandlesOp`), reads their values (`RestoreV2`) and
 assigns them. Grappler, which runs on the first `Session.run` of a restore
 and costs about 5 ms per optimizer pass per thousand edges, sees only the
-calls and the path they read. A restore of more than two batches keeps
-at most `read_threads` of them running at once (`ReadChain`), so that a
-session holds a few batches of values, not a second copy of the model.
+calls and the path they read. A restore over the restore memory limit
+(`restore_memory`) keeps at most `read_threads` batches running at once
+(`ReadChain`), so that a session holds a few batches of values, not a
+second copy of the model.
 """
 
 import hashlib
@@ -20,6 +21,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import reads
+from tf_objckpt.engine import restore_memory
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
 
@@ -35,30 +37,41 @@ class ReadChain:
   `width` places before it to finish. A chain of width None adds none.
   """
 
-  def __init__(self, width):
+  def __init__(self, width, run_bytes=None):
     self._width = width
+    self._run_bytes = tuning.TUNING.graph_restore_batch_bytes
+    if run_bytes is not None:
+      self._run_bytes = max(1, min(self._run_bytes, run_bytes))
     self._finished = []
 
   @classmethod
-  def for_bytes(cls, total_bytes):
+  def for_bytes(cls, total_bytes, options=None):
     """The chain of a restore reading about `total_bytes`.
 
-    Restores of up to twice `graph_restore_batch_bytes` run every read at
-    once, as before: their values cost less than ordering them does.
+    Restores whose values fit under the restore memory limit of `options`
+    (`restore_memory`, decided when the ops are built) run every read at
+    once; larger ones, `read_threads` reads at a time, each of at most
+    about `graph_restore_batch_bytes` (and half the limit, see `runs`).
     """
-    if total_bytes <= 2 * tuning.TUNING.graph_restore_batch_bytes:
+    limit = restore_memory.restore_memory_limit(options)
+    if restore_memory.fits(total_bytes, limit):
       return cls(None)
-    return cls(max(1, tuning.TUNING.read_threads))
+    return cls(max(1, tuning.TUNING.read_threads), limit // 2)
 
   def runs(self, sizes):
     """Slices of reads of `sizes` bytes, each to read with one op.
 
     All in one run for a chain that adds no dependencies; else runs of
-    about `graph_restore_batch_bytes`.
+    about `graph_restore_batch_bytes` (or half the limit, if less).
     """
     if self._width is None:
       return [slice(0, len(sizes))]
-    return reads.runs_of_bytes(sizes, tuning.TUNING.graph_restore_batch_bytes)
+    return reads.runs_of_bytes(sizes, self.run_bytes)
+
+  @property
+  def run_bytes(self):
+    """About how many bytes one read of the chain holds at most."""
+    return self._run_bytes
 
   def waits_for(self):
     """The ops the next read must wait for."""
@@ -99,7 +112,7 @@ def restore_variables(file_prefix,
   """
   chain = chain or ReadChain(None)
   restore_ops = []
-  for batch in _byte_batches(variables):
+  for batch in _byte_batches(variables, chain.run_bytes):
     with ops.control_dependencies(chain.waits_for()):
       restore_op = _call_restore_function(file_prefix, variables[batch],
                                           names[batch], slices[batch],
@@ -116,10 +129,10 @@ def variable_bytes(variable):
   return reads.byte_size(variable.shape.as_list(), variable.dtype.base_dtype)
 
 
-def _byte_batches(variables):
-  """Slices of `variables` holding about `graph_restore_batch_bytes` each."""
+def _byte_batches(variables, batch_bytes):
+  """Slices of `variables` holding about `batch_bytes` each."""
   return reads.runs_of_bytes([variable_bytes(v) for v in variables],
-                             tuning.TUNING.graph_restore_batch_bytes)
+                             batch_bytes)
 
 
 def _call_restore_function(file_prefix, variables, names, slices, handle_nodes):

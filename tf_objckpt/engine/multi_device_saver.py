@@ -77,12 +77,15 @@ class _DeviceGroup:
     return writes.save_v2(shard_prefix, names, slices, tensors)
 
 
-def _restore_group(destinations, file_prefix, device, batch_variables):
+def _restore_group(destinations, file_prefix, device, batch_variables,
+                   options=None):
   """Reads the values of one host's `destinations` on `device`.
 
   Graph building with `batch_variables`, plain variables worth batching
   are read and assigned in batches (`_restore_variable_batches`); the
-  rest are read by `RestoreV2`s and handed to their destinations.
+  rest are read by `RestoreV2`s and handed to their destinations. Reads
+  are chained when the values exceed the restore memory limit of
+  `options` (`graph_restores.ReadChain.for_bytes`).
 
   Returns:
     `{destination name: restore op}` (ops are None when executing eagerly).
@@ -91,7 +94,8 @@ def _restore_group(destinations, file_prefix, device, batch_variables):
   chain = graph_restores.ReadChain(None)
   if not context.executing_eagerly():
     chain = graph_restores.ReadChain.for_bytes(
-        sum(_read_bytes(destination) for destination in destinations))
+        sum(_read_bytes(destination) for destination in destinations),
+        options)
   # Batches read on their variables' host, so not with an I/O device.
   if batch_variables and not context.executing_eagerly():
     restore_ops = _restore_variable_batches(file_prefix, destinations, chain)
@@ -99,7 +103,7 @@ def _restore_group(destinations, file_prefix, device, batch_variables):
         destination for destination in destinations
         if destination.name not in restore_ops
     ]
-  for batch in _restore_batches(destinations):
+  for batch in _restore_batches(destinations, chain.run_bytes):
     reads_ = [value for destination in batch for value in destination.reads]
     with ops.device(device), ops.control_dependencies(chain.waits_for()):
       restored = reads.restore_v2(file_prefix, [value.key for value in reads_],
@@ -120,13 +124,13 @@ def _read_bytes(destination):
       None not in value.shape)
 
 
-def _restore_batches(destinations):
+def _restore_batches(destinations, batch_bytes):
   """The destinations to read with one RestoreV2 each.
 
   Eagerly, all of them. Graph building, batches of at most
   `graph_batch_size` values (`tuning`), since Grappler's cost grows faster
   than linearly with an op's number of outputs, and of at most about
-  `graph_restore_batch_bytes`, so that a `ReadChain` bounds their memory.
+  `batch_bytes`, so that a `ReadChain` bounds their memory.
   """
   if not destinations:
     return []
@@ -136,7 +140,7 @@ def _restore_batches(destinations):
   for destination in destinations:
     values, byte_size = len(destination.reads), _read_bytes(destination)
     if batch and (count + values > tuning.TUNING.graph_batch_size or
-                  size + byte_size > tuning.TUNING.graph_restore_batch_bytes):
+                  size + byte_size > batch_bytes):
       batches.append(batch)
       batch, count, size = [], 0, 0
     batch.append(destination)
@@ -207,7 +211,8 @@ def execute_plan(plan, file_prefix, options=None):
     plan: A `read_plan.ReadPlan`.
     file_prefix: A string or string tensor.
     options: Optional `tf.train.CheckpointOptions`; its
-      `experimental_io_device` runs the reads.
+      `experimental_io_device` runs the reads, and its `max_restore_memory`
+      bounds what graph-mode reads hold at once.
 
   Returns:
     `{destination name: restore op}` (ops are None when executing eagerly).
@@ -228,7 +233,8 @@ def execute_plan(plan, file_prefix, options=None):
           _restore_group(group,
                          file_prefix,
                          device_for_io or device,
-                         batch_variables=device_for_io is None))
+                         batch_variables=device_for_io is None,
+                         options=options))
   return restore_ops
 
 

@@ -354,7 +354,7 @@ def execute_eagerly(plan, values):
   hand_over_python_state = read_python_state(plan, values)
   with remote_tasks.completed_on(_devices(plan.destinations),
                                  "the restore's assigns"):
-    values.restore_in_pieces(_eager_units(plan.destinations, values.byte_sizes))
+    values.restore_in_pieces(_eager_units(plan.destinations, values))
   hand_over_python_state()
 
 
@@ -408,18 +408,18 @@ def _read_devices(destinations):
   return remote_tasks.remote_cpus(_devices(destinations))
 
 
-def _eager_units(destinations, byte_sizes):
+def _eager_units(destinations, values):
   """The `RestoreUnit`s of `restore_in_pieces` for `destinations`.
 
   Plain variables next to each other, read on one device, share a unit (a
-  run of a fraction of a piece, see `tuning`), which assigns them in one
-  loop: what is left per variable is its assign op. Python state is left
-  out.
+  run of a fraction of a piece of `values`, see `tuning`), which assigns
+  them in one loop: what is left per variable is its assign op. Python
+  state is left out.
   """
   units = []
   run_reads, run_handles, run_bytes, run_device = [], [], 0, None
-  limit = (tuning.TUNING.restore_piece_bytes /
-           tuning.TUNING.assign_runs_per_piece)
+  byte_sizes = values.byte_sizes
+  limit = values.piece_bytes / tuning.TUNING.assign_runs_per_piece
   for destination, device in zip(destinations, _read_devices(destinations)):
     if type(destination) is not ToVariable:  # pylint: disable=unidiomatic-typecheck
       if not destination.python_state:

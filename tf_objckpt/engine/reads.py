@@ -28,6 +28,7 @@ from tensorflow.python.util import compat
 from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import read_lanes
 from tf_objckpt.engine import resident_memory
+from tf_objckpt.engine import restore_memory
 from tf_objckpt.engine import thread_pools
 from tf_objckpt.engine import tuning
 from tf_objckpt.engine import variable_batches
@@ -188,6 +189,7 @@ class CheckpointValues:
     self.shapes = reader.get_variable_to_shape_map()
     self._reader = reader
     self._data_files = read_lanes.DataFiles(save_path)
+    self._options = options
     self._io_device = io_device(options)
     self._device = self._io_device or "/cpu:0"
     self._awaited = {}  # Keys of values waiting for their objects (ordered).
@@ -206,6 +208,25 @@ class CheckpointValues:
     if self._path_tensor is None:
       return constant_op.constant(self.save_path)
     return self._path_tensor
+
+  @functools.cached_property
+  def memory_limit(self):
+    """The bytes of values this restore may hold read at once, or None.
+
+    Decided once, when first needed (`restore_memory.restore_memory_limit`).
+    """
+    return restore_memory.restore_memory_limit(self._options)
+
+  @property
+  def piece_bytes(self):
+    """About how many bytes a piece holds, for a restore over its limit.
+
+    `restore_piece_bytes`, and at most half the limit (`memory_limit`).
+    """
+    piece_bytes = tuning.TUNING.restore_piece_bytes
+    if self.memory_limit is not None:
+      piece_bytes = max(1, min(piece_bytes, self.memory_limit // 2))
+    return piece_bytes
 
   @functools.cached_property
   def byte_sizes(self):
@@ -264,17 +285,19 @@ class CheckpointValues:
   def restore_in_pieces(self, units):
     """Reads the values of `units` eagerly and hands each unit its own.
 
-    A large restore reads and restores a piece of at most about
-    `restore_piece_bytes` at a time, so that it holds one piece of values,
-    not a second copy of the model, and each piece reuses the memory the
-    previous one freed (new memory costs page faults, and on many virtual
-    machines the host's work on first touch: 300 MiB of values restore
-    about 3x faster in pieces there). Should the allocator keep freed
-    pieces rather than reuse them, `resident_memory.PieceBudget` makes it
-    give them back, so the bound holds after any allocation history.
-    Damage is still found before anything is restored: every piece but the
-    last is read once beforehand (reading checks each value's checksum) and
-    dropped, and the last is restored first.
+    Values that fit under `memory_limit` are read once, all of them
+    (reading checks each value's checksum), and handed over once every one
+    is read: one pass, and a damaged value anywhere assigns nothing.
+
+    A restore over the limit reads and restores a piece of at most about
+    `restore_piece_bytes` (and half the limit) at a time, so that it holds
+    one piece of values, not a second copy of the model, and each piece
+    reuses the memory the previous one freed. Should the allocator keep
+    freed pieces rather than reuse them, `resident_memory.PieceBudget`
+    makes it give them back, so the bound holds after any allocation
+    history. Damage is still found before anything is restored: every
+    piece but the last is read once beforehand and dropped, and the last
+    is restored first.
 
     Units with a device, another task's (unless the options name an I/O
     device), are read there, as TensorFlow reads each task's values on that
@@ -374,12 +397,12 @@ class CheckpointValues:
   def _pieces(self, units):
     """Splits `units` into pieces; returns them and the bytes one may hold.
 
-    A piece holds about `restore_piece_bytes`, times the threads reading it
+    Units whose values fit under `memory_limit` make one piece. Over it, a
+    piece holds about `restore_piece_bytes`, times the threads reading it
     when a checkpoint has several data files (one thread per file, up to
-    `read_threads`). Restores of up to two pieces are read whole: below
-    that, reading values twice costs more than new memory does.
+    `read_threads`), and at most half the limit.
     """
-    piece_bytes = tuning.TUNING.restore_piece_bytes
+    piece_bytes = self.piece_bytes
     if len(units) < 2:
       return [units], piece_bytes
     byte_sizes = self.byte_sizes
@@ -389,12 +412,14 @@ class CheckpointValues:
         for unit in units
     ]
     total = sum(sizes)
-    if total <= 2 * piece_bytes:
+    limit = self.memory_limit
+    if restore_memory.fits(total, limit):
       return [units], piece_bytes
     files = self._data_files.of(
         [unit.reads[0].name if unit.reads else "" for unit in units])
     if files is not None:
-      piece_bytes *= read_lanes.lane_count(files)
+      piece_bytes = min(piece_bytes * read_lanes.lane_count(files),
+                        max(1, limit // 2))
     target = total / math.ceil(total / piece_bytes)
     return [units[run] for run in runs_of_bytes(sizes, target)], piece_bytes
 
@@ -408,9 +433,9 @@ class CheckpointValues:
     restored later on creation or by graph-mode restore ops included, and
     graph building too, although there the restore itself reads nothing,
     because building a restore already sets Python state. Eagerly (if
-    `keep_values`) it keeps up to two restore pieces of values for the
-    restore, which does not read those again, and the restore skips its
-    own check.
+    `keep_values`) it keeps up to `memory_limit` bytes of values for the
+    restore, which does not read those again (a checkpoint under the limit
+    is read once), and the restore skips its own check.
 
     Args:
       keep_values: Whether the restore reads through this object, so that
@@ -421,7 +446,9 @@ class CheckpointValues:
     """
     keep_bytes = 0
     if keep_values and context.executing_eagerly():
-      keep_bytes = 2 * tuning.TUNING.restore_piece_bytes
+      keep_bytes = self.memory_limit
+      if keep_bytes is None:
+        keep_bytes = sum(self.byte_sizes.values())
     self._read_every_value(keep_bytes)
     yield
     self._drop_unawaited()
@@ -452,7 +479,13 @@ class CheckpointValues:
     }
 
   def _read_ahead_specs(self, excluded):
+    """Awaited values to read with the next read, within the budget.
+
+    At most `read_ahead_budget_bytes`, and at most `memory_limit`.
+    """
     budget = tuning.TUNING.read_ahead_budget_bytes
+    if self.memory_limit is not None:
+      budget = min(budget, self.memory_limit)
     extra = []
     for key in self._awaited:
       if key in excluded or (key, "") in self._read_ahead:

@@ -8,6 +8,7 @@ Thread counts are read when the engine's thread pools start.
 
 import dataclasses
 import os
+from typing import Optional
 
 
 def available_cores() -> int:
@@ -21,8 +22,12 @@ def available_cores() -> int:
 class EngineTuning:
   """The engine's sizes and thresholds (see each field's comment)."""
 
-  # Eager restores read and assign about this many bytes of values at a
-  # time (`reads.CheckpointValues.restore_in_pieces`).
+  # The restore memory limit of restores whose options set none (the v1
+  # `Saver`'s, which takes no options): None decides it from the memory
+  # available (`restore_memory`).
+  default_max_restore_memory: Optional[int] = None
+  # Restores over their memory limit read and assign about this many bytes
+  # of values at a time (`reads.CheckpointValues.restore_in_pieces`).
   restore_piece_bytes: int = 64 << 20
   # Eager restores assign plain variables in runs, one loop each
   # (`read_plan.execute_eagerly`), of at most about this fraction of

@@ -249,11 +249,13 @@ class BaseSaverBuilder(object):
                      name="restore_all"):
     """Reads `saveables` from the checkpoint and assigns them.
 
-    A restore of more than two `graph_restore_batch_bytes` reads its
-    saveables in runs of about that many bytes, one `bulk_restore` each, at
-    most `read_threads` at a time (`graph_restores.ReadChain`), so that a
+    A restore over the restore memory limit (`restore_memory`, the
+    automatic one, decided when the op is built: the v1 `Saver` takes no
+    options) reads its saveables in runs of about
+    `graph_restore_batch_bytes`, one `bulk_restore` each, at most
+    `read_threads` at a time (`graph_restores.ReadChain`), so that a
     session holds a few runs of values rather than a second copy of the
-    model. Smaller restores build TensorFlow's ops.
+    model. Restores under the limit build TensorFlow's ops.
 
     Args:
       filename_tensor: scalar string tensor, the checkpoint prefix.
