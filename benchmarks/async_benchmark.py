@@ -10,11 +10,19 @@ each figure is the median of `--repeats` saves after one untimed one. Then
 the first asynchronous save of a process, each in a fresh one
 (`--first_repeats` of each library).
 
+Last, two saves at once (`--two_saves`): two checkpoint objects of the
+same size (a model and its moving averages, say), each saved
+asynchronously into a directory of its own, then both synced; against one
+of them saved alone. Saves into different directories do not wait for
+each other (`save_transaction.one_save_at_a_time` locks per directory).
+
 Targets: our asynchronous `save()` blocks for at most 15% of our own
 synchronous save and no longer than TensorFlow's asynchronous `save()`;
-our `save()` plus `sync()` is no slower than TensorFlow's.
+our `save()` plus `sync()` is no slower than TensorFlow's; two saves at
+once finish within 1.3x of one.
 
 Run: python benchmarks/async_benchmark.py [--repeats=5] [--directory=...]
+     [--notwo_saves]
 """
 
 import json
@@ -38,6 +46,8 @@ _VARIABLES = flags.DEFINE_integer("variables", 4, "How many variables.")
 _MIB = flags.DEFINE_integer("mib", 64, "MiB per variable.")
 _FIRST_REPEATS = flags.DEFINE_integer(
     "first_repeats", 3, "Fresh processes timing the first async save().")
+_TWO_SAVES = flags.DEFINE_bool(
+    "two_saves", True, "Also time two async saves into two directories.")
 
 # Runs in a fresh process: times the first asynchronous save() there.
 # argv = library, variables, elements each, prefix.
@@ -106,6 +116,44 @@ def _first_saves(elements, directory):
   return medians
 
 
+def _one_or_two_saves(library, variables, other, directory):
+  """Seconds from the first `save()` to the last `sync()`: one, then two.
+
+  Two: `variables` and `other`, each a checkpoint object of its own, saved
+  asynchronously into directories of their own.
+  """
+  lib = tf.train if library == "tensorflow" else tf_objckpt
+  checkpoints = [lib.Checkpoint(v=variables), lib.Checkpoint(v=other)]
+  times = {"one": [], "two": []}
+  for repeat in range(_REPEATS.value + 1):
+    for case, saving in (("one", checkpoints[:1]), ("two", checkpoints)):
+      start = time.perf_counter()
+      for index, checkpoint in enumerate(saving):
+        checkpoint.save(f"{directory}/{library}_{index}/ckpt", options=_ASYNC)
+      for checkpoint in saving:
+        checkpoint.sync()
+      if repeat:
+        times[case].append(time.perf_counter() - start)
+  return times
+
+
+def _print_two_saves(variables, directory):
+  """Prints one save against two at once, for each library."""
+  other = [tf.Variable(tf.random.uniform(v.shape)) for v in variables]
+  print(f"two async saves of {_VARIABLES.value} x {_MIB.value} MiB into two "
+        f"directories against one, save() to sync(), medians of "
+        f"{_REPEATS.value} [fastest-slowest] (target: two <= 1.3x one):")
+  for library in ("tensorflow", "tf_objckpt"):
+    times = _one_or_two_saves(library, variables, other, directory)
+    one, two = (statistics.median(times[case]) for case in ("one", "two"))
+    ranges = {
+        case: f"[{min(values):.3f}-{max(values):.3f}]"
+        for case, values in times.items()
+    }
+    print(f"{library:<11} one {one:.3f} s {ranges['one']}, two "
+          f"{two:.3f} s {ranges['two']}: {two / one:.2f}x")
+
+
 def main(_):
   elements = _MIB.value << 18  # float32s.
   variables = [
@@ -124,6 +172,8 @@ def main(_):
           blocked[name].append(times[0])
           total[name].append(times[1])
     first = _first_saves(elements, directory) if _FIRST_REPEATS.value else {}
+    if _TWO_SAVES.value:
+      _print_two_saves(variables, directory)
   print(f"{_VARIABLES.value} x {_MIB.value} MiB, medians of "
         f"{_REPEATS.value} saves (seconds):")
   print(f"{'saver':<18} {'save() blocks':>14} {'save()+sync()':>14}")

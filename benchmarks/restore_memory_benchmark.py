@@ -191,9 +191,9 @@ def _restore_eagerly(program, path):
       checkpoint.read(program.prefix,
                       **program.options_argument()).assert_consumed()
     else:
-      program.manager_class()(checkpoint, program.directory,
-                              max_to_keep=1).restore_or_initialize(
-                                  **program.options_argument())
+      program.manager_class()(
+          checkpoint, program.directory,
+          max_to_keep=1).restore_or_initialize(**program.options_argument())
     weights = module.weights
   added = fresh_process.peak_memory_added(before)
   return added, [float(weight[-1]) for weight in weights]

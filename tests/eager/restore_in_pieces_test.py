@@ -149,8 +149,10 @@ def test_damage_in_any_piece_restores_nothing(tmp_path, small_pieces,
 
 
 def _weight_keys(count=40):
-  return [f"module/weights/{index}/.ATTRIBUTES/VARIABLE_VALUE"
-          for index in range(count)]
+  return [
+      f"module/weights/{index}/.ATTRIBUTES/VARIABLE_VALUE"
+      for index in range(count)
+  ]
 
 
 def test_under_the_limit_each_value_is_read_once(tmp_path, small_pieces,
@@ -183,8 +185,7 @@ def test_over_the_limit_pieces_but_the_last_are_read_twice(
 def test_the_automatic_limit_is_half_the_available_memory(
     tmp_path, small_pieces, monkeypatch):
   """The same restore, with 64 KiB available: in pieces of 16 KiB."""
-  monkeypatch.setattr(restore_memory, "available_bytes",
-                      lambda: 2 * _LIMIT)
+  monkeypatch.setattr(restore_memory, "available_bytes", lambda: 2 * _LIMIT)
   assert restore_memory.restore_memory_limit() == _LIMIT
   assert restore_memory.restore_memory_limit(_limited(5)) == 5
   path = tl.IMPLS["ours"].Checkpoint(module=_state(3.)).write(
@@ -199,7 +200,8 @@ def test_available_memory_is_at_most_what_the_system_reports():
   """What `/proc/meminfo` says is available bounds the automatic limit."""
   with open("/proc/meminfo", encoding="ascii") as meminfo:
     available_kib = next(
-        int(line.split()[1]) for line in meminfo
+        int(line.split()[1])
+        for line in meminfo
         if line.startswith("MemAvailable:"))
   available = restore_memory.available_bytes()
   # Other processes allocate meanwhile: allow 256 MiB of drift.
@@ -222,3 +224,68 @@ def test_tensorflows_classes_accept_options_with_a_limit(tmp_path):
   tf.train.Checkpoint(module=module).read(
       path, options=_limited(_LIMIT)).assert_consumed()
   np.testing.assert_array_equal(module.weights[39].numpy(), 3. * 39)
+
+
+@pytest.fixture(name="keys_per_read")
+def _keys_per_read(monkeypatch):
+  """Yields the keys of each of our `RestoreV2`s, a list per op."""
+  calls = []
+  restore_v2 = reads.restore_v2
+
+  def recording(file_prefix, names, slices, dtypes_):
+    calls.append([
+        name.decode() if isinstance(name, bytes) else name
+        for name in names.numpy()
+    ] if hasattr(names, "numpy") else list(names))
+    return restore_v2(file_prefix, names, slices, dtypes_)
+
+  monkeypatch.setattr(reads, "restore_v2", recording)
+  return calls
+
+
+@pytest.mark.parametrize("limit", [None, _LIMIT], ids=["one_pass", "pieces"])
+def test_restore_or_initialize_honours_max_restore_memory(
+    tmp_path, times_read, limit):
+  """It reads every value before assigning: once, or twice over the limit."""
+  manager = tf_objckpt.CheckpointManager(
+      tf_objckpt.Checkpoint(module=_state(3.)), str(tmp_path), max_to_keep=1)
+  manager.save()
+  times_read.clear()
+  module = _state(0.)
+  restored = tf_objckpt.CheckpointManager(
+      tf_objckpt.Checkpoint(module=module), str(tmp_path),
+      max_to_keep=1).restore_or_initialize(options=_limited(limit))
+  assert restored == manager.latest_checkpoint
+  np.testing.assert_array_equal(module.weights[39].numpy(), 3. * 39)
+  counts = [times_read[key] for key in _weight_keys()]
+  if limit is None:
+    assert counts == [1] * 40
+  else:  # Checked a piece at a time; 32 KiB of it kept.
+    assert counts.count(2) >= 30, counts
+
+
+@pytest.mark.parametrize("limit", [None, _LIMIT], ids=["automatic", "limit"])
+def test_restore_on_create_reads_ahead_within_max_restore_memory(
+    tmp_path, keys_per_read, limit):
+  """Values waiting for variables are read ahead within the limit."""
+  path = tl.IMPLS["ours"].Checkpoint(module=_state(3.)).write(
+      str(tmp_path / "ckpt"))
+  module = tf.Module()
+  tf_objckpt.Checkpoint(module=module).read(
+      path, options=_limited(limit)).expect_partial()
+  module.weights = []
+  keys_per_read.clear()
+  for _ in range(40):  # Each restored as it is tracked.
+    module.weights.append(tf.Variable(np.zeros(_SHAPE, np.float32)))
+  np.testing.assert_array_equal(module.weights[39].numpy(), 3. * 39)
+  weight_reads = [
+      [key for key in keys if key in _weight_keys()] for keys in keys_per_read
+  ]
+  weight_reads = [keys for keys in weight_reads if keys]
+  assert sorted(key for keys in weight_reads for key in keys) == sorted(
+      _weight_keys())  # Each value read once.
+  largest = max(map(len, weight_reads))
+  if limit is None:
+    assert largest == 40
+  else:  # 32 KiB: its own value and 8 of 4 KiB ahead at most.
+    assert largest <= 9, weight_reads

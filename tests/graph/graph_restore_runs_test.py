@@ -173,8 +173,7 @@ def test_small_checkpoint_v1_restores_read_at_once(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("limit", [None, 2 * _BATCH_BYTES])
-def test_checkpoint_v1_honours_max_restore_memory(tmp_path, monkeypatch,
-                                                  limit):
+def test_checkpoint_v1_honours_max_restore_memory(tmp_path, monkeypatch, limit):
   """The option, not the process's default, decides: chained or at once."""
   monkeypatch.setattr(tuning.TUNING, "default_max_restore_memory", None)
   path = tl.IMPLS["tf"].Checkpoint(module=_module(2., 8)).write(
@@ -183,8 +182,7 @@ def test_checkpoint_v1_honours_max_restore_memory(tmp_path, monkeypatch,
     module = _module(-1., 8)
     session.run([weight.initializer for weight in module.weights])
     tl.IMPLS["ours"].CheckpointV1(module=module).restore(
-        path,
-        options=tf_objckpt.CheckpointOptions(
+        path, options=tf_objckpt.CheckpointOptions(
             max_restore_memory=limit)).run_restore_ops(session)
     assert session.run(module.weights[7])[0] == 14.
     reads, waiting = _reads(graph, _restore_v2)

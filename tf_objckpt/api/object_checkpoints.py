@@ -292,10 +292,9 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
       status.add_to_optionally_restored(self.save_counter)
     return status
 
-  def restore_newest_intact(
-      self,
-      candidates: Iterable[str],
-      options: Options = None) -> Tuple[str, List[str]]:
+  def restore_newest_intact(self,
+                            candidates: Iterable[str],
+                            options: Options = None) -> Tuple[str, List[str]]:
     """Restores the newest intact checkpoint of `candidates` (newest first).
 
     What `CheckpointManager.restore_or_initialize` calls: each restore is

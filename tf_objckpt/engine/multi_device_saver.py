@@ -77,7 +77,10 @@ class _DeviceGroup:
     return writes.save_v2(shard_prefix, names, slices, tensors)
 
 
-def _restore_group(destinations, file_prefix, device, batch_variables,
+def _restore_group(destinations,
+                   file_prefix,
+                   device,
+                   batch_variables,
                    options=None):
   """Reads the values of one host's `destinations` on `device`.
 
@@ -94,8 +97,7 @@ def _restore_group(destinations, file_prefix, device, batch_variables,
   chain = graph_restores.ReadChain(None)
   if not context.executing_eagerly():
     chain = graph_restores.ReadChain.for_bytes(
-        sum(_read_bytes(destination) for destination in destinations),
-        options)
+        sum(_read_bytes(destination) for destination in destinations), options)
   # Batches read on their variables' host, so not with an I/O device.
   if batch_variables and not context.executing_eagerly():
     restore_ops = _restore_variable_batches(file_prefix, destinations, chain)

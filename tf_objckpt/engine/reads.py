@@ -3,7 +3,9 @@
 Every `RestoreV2` outside the graph-mode restore functions
 (`graph_restores`) is issued here: `CheckpointValues`, what one restore
 reads of a checkpoint opened by `checkpoint_opening`: eagerly, values of
-existing objects a piece at a time (`restore_in_pieces`), values of
+existing objects all at once when they fit under the restore's memory
+limit (`restore_memory`), else a piece at a time (`restore_in_pieces`),
+values of
 objects not created yet read ahead, large reads split across threads (by
 data file, `read_lanes`); graph building, one read op per value. A value
 to read is a `Read`. A read that fails names the checkpoint, the key and
@@ -151,8 +153,9 @@ class RestoreUnit(NamedTuple):
 class CheckpointValues:
   """What one restore reads from a checkpoint: its dtypes, shapes, values.
 
-  Eager restores of existing objects read and assign their values in
-  pieces (`restore_in_pieces`). Eager reads of values for objects not
+  Eager restores of existing objects read their values once and assign
+  them, or over the memory limit read and assign them in pieces
+  (`restore_in_pieces`). Eager reads of values for objects not
   created yet are read ahead: a key announced with `await_key` is read
   together with the next read (up to a byte budget) and kept until asked
   for, so creating N variables after a restore costs one `RestoreV2`, not N.
@@ -166,7 +169,8 @@ class CheckpointValues:
     Args:
       save_path: The checkpoint path, a string.
       reader: A reader opened on it.
-      options: Optional `tf.train.CheckpointOptions`: the device to read on.
+      options: Optional `tf.train.CheckpointOptions`: the device to read on
+        and the memory limit (`max_restore_memory`).
       path_tensor: Optional string tensor fed with the path (graph building:
         restore ops that read whichever checkpoint is fed). By default the
         values make their own.
