@@ -65,6 +65,7 @@ def available_bytes() -> Optional[int]:
 
 
 def _mem_available():
+  """`MemAvailable` of `/proc/meminfo`, in bytes, or None."""
   try:
     with open(_MEMINFO, encoding="ascii") as meminfo:
       for line in meminfo:
@@ -75,9 +76,10 @@ def _mem_available():
   return None
 
 
-def _read_int(path):
+def _read_int(file_path):
+  """The number a cgroup file holds; None for "max" or if unreadable."""
   try:
-    with open(path, encoding="ascii") as f:
+    with open(file_path, encoding="ascii") as f:
       text = f.read().strip()
   except OSError:
     return None
@@ -89,11 +91,11 @@ def _read_int(path):
     return None
 
 
-def _read_stat(path):
+def _read_stat(file_path):
   """`{name: value}` of a cgroup's `memory.stat`; empty if unreadable."""
   stat = {}
   try:
-    with open(path, encoding="ascii") as f:
+    with open(file_path, encoding="ascii") as f:
       for line in f:
         name, _, value = line.partition(" ")
         if value.strip().isdigit():
@@ -126,20 +128,21 @@ def _own_cgroups():
   try:
     with open(_CGROUPS, encoding="utf-8") as cgroups:
       for line in cgroups:
-        _, controllers, path = line.rstrip("\n").split(":", 2)
-        own[controllers] = path
+        _, controllers, cgroup_path = line.rstrip("\n").split(":", 2)
+        own[controllers] = cgroup_path
   except (OSError, ValueError):
     pass
   return own
 
 
-def _directory(mount_root, mount_point, path):
-  """The directory of cgroup `path` under a mount of `mount_root`, or None."""
-  if mount_root != "/" and not (path == mount_root or
-                                path.startswith(mount_root + "/")):
+def _directory(mount_root, mount_point, cgroup_path):
+  """The directory of a cgroup under a mount of `mount_root`, or None."""
+  if mount_root != "/" and not (cgroup_path == mount_root or
+                                cgroup_path.startswith(mount_root + "/")):
     # A namespaced mount shows the process's own cgroup as its root.
     return mount_point if os.path.isdir(mount_point) else None
-  relative = path[len(mount_root):] if mount_root != "/" else path
+  relative = (cgroup_path[len(mount_root):]
+              if mount_root != "/" else cgroup_path)
   directory = os.path.join(mount_point, relative.lstrip("/"))
   if os.path.isdir(directory):
     return directory
@@ -156,10 +159,11 @@ def _cgroup_rooms():
       directory = _directory(mount_root, mount_point, own[""])
       rooms.extend(_v2_rooms(directory, mount_point))
     elif fs_type == "cgroup" and "memory" in options:
-      path = next((path for controllers, path in own.items()
-                   if "memory" in controllers.split(",")), None)
-      if path is not None:
-        rooms.append(_v1_room(_directory(mount_root, mount_point, path)))
+      cgroup_path = next(
+          (cgroup_path for controllers, cgroup_path in own.items()
+           if "memory" in controllers.split(",")), None)
+      if cgroup_path is not None:
+        rooms.append(_v1_room(_directory(mount_root, mount_point, cgroup_path)))
   return rooms
 
 
