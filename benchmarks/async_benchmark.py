@@ -14,7 +14,10 @@ Last, two saves at once (`--two_saves`): two checkpoint objects of the
 same size (a model and its moving averages, say), each saved
 asynchronously into a directory of its own, then both synced; against one
 of them saved alone. Saves into different directories do not wait for
-each other (`save_transaction.one_save_at_a_time` locks per directory).
+each other (`save_transaction.one_save_at_a_time` locks per directory);
+"cores busy", the process's CPU seconds per second, shows whether they
+ran at once: two saves can only take about the time of one where a core
+is free for each.
 
 Targets: our asynchronous `save()` blocks for at most 15% of our own
 synchronous save and no longer than TensorFlow's asynchronous `save()`;
@@ -27,6 +30,7 @@ Run: python benchmarks/async_benchmark.py [--repeats=5] [--directory=...]
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -120,21 +124,27 @@ def _one_or_two_saves(library, variables, other, directory):
   """Seconds from the first `save()` to the last `sync()`: one, then two.
 
   Two: `variables` and `other`, each a checkpoint object of its own, saved
-  asynchronously into directories of their own.
+  asynchronously into directories of their own. Also the process's CPU
+  seconds per second in that time: above 1 when the saves ran at once.
   """
   lib = tf.train if library == "tensorflow" else tf_objckpt
   checkpoints = [lib.Checkpoint(v=variables), lib.Checkpoint(v=other)]
   times = {"one": [], "two": []}
+  cores_busy = {"one": [], "two": []}
   for repeat in range(_REPEATS.value + 1):
     for case, saving in (("one", checkpoints[:1]), ("two", checkpoints)):
-      start = time.perf_counter()
+      start, cpu_start = time.perf_counter(), time.process_time()
       for index, checkpoint in enumerate(saving):
         checkpoint.save(f"{directory}/{library}_{index}/ckpt", options=_ASYNC)
       for checkpoint in saving:
         checkpoint.sync()
       if repeat:
         times[case].append(time.perf_counter() - start)
-  return times
+        cores_busy[case].append(
+            (time.process_time() - cpu_start) / times[case][-1])
+      for index in range(len(saving)):  # Untimed: keeps disk use flat.
+        shutil.rmtree(f"{directory}/{library}_{index}")
+  return times, cores_busy
 
 
 def _print_two_saves(variables, directory):
@@ -144,14 +154,18 @@ def _print_two_saves(variables, directory):
         f"directories against one, save() to sync(), medians of "
         f"{_REPEATS.value} [fastest-slowest] (target: two <= 1.3x one):")
   for library in ("tensorflow", "tf_objckpt"):
-    times = _one_or_two_saves(library, variables, other, directory)
+    times, cores_busy = _one_or_two_saves(library, variables, other, directory)
     one, two = (statistics.median(times[case]) for case in ("one", "two"))
     ranges = {
         case: f"[{min(values):.3f}-{max(values):.3f}]"
         for case, values in times.items()
     }
+    busy = {
+        case: statistics.median(values) for case, values in cores_busy.items()
+    }
     print(f"{library:<11} one {one:.3f} s {ranges['one']}, two "
-          f"{two:.3f} s {ranges['two']}: {two / one:.2f}x")
+          f"{two:.3f} s {ranges['two']}: {two / one:.2f}x; cores busy: "
+          f"one {busy['one']:.2f}, two {busy['two']:.2f}")
 
 
 def main(_):
