@@ -42,9 +42,19 @@ time the host, by several times either way from one process to the next.
 before and after: on a loaded machine, threads wait for a core and the
 ratios shrink.
 
+With `--phases`, it then shows where the time of our one-file read goes,
+in `--repeats` more fresh processes (each phase after the memory
+recycling): `np.fromfile` of the data file (the copy from the page cache
+into new memory); one `RestoreV2` of every value on one thread
+(TensorFlow's kernel: that copy, plus each value's checksum and
+allocation); the same split across our read threads
+(`reads.eager_restore_v2`); assigning the values read to the variables
+(TensorFlow hands a value nothing else holds to the variable, no copy);
+and `read()` itself (one pass under the memory limit).
+
 Run: python benchmarks/sharding_benchmark.py [--gib=1] [--variables=16]
      [--repeats=5] [--shards=4] [--cases=numpy,tensorflow,...]
-     [--directory=/path/on/the/disk/to/measure] [--norecycle]
+     [--directory=/path/on/the/disk/to/measure] [--norecycle] [--phases]
 """
 
 import json
@@ -88,6 +98,9 @@ _RECYCLE = flags.DEFINE_bool(
     "bytes of memory (`fresh_process.recycle_memory`), so that the page "
     "cache and values it fills are memory the VM's host has backed; "
     "--norecycle times them with the memory the process finds.")
+_PHASES = flags.DEFINE_bool(
+    "phases", False, "Also time the phases of our one-file read (see the "
+    "module docstring).")
 _CHILD = flags.DEFINE_string("child", None, "Internal: one timed operation.")
 
 
@@ -263,10 +276,46 @@ class _ConcurrencyWatch:
     return self.most
 
 
+def _phases_child(request):
+  """Seconds of each phase of a one-file read (module docstring)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.ops import gen_resource_variable_ops  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.ops import io_ops  # pylint: disable=g-import-not-at-top
+  import tf_objckpt  # pylint: disable=g-import-not-at-top
+  from tf_objckpt.engine import reads  # pylint: disable=g-import-not-at-top
+  prefix = request["prefix"]
+  count = _VARIABLES.value
+  variables = [tf.Variable(tf.zeros([_elements()])) for _ in range(count)]
+  keys = [f"v/{index}/.ATTRIBUTES/VARIABLE_VALUE" for index in range(count)]
+  size = _elements() * 4
+  phases = {}
+  phases["np.fromfile"], _ = _timed(
+      lambda: np.fromfile(prefix + ".data-00000-of-00001", np.uint8))
+  values = []
+  phases["RestoreV2, one thread"], _ = _timed(lambda: values.extend(
+      io_ops.restore_v2(prefix, keys, [""] * count, [tf.float32] * count)))
+
+  def assign():
+    for variable, value in zip(variables, values):
+      gen_resource_variable_ops.assign_variable_op(variable.handle, value)
+
+  phases["assign"] = fresh_process.timed(assign)
+  del values[:]
+  phases["RestoreV2, our threads"], _ = _timed(lambda: reads.eager_restore_v2(
+      tf.constant(prefix), keys, [""] * count, [tf.float32] * count, [size] *
+      count, "/cpu:0"))
+  phases["read()"], _ = _timed(
+      lambda: tf_objckpt.Checkpoint(v=variables).read(prefix))
+  _check_restored(variables[-1].numpy())
+  return phases
+
+
 def _run_child(request):
   """Seconds of one write or read and the bytes it added to the peak
   memory; or, for "watch", the most data files written at once by a
   write."""
+  if request.get("phases"):
+    return _phases_child(request)
   if request.get("watch"):
     watch = _ConcurrencyWatch(os.path.dirname(request["prefix"]))
     _run_case(request)
@@ -330,6 +379,38 @@ def _concurrency(directory):
   return found
 
 
+def _phases(directory):
+  """`{phase: [seconds...]}` of our one-file read, fresh processes."""
+  phases = {}
+  prefix = os.path.join(directory, "phases", "ckpt")
+  os.makedirs(os.path.dirname(prefix), exist_ok=True)
+  fresh_process.run_child(__file__,
+                          _flags(),
+                          case="tf_objckpt",
+                          op="write",
+                          prefix=prefix)
+  for _ in range(_REPEATS.value):
+    measured = fresh_process.run_child(__file__,
+                                       _flags(),
+                                       phases=True,
+                                       prefix=prefix)
+    for phase, seconds in measured.items():
+      phases.setdefault(phase, []).append(seconds)
+  shutil.rmtree(os.path.dirname(prefix))
+  return phases
+
+
+def _report_phases(phases):
+  print(f"Where our one-file read of {_GIB.value:g} GiB goes, median "
+        f"[fastest-slowest] of {_REPEATS.value} fresh processes, load "
+        f"average {os.getloadavg()[0]:.2f}:")
+  for phase, values in phases.items():
+    print(
+        f"  {phase:<24} {statistics.median(values):7.3f} s "
+        f"[{min(values):.3f}-{max(values):.3f}]",
+        flush=True)
+
+
 def _flags():
   return [
       f"--gib={_GIB.value}", f"--variables={_VARIABLES.value}",
@@ -378,7 +459,9 @@ def main(_):
   with tempfile.TemporaryDirectory(dir=_DIRECTORY.value) as directory:
     times = _measure(directory)
     concurrency = _concurrency(directory) if _CONCURRENCY.value else {}
-  _report(times, (before, os.getloadavg()[0]), concurrency)
+    _report(times, (before, os.getloadavg()[0]), concurrency)
+    if _PHASES.value:
+      _report_phases(_phases(directory))
 
 
 if __name__ == "__main__":
