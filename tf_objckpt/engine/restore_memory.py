@@ -16,7 +16,9 @@ inactive page cache, which the kernel reclaims first. The other half is
 the safety margin: for what other threads and processes allocate while
 the restore runs, and, graph building, for variables a session creates as
 it restores them. Where none of this can be read (no `/proc`), the limit
-is unbounded: one pass, as TensorFlow reads.
+is unbounded: one pass, as TensorFlow reads. Files are read as bytes: a
+restore may run where no text codec can be imported (a sandbox, a
+process whose Python files were made unreadable).
 """
 
 import os
@@ -67,9 +69,9 @@ def available_bytes() -> Optional[int]:
 def _mem_available():
   """`MemAvailable` of `/proc/meminfo`, in bytes, or None."""
   try:
-    with open(_MEMINFO, encoding="ascii") as meminfo:
+    with open(_MEMINFO, "rb") as meminfo:
       for line in meminfo:
-        if line.startswith("MemAvailable:"):
+        if line.startswith(b"MemAvailable:"):
           return int(line.split()[1]) * 1024
   except (OSError, ValueError, IndexError):
     pass
@@ -79,11 +81,11 @@ def _mem_available():
 def _read_int(file_path):
   """The number a cgroup file holds; None for "max" or if unreadable."""
   try:
-    with open(file_path, encoding="ascii") as f:
+    with open(file_path, "rb") as f:
       text = f.read().strip()
   except OSError:
     return None
-  if text == "max":
+  if text == b"max":
     return None
   try:
     return int(text)
@@ -95,11 +97,11 @@ def _read_stat(file_path):
   """`{name: value}` of a cgroup's `memory.stat`; empty if unreadable."""
   stat = {}
   try:
-    with open(file_path, encoding="ascii") as f:
+    with open(file_path, "rb") as f:
       for line in f:
-        name, _, value = line.partition(" ")
+        name, _, value = line.partition(b" ")
         if value.strip().isdigit():
-          stat[name] = int(value)
+          stat[name.decode("latin-1")] = int(value)
   except OSError:
     pass
   return stat
@@ -109,9 +111,9 @@ def _mounts():
   """`[(fs type, mount root, mount point, super options)]` of cgroup mounts."""
   mounts = []
   try:
-    with open(_MOUNTINFO, encoding="utf-8") as mountinfo:
+    with open(_MOUNTINFO, "rb") as mountinfo:
       for line in mountinfo:
-        fields = line.split()
+        fields = line.decode("latin-1").split()
         separator = fields.index("-")
         fs_type = fields[separator + 1]
         if fs_type in ("cgroup", "cgroup2"):
@@ -126,9 +128,10 @@ def _own_cgroups():
   """`{controllers: path}` from `/proc/self/cgroup` ("" for cgroup v2)."""
   own = {}
   try:
-    with open(_CGROUPS, encoding="utf-8") as cgroups:
+    with open(_CGROUPS, "rb") as cgroups:
       for line in cgroups:
-        _, controllers, cgroup_path = line.rstrip("\n").split(":", 2)
+        _, controllers, cgroup_path = line.decode("latin-1").rstrip("\n").split(
+            ":", 2)
         own[controllers] = cgroup_path
   except (OSError, ValueError):
     pass
