@@ -22,7 +22,9 @@ Prints one line per (cluster, measurement): the median seconds of each
 library and TensorFlow's time divided by ours (above 1 means we are faster).
 A last line per cluster shows where a later write's time goes: the bytes
 alone (one SaveV2 per task at once, in a function traced before), which
-both libraries' writes cost at least.
+both libraries' writes cost at least, timed the same way in each
+library's clients: its ratio shows how much the machine's pace differed
+between them (1 on a quiet machine).
 """
 
 import contextlib
@@ -115,9 +117,8 @@ def _run_child(request):
       lambda: checkpoint.read(prefix).assert_consumed())
   timings["second read"] = fresh_process.timed(
       lambda: checkpoint.read(prefix).assert_consumed())
-  if request["library"] == "tf_objckpt":
-    timings["floor: the shards alone"] = _shards_alone(variables,
-                                                       prefix + "_floor")
+  timings["floor: the shards alone"] = _shards_alone(variables,
+                                                     prefix + "_floor")
   fresh_process.emit(timings)
 
 
