@@ -411,7 +411,7 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
                                       state_file=state_file.STATE_FILENAME)
       return self._write(plan, options)
 
-  def restore_or_initialize(self) -> Optional[str]:
+  def restore_or_initialize(self, options: Options = None) -> Optional[str]:
     """Restores the newest intact checkpoint, or calls `init_fn` if none.
 
     With a tf_objckpt checkpoint, a damaged checkpoint (what `tf-objckpt
@@ -426,6 +426,12 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     object (TensorFlow's), the latest checkpoint is restored as TensorFlow
     does.
 
+    Args:
+      options: Optional `CheckpointOptions` of the restore (not
+      TensorFlow's argument): an `object_map`, say, to start fine-tuning
+      from a pretrained checkpoint; given to another checkpoint object's
+      `restore` as is.
+
     Returns:
       The restored prefix, or None if nothing was restored.
 
@@ -435,11 +441,15 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     """
     if isinstance(self._checkpoint, manager_protocol.ManagedCheckpoint):
       restored = self._restore_newest_intact(
-          self._checkpoint.restore_newest_intact)
+          lambda candidates: self._checkpoint.restore_newest_intact(
+              candidates, options))
     else:
       restored = self._latest_checkpoint
       if restored is not None:
-        self._checkpoint.restore(restored)
+        if options is None:
+          self._checkpoint.restore(restored)
+        else:
+          self._checkpoint.restore(restored, options=options)
     if restored is not None:
       if self._checkpoint_interval is not None:
         self._last_checkpoint_step = _evaluate(self._step_counter)

@@ -36,11 +36,13 @@ class ManagedCheckpoint(abc.ABC):
 
   @abc.abstractmethod
   def restore_newest_intact(self,
-                            candidates: Iterable[str]) -> Tuple[str, List[str]]:
+                            candidates: Iterable[str],
+                            options: Any = None) -> Tuple[str, List[str]]:
     """Restores the first intact checkpoint of `candidates` (newest first).
 
     Each candidate is restored all or nothing: a damaged one assigns
-    nothing and is skipped (see `self_healing`).
+    nothing and is skipped (see `self_healing`). `options`: the restore's
+    `CheckpointOptions`, if any.
 
     Returns:
       The restored path, and the damaged paths skipped.

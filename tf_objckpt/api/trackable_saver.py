@@ -13,7 +13,7 @@ import contextlib
 import copy
 import gc
 import os
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from tensorflow.python.checkpoint import checkpoint_options
 from tensorflow.python.client import session as session_lib
@@ -45,7 +45,9 @@ from tf_objckpt.foundation.type_hints import PathOrTensor
 from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
+from tf_objckpt.restoring import map_preview
 from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.restoring import object_maps
 from tf_objckpt.restoring import restore_coordinator
 from tf_objckpt.restoring import restore_walk
 from tf_objckpt.saveables import python_state_saveables
@@ -82,19 +84,27 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
   `assignment_map` maps names of a name-based (v1 `Saver`) checkpoint to the
   program's, as for `tf.compat.v1.train.init_from_checkpoint`, for names
   not matched otherwise (see `name_matching`).
+
+  `object_map={NEW_PATH: CHECKPOINT_PATH}` restores the checkpoint's
+  sub-tree at each CHECKPOINT_PATH into the program's object at NEW_PATH
+  (object paths as `tf-objckpt inspect` prints them, "" for the root); a
+  name-based checkpoint's variable scope ("bert/encoder/") into the
+  variables below NEW_PATH. See `object_maps`.
   """
 
-  __slots__ = ("durable", "assignment_map")
+  __slots__ = ("durable", "assignment_map", "object_map")
 
   def __init__(self,
                *args: Any,
                durable: bool = False,
                assignment_map: Optional[dict] = None,
+               object_map: Optional[Dict[str, str]] = None,
                **kwargs: Any) -> None:
     tf_compat.check_options_arguments(kwargs)
     super().__init__(*args, **kwargs)
     self.durable = durable
     self.assignment_map = assignment_map
+    self.object_map = object_maps.normalized(object_map)
 
 
 class _FeedingSession(session_lib.SessionInterface):
@@ -361,6 +371,17 @@ class TrackableSaver:
       status = self._restore(save_path, options, check_values_first)
     transfer_log.restored_status(save_path, started, status)
     return status
+
+  def preview_restore(self,
+                      save_path: CheckpointPath,
+                      options: Options = None) -> map_preview.RestorePreview:
+    """What `restore(save_path, options)` would do, nothing assigned.
+
+    See `map_preview.preview`.
+    """
+    return map_preview.preview(save_path, self._graph_view.root,
+                               getattr(options, "object_map", None),
+                               self._graph_view.attached_dependencies)
 
   def _restore(self, save_path, options, check_values_first=False):
     with state_file.explaining_directories(save_path):
