@@ -395,7 +395,8 @@ class TrackableSaver:
       with checked:
         return name_based_status.restore_by_names(
             save_path, reader, self._graph_view,
-            getattr(options, "assignment_map", None))
+            getattr(options, "assignment_map", None),
+            getattr(options, "object_map", None))
     feed_dict = path_tensor = None
     if not context.executing_eagerly():
       if self._restore_path_tensor is None:

@@ -130,6 +130,27 @@ class ObjectMap:
     return found
 
 
+def name_scopes(object_map, root, attached_dependencies=()):
+  """`{trackable: checkpoint scope}` of a name-based checkpoint's object map.
+
+  Each pair maps the objects from NEW_PATH down to a variable scope of the
+  checkpoint ("bert/encoder/"); an object below two pairs takes the
+  deeper's.
+
+  Raises:
+    ValueError: If a new path is not in the program.
+  """
+  scopes = identity_containers.ObjectIdentityDictionary()
+  for new_path in sorted(object_map, key=lambda path: len(_parts(path))):
+    scope = object_map[new_path]
+    scope = scope + "/" if scope else ""
+    trackable = object_at(new_path, root, attached_dependencies)
+    scopes[trackable] = scope
+    for _, below_it in objects_below(trackable):
+      scopes[below_it] = scope
+  return scopes
+
+
 def _scope(object_graph_proto, graph_index, slot_lists, pinned):
   """The node ids under the pinned nodes, with the slots of their variables.
 
@@ -185,7 +206,7 @@ def resolve(object_map, object_graph_proto, graph_index, slot_lists, root,
   for new_path, checkpoint_path in sorted(object_map.items()):
     node_id = _node_at(checkpoint_path, object_graph_proto, graph_index,
                        save_path)
-    trackable = _object_at(new_path, root, attached_dependencies)
+    trackable = object_at(new_path, root, attached_dependencies)
     if node_id in nodes_seen:
       raise ValueError(
           f"object_map restores checkpoint path {checkpoint_path!r} into both "
@@ -219,7 +240,7 @@ def _node_at(checkpoint_path, object_graph_proto, graph_index, save_path):
   return node_id
 
 
-def _object_at(new_path, root, attached_dependencies):
+def object_at(new_path, root, attached_dependencies=()):
   """The program's object at `new_path`, by local names from the root."""
   trackable = root
   for index, part in enumerate(_parts(new_path)):
