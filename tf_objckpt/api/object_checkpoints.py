@@ -309,7 +309,6 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
       NotFoundError, ValueError: As the restore would, for a path of the
         object map missing in the checkpoint or in the program.
     """
-    self._maybe_create_save_counter()
     return self._saver.preview_restore(_as_path(save_path), options)
 
   def restore_newest_intact(self,

@@ -38,12 +38,15 @@ class Placement(typing.NamedTuple):
   new_path: Optional[str]  # None: no object of the program takes it.
   shape: Optional[tuple]
   dtype: Optional[str]
-  problem: Optional[str] = None  # A shape or dtype the object does not have.
+  # A shape or dtype the object does not have; without an object, where
+  # the map would have it.
+  problem: Optional[str] = None
 
   def __str__(self):
     value = _value_text(self.shape, self.dtype)
     if self.new_path is None:
-      return f"{self.checkpoint_path} {value}: no object takes it"
+      return (f"{self.checkpoint_path} {value}: "
+              f"{self.problem or 'no object takes it'}")
     text = f"{self.new_path or '(root)'} <- {self.checkpoint_path} {value}"
     return f"{text}: {self.problem}" if self.problem else text
 
@@ -72,7 +75,8 @@ class RestorePreview(typing.NamedTuple):
 
   @property
   def mismatched(self):
-    return tuple(place for place in self.placements if place.problem)
+    return tuple(place for place in self.placements
+                 if place.problem and place.new_path is not None)
 
   @property
   def unmatched(self):
@@ -88,7 +92,7 @@ class RestorePreview(typing.NamedTuple):
     restored = [
         place for place in self.placements
         if place.new_path is not None and not place.problem
-    ]
+    ]  # What would restore: matched, and fits.
     parts = [
         f"Restore preview of {self.save_path!r} (nothing assigned): "
         f"{restore_report.count_text(len(restored), 'value')} would restore, "
@@ -153,7 +157,7 @@ def preview(save_path: CheckpointPath,
     for attribute in proto.nodes[node_id].attributes:
       placements.append(
           _placement(names[node_id], attribute, matches.get(node_id), shapes,
-                     dtype_of))
+                     dtype_of, mapped.new_path_of(names[node_id])))
   placements.extend(_slot_placements(proto, mapped, matches, names))
   return RestorePreview(
       save_path, tuple((pair.new_path, pair.checkpoint_path)
@@ -189,8 +193,11 @@ def _match(mapped, graph_index, attached_dependencies):
   return matches
 
 
-def _placement(path, attribute, match, shapes, dtype_of):
-  """The `Placement` of one checkpointed attribute."""
+def _placement(path, attribute, match, shapes, dtype_of, target):
+  """The `Placement` of one checkpointed attribute.
+
+  `target`: the program's path the map gives it, for one without an object.
+  """
   key = attribute.checkpoint_key
   shape = shapes.get(key)
   dtype = dtype_of.get(key)
@@ -199,7 +206,8 @@ def _placement(path, attribute, match, shapes, dtype_of):
     path += f" .{attribute.name}"
   shape = None if shape is None else tuple(shape)
   if match is None:
-    return Placement(path, None, shape, dtype_name)
+    where = None if target is None else f"no object at {target or '(root)'}"
+    return Placement(path, None, shape, dtype_name, where)
   return Placement(path, match.new_path, shape, dtype_name,
                    _misfit(attribute, match.trackable, shape, dtype))
 
