@@ -96,11 +96,12 @@ def test_several_pairs(tmp_path):
   counter = tf.Variable(0, dtype=tf.int64)
   status = tf_objckpt.Checkpoint(new=new, counter=counter).read(
       path,
-      options=tf_objckpt.CheckpointOptions(object_map={
-          "new/first": "model/encoder",
-          "new/second": "model/decoder",
-          "counter": "step",
-      }))
+      options=tf_objckpt.CheckpointOptions(
+          object_map={
+              "new/first": "model/encoder",
+              "new/second": "model/decoder",
+              "counter": "step",
+          }))
   status.assert_consumed()
   theirs = tf.Module()
   theirs.first, theirs.second = _encoder(0.0), _encoder(0.0)
@@ -148,11 +149,12 @@ def test_two_pairs_naming_one_node_or_object_fail(tmp_path):
                         "b": "model/encoder"
                     }))
   with pytest.raises(ValueError, match="are one object"):
-    checkpoint.read(path,
-                    options=tf_objckpt.CheckpointOptions(object_map={
-                        "b": "model/encoder/dense",
-                        "a/dense": "model/decoder/dense"
-                    }))
+    checkpoint.read(
+        path,
+        options=tf_objckpt.CheckpointOptions(object_map={
+            "b": "model/encoder/dense",
+            "a/dense": "model/decoder/dense"
+        }))
 
 
 def test_unmapped_paths_restore_as_usual(tmp_path):
@@ -224,7 +226,8 @@ def test_mismatch_assigns_nothing(tmp_path):
           encoder=theirs.backbone)).read, path).error
   assert type(error) is type(tf_error)  # pylint: disable=unidiomatic-typecheck
   assert "model/encoder/dense_1/kernel" in str(error)
-  assert ours.backbone.dense.kernel.numpy().tolist() == [[0.0] * 3] * 2  # Nothing assigned.
+  assert ours.backbone.dense.kernel.numpy().tolist(
+  ) == [[0.0] * 3] * 2  # Nothing assigned.
 
 
 def test_restore_on_create_below_the_mapped_object(tmp_path):
@@ -250,8 +253,8 @@ def test_manager_restore_or_initialize_takes_options(tmp_path):
   new = _new_classifier()
   manager = tf_objckpt.CheckpointManager(
       tf_objckpt.Checkpoint(backbone=new.backbone), directory, max_to_keep=2)
-  restored = manager.restore_or_initialize(
-      options=tf_objckpt.CheckpointOptions(object_map=_MAP))
+  restored = manager.restore_or_initialize(options=tf_objckpt.CheckpointOptions(
+      object_map=_MAP))
   assert restored == path
   assert new.backbone.dense_1.kernel.numpy().tolist() == [3.0] * 3
 

@@ -53,8 +53,9 @@ def _pretrained(tmp_path):
     path = program.lib.CheckpointV1(model=root, optimizer=optimizer).save(
         str(tmp_path / "pretrained" / "ckpt"), session=program.session)
     slots = {
-        name: program.run([optimizer.get_slot(v, name) for v in (encoder.w,
-                                                                 encoder.b)])
+        name:
+            program.run(
+                [optimizer.get_slot(v, name) for v in (encoder.w, encoder.b)])
         for name in ("m", "v")
     }
     return path, program.run([encoder.w, encoder.b]), slots
@@ -104,8 +105,7 @@ def test_mapped_restore_matches_tensorflow_rebuilt_structure(tmp_path):
   # The head (and its slots) have no value; every mapped value restored.
   report = ours["status"].report()
   assert not report.unmatched, str(report)
-  assert any("model/classify" in line
-             for line in report.objects_without_values)
+  assert any("model/classify" in line for line in report.objects_without_values)
 
 
 def test_second_restore_reuses_the_ops(tmp_path):
@@ -133,11 +133,9 @@ def test_missing_and_mismatched_paths(tmp_path):
                                           optimizer=optimizer)
     options = tl.IMPLS["ours"].checkpoint.CheckpointOptions
     with pytest.raises(tf.errors.NotFoundError, match="model/encodr"):
-      checkpoint.restore(path,
-                         options=options(object_map={"backbone":
-                                                     "model/encodr"}))
+      checkpoint.restore(
+          path, options=options(object_map={"backbone": "model/encodr"}))
     with pytest.raises(ValueError, match="'model/head'"):
       # A (2, 4) variable from the (2, 3) head: found before any op runs.
-      checkpoint.restore(path,
-                         options=options(object_map={"backbone/w":
-                                                     "model/head"}))
+      checkpoint.restore(
+          path, options=options(object_map={"backbone/w": "model/head"}))

@@ -114,8 +114,8 @@ def _assert_only_the_head_unmatched(status):
   report = status.report()
   assert not report.unmatched, str(report)
   assert len(report.objects_without_values) == 6, str(report)
-  assert sum("classify" in line for line in report.objects_without_values) in (
-      2, 6)
+  assert sum(
+      "classify" in line for line in report.objects_without_values) in (2, 6)
   with pytest.raises(AssertionError, match="model/classify/"):
     status.assert_existing_objects_matched()
 
@@ -195,7 +195,7 @@ def test_fine_tuned_checkpoint_restores_in_tensorflow(tmp_path, flavor):
       str(tmp_path / "fine_tuned" / "ckpt"))
   again, again_optimizer = classifier_class(), tl.make_optimizer(flavor)
   _build(flavor, again, again_optimizer)
-  tf.train.Checkpoint(model=again,
-                      optimizer=again_optimizer).read(written).assert_consumed()
+  tf.train.Checkpoint(
+      model=again, optimizer=again_optimizer).read(written).assert_consumed()
   for ours, theirs in zip(model.weights, again.weights):
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

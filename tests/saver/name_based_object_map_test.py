@@ -32,8 +32,8 @@ _MAP = {"backbone": "bert/encoder/"}
 
 def _saved(tmp_path, writer="tf", stored=None):
   (tmp_path / writer).mkdir(exist_ok=True)
-  return tl.write_with_saver(writer, tmp_path / writer / "model",
-                             stored or _STORED)
+  return tl.write_with_saver(writer, tmp_path / writer / "model", stored or
+                             _STORED)
 
 
 def _backbone(scope="new_encoder"):
@@ -118,12 +118,13 @@ def test_restore_on_create_and_missing_new_path(tmp_path):
 def test_keras3_backbone_by_its_path(tmp_path):
   path = _saved(tmp_path)
   keras = tl.keras_module("keras3")
-  backbone = keras.Sequential([keras.Input((2,)),
-                               keras.layers.Dense(3, name="dense")],
-                              name="new_encoder")
+  backbone = keras.Sequential(
+      [keras.Input(
+          (2,)), keras.layers.Dense(3, name="dense")],
+      name="new_encoder")
   tf_objckpt.Checkpoint(backbone=backbone).read(
-      path, options=tf_objckpt.CheckpointOptions(
-          object_map=_MAP)).assert_consumed()
+      path,
+      options=tf_objckpt.CheckpointOptions(object_map=_MAP)).assert_consumed()
   np.testing.assert_array_equal(backbone.layers[0].kernel.numpy(),
                                 _STORED["bert/encoder/dense/kernel"])
 

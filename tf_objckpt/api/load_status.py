@@ -237,10 +237,9 @@ class CheckpointLoadStatus(LoadStatus):
         target = object_map.new_path_of(names[node_id])
         note = None if target is None else f"no object at {target or '(root)'}"
       values.append(
-          restore_report.ReportedValue(names[node_id], key,
-                                       checkpoint_values.shapes.get(key),
-                                       dtype.name if dtype is not None else None,
-                                       attribute.name, note))
+          restore_report.ReportedValue(
+              names[node_id], key, checkpoint_values.shapes.get(key),
+              dtype.name if dtype is not None else None, attribute.name, note))
     return values
 
   def _bound_node_ids(self):

@@ -118,10 +118,11 @@ class RestorePreview(typing.NamedTuple):
     return "\n".join(parts)
 
 
-def preview(save_path: CheckpointPath,
-            root: Any,
-            object_map: Optional[dict] = None,
-            attached_dependencies=()) -> RestorePreview:
+def preview(
+    save_path: CheckpointPath,
+    root: Any,
+    object_map: Optional[dict] = None,
+    attached_dependencies=()) -> RestorePreview:
   """What restoring `save_path` into `root` with `object_map` would do.
 
   Args:
@@ -160,9 +161,9 @@ def preview(save_path: CheckpointPath,
                      dtype_of, mapped.new_path_of(names[node_id])))
   placements.extend(_slot_placements(proto, mapped, matches, names))
   return RestorePreview(
-      save_path, tuple((pair.new_path, pair.checkpoint_path)
-                       for pair in mapped.pairs), tuple(placements),
-      tuple(_objects_without_values(mapped, matches)))
+      save_path,
+      tuple((pair.new_path, pair.source_path) for pair in mapped.pairs),
+      tuple(placements), tuple(_objects_without_values(mapped, matches)))
 
 
 class _Match(typing.NamedTuple):
@@ -173,8 +174,9 @@ class _Match(typing.NamedTuple):
 def _match(mapped, graph_index, attached_dependencies):
   """`{node id: _Match}`, breadth first from each pair by local names."""
   matches = {}
-  queue = [(pair.node_id, pair.trackable, pair.new_path)
-           for pair in mapped.pairs]
+  queue = [
+      (pair.node_id, pair.trackable, pair.new_path) for pair in mapped.pairs
+  ]
   for node_id, trackable, new_path in queue:
     if node_id in matches:
       continue
@@ -193,7 +195,7 @@ def _match(mapped, graph_index, attached_dependencies):
   return matches
 
 
-def _placement(path, attribute, match, shapes, dtype_of, target):
+def _placement(object_path, attribute, match, shapes, dtype_of, target):
   """The `Placement` of one checkpointed attribute.
 
   `target`: the program's path the map gives it, for one without an object.
@@ -203,12 +205,12 @@ def _placement(path, attribute, match, shapes, dtype_of, target):
   dtype = dtype_of.get(key)
   dtype_name = dtype.name if dtype is not None else None
   if attribute.name != checkpoint_keys.VARIABLE_VALUE_KEY:
-    path += f" .{attribute.name}"
+    object_path += f" .{attribute.name}"
   shape = None if shape is None else tuple(shape)
   if match is None:
     where = None if target is None else f"no object at {target or '(root)'}"
-    return Placement(path, None, shape, dtype_name, where)
-  return Placement(path, match.new_path, shape, dtype_name,
+    return Placement(object_path, None, shape, dtype_name, where)
+  return Placement(object_path, match.new_path, shape, dtype_name,
                    _misfit(attribute, match.trackable, shape, dtype))
 
 

@@ -30,7 +30,7 @@ _PROGRAM_PATHS_LISTED = 20000
 
 
 def normalized(object_map: Optional[Mapping]) -> Optional[dict]:
-  """`{new path: checkpoint path}`, paths without outer slashes; or None.
+  """`{new path: checkpoint path}`, without outer slashes; or None.
 
   "(root)" names the root as "" does.
 
@@ -43,43 +43,43 @@ def normalized(object_map: Optional[Mapping]) -> Optional[dict]:
     raise TypeError("object_map must be a dict {NEW_PATH: CHECKPOINT_PATH} of "
                     f"object paths, got {type(object_map).__name__}.")
   pairs = {}
-  for new_path, checkpoint_path in object_map.items():
-    if not (isinstance(new_path, str) and isinstance(checkpoint_path, str)):
+  for new_path, source_path in object_map.items():
+    if not (isinstance(new_path, str) and isinstance(source_path, str)):
       raise TypeError("object_map maps object paths (strings) to object "
-                      f"paths, got {new_path!r}: {checkpoint_path!r}.")
-    pairs[_clean(new_path)] = _clean(checkpoint_path)
+                      f"paths, got {new_path!r}: {source_path!r}.")
+    pairs[_clean(new_path)] = _clean(source_path)
   return pairs
 
 
-def _clean(path):
-  path = path.strip("/")
-  return "" if path == "(root)" else path
+def _clean(object_path):
+  object_path = object_path.strip("/")
+  return "" if object_path == "(root)" else object_path
 
 
-def _parts(path):
-  return path.split("/") if path else []
+def _parts(object_path):
+  return object_path.split("/") if object_path else []
 
 
-def join(path, rest):
-  """`path` then `rest`, object paths ("" is the root)."""
-  return "/".join(part for part in (path, rest) if part)
+def join(object_path, rest):
+  """`object_path` then `rest`, object paths ("" is the root)."""
+  return "/".join(part for part in (object_path, rest) if part)
 
 
-def below(path, prefix):
-  """The rest of `path` under `prefix` ("" for `prefix` itself), or None."""
-  if not prefix:
-    return path
-  if path == prefix:
+def below(object_path, parent_path):
+  """The rest of `object_path` below `parent_path` ("" for itself), or None."""
+  if not parent_path:
+    return object_path
+  if object_path == parent_path:
     return ""
-  if path.startswith(prefix + "/"):
-    return path[len(prefix) + 1:]
+  if object_path.startswith(parent_path + "/"):
+    return object_path[len(parent_path) + 1:]
   return None
 
 
 class MappedPair(typing.NamedTuple):
   """One pair of an object map, resolved."""
   new_path: str
-  checkpoint_path: str
+  source_path: str
   node_id: int
   trackable: Any
 
@@ -111,20 +111,20 @@ class ObjectMap:
 
     By the deepest pair covering it; None if no pair does.
     """
-    return self._translate(new_path, lambda pair: (pair.new_path, pair.
-                                                   checkpoint_path))
+    return self._translate(new_path, lambda pair:
+                           (pair.new_path, pair.source_path))
 
-  def new_path_of(self, checkpoint_path):
-    """The program's path that the checkpoint's `checkpoint_path` restores
+  def new_path_of(self, source_path):
+    """The program's path that the checkpoint's `source_path` restores
     into, by the deepest pair covering it; None if no pair does."""
-    return self._translate(checkpoint_path, lambda pair:
-                           (pair.checkpoint_path, pair.new_path))
+    return self._translate(source_path, lambda pair:
+                           (pair.source_path, pair.new_path))
 
-  def _translate(self, path, sides):
+  def _translate(self, object_path, sides):
     found, depth = None, -1
     for pair in self.pairs:
       source, target = sides(pair)
-      rest = below(path, source)
+      rest = below(object_path, source)
       if rest is not None and len(_parts(source)) > depth:
         found, depth = join(target, rest), len(_parts(source))
     return found
@@ -141,7 +141,8 @@ def name_scopes(object_map, root, attached_dependencies=()):
     ValueError: If a new path is not in the program.
   """
   scopes = identity_containers.ObjectIdentityDictionary()
-  for new_path in sorted(object_map, key=lambda path: len(_parts(path))):
+  for new_path in sorted(object_map,
+                         key=lambda object_path: len(_parts(object_path))):
     scope = object_map[new_path]
     scope = scope + "/" if scope else ""
     trackable = object_at(new_path, root, attached_dependencies)
@@ -203,13 +204,12 @@ def resolve(object_map, object_graph_proto, graph_index, slot_lists, root,
   """
   pairs = []
   nodes_seen, objects_seen = {}, identity_containers.ObjectIdentityDictionary()
-  for new_path, checkpoint_path in sorted(object_map.items()):
-    node_id = _node_at(checkpoint_path, object_graph_proto, graph_index,
-                       save_path)
+  for new_path, source_path in sorted(object_map.items()):
+    node_id = _node_at(source_path, object_graph_proto, graph_index, save_path)
     trackable = object_at(new_path, root, attached_dependencies)
     if node_id in nodes_seen:
       raise ValueError(
-          f"object_map restores checkpoint path {checkpoint_path!r} into both "
+          f"object_map restores checkpoint path {source_path!r} into both "
           f"{nodes_seen[node_id]!r} and {new_path!r}: a checkpoint's object "
           "restores into one object.")
     if trackable in objects_seen:
@@ -218,25 +218,24 @@ def resolve(object_map, object_graph_proto, graph_index, slot_lists, root,
           f"{new_path!r} are one object: it restores from one checkpoint path.")
     nodes_seen[node_id] = new_path
     objects_seen[trackable] = new_path
-    pairs.append(MappedPair(new_path, checkpoint_path, node_id, trackable))
+    pairs.append(MappedPair(new_path, source_path, node_id, trackable))
   return ObjectMap(pairs, object_graph_proto, graph_index, slot_lists)
 
 
-def _node_at(checkpoint_path, object_graph_proto, graph_index, save_path):
-  """The node id at `checkpoint_path`, by local names from the root."""
+def _node_at(source_path, object_graph_proto, graph_index, save_path):
+  """The node id at `source_path`, by local names from the root."""
   node_id = 0
-  for index, part in enumerate(_parts(checkpoint_path)):
+  for index, part in enumerate(_parts(source_path)):
     ids, names = graph_index.children.get(node_id, ((), ()))
     try:
       node_id = ids[names.index(part)]
     except ValueError:
       paths = object_graph_check.NodePaths(object_graph_proto, separator="/")
-      near = _near(checkpoint_path, (paths[i] for i in range(len(paths))))
+      near = _near(source_path, (paths[i] for i in range(len(paths))))
       raise errors.NotFoundError(
-          None, None,
-          f"object_map's checkpoint path {checkpoint_path!r} is not in "
+          None, None, f"object_map's checkpoint path {source_path!r} is not in "
           f"checkpoint {save_path!r}: no object {part!r} under "
-          f"{_shown(_parent_path(checkpoint_path, index))}.{near}") from None
+          f"{_shown(_parent_path(source_path, index))}.{near}") from None
   return node_id
 
 
@@ -262,18 +261,17 @@ def object_at(new_path, root, attached_dependencies=()):
   return trackable
 
 
-def _parent_path(path, index):
-  return "/".join(_parts(path)[:index])
+def _parent_path(object_path, index):
+  return "/".join(_parts(object_path)[:index])
 
 
-def _shown(path):
-  return repr(path) if path else "the root"
+def _shown(object_path):
+  return repr(object_path) if object_path else "the root"
 
 
-def _near(path, candidates):
-  """" Closest: a, b." for the candidates spelled most like `path`."""
-  close = difflib.get_close_matches(path,
-                                    [c for c in candidates if c],
+def _near(object_path, candidates):
+  """" Closest: a, b." for the candidates spelled most like `object_path`."""
+  close = difflib.get_close_matches(object_path, [c for c in candidates if c],
                                     n=_SUGGESTED,
                                     cutoff=0.5)
   return " Closest: " + ", ".join(close) + "." if close else ""
@@ -282,8 +280,8 @@ def _near(path, candidates):
 def program_paths(root, attached_dependencies=()):
   """The object paths of (some of) the program's objects, breadth first."""
   return [
-      path for path, _ in objects_below(root, attached_dependencies,
-                                        _PROGRAM_PATHS_LISTED)
+      object_path for object_path, _ in objects_below(
+          root, attached_dependencies, _PROGRAM_PATHS_LISTED)
   ]
 
 
@@ -293,19 +291,20 @@ def objects_below(trackable, attached_dependencies=(), limit=None):
   Each object once, at its shortest path; at most `limit` of them.
   """
   found = []
-  queue = [(reference.name, reference.ref)
-           for reference in attached_dependencies]
+  queue = [
+      (reference.name, reference.ref) for reference in attached_dependencies
+  ]
   queue.extend(_children(trackable))
   seen = identity_containers.ObjectIdentitySet([trackable])
-  for path, child in queue:
+  for object_path, child in queue:
     if child in seen:
       continue
     if limit is not None and len(found) >= limit:
       break
     seen.add(child)
-    found.append((path, child))
-    queue.extend(
-        (join(path, name), grandchild) for name, grandchild in _children(child))
+    found.append((object_path, child))
+    queue.extend((join(object_path, name), grandchild)
+                 for name, grandchild in _children(child))
   return found
 
 

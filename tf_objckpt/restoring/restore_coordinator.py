@@ -224,10 +224,9 @@ class CheckpointRestoreCoordinator:
     if self._object_map is None:
       return skipped
     scope = self._object_map.scope
-    return skipped | frozenset(node_id
-                               for node_id in range(
-                                   len(self._object_graph_proto.nodes))
-                               if node_id not in scope)
+    return skipped | frozenset(
+        node_id for node_id in range(len(self._object_graph_proto.nodes))
+        if node_id not in scope)
 
   def position(self, node_id):
     """The `CheckpointPosition` of node `node_id` in this restore."""
