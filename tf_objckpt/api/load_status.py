@@ -226,19 +226,20 @@ class CheckpointLoadStatus(LoadStatus):
     object would be.
     """
     checkpoint_values = self._checkpoint.values
-    object_map = self._checkpoint.object_map if unmatched else None
-    names = self._node_paths()
+    object_map = self._checkpoint.object_map
+    node_paths = self._node_paths()
     values = []
     for node_id, attribute in self._attributes(node_ids, only, excluding):
       key = attribute.checkpoint_key
       dtype = checkpoint_values.dtypes.get(key)
-      note = None
+      note, name = None, node_paths[node_id]
       if object_map is not None:
-        target = object_map.new_path_of(names[node_id])
+        name = object_map.node_path(node_id, node_paths)
+        target = object_map.new_path_of(name) if unmatched else None
         note = None if target is None else f"no object at {target or '(root)'}"
       values.append(
           restore_report.ReportedValue(
-              names[node_id], key, checkpoint_values.shapes.get(key),
+              name, key, checkpoint_values.shapes.get(key),
               dtype.name if dtype is not None else None, attribute.name, note))
     return values
 

@@ -152,9 +152,12 @@ def preview(
   mapped = object_maps.resolve(object_map, proto, graph_index, slot_lists, root,
                                attached_dependencies, save_path)
   matches = _match(mapped, graph_index, attached_dependencies)
-  names = object_graph_check.NodePaths(proto, separator="/")
+  node_paths = object_graph_check.NodePaths(proto, separator="/")
+  names = {
+      node_id: mapped.node_path(node_id, node_paths) for node_id in mapped.scope
+  }
   placements = []
-  for node_id in sorted(mapped.scope, key=lambda node_id: names[node_id]):
+  for node_id in sorted(mapped.scope, key=names.__getitem__):
     for attribute in proto.nodes[node_id].attributes:
       placements.append(
           _placement(names[node_id], attribute, matches.get(node_id), shapes,

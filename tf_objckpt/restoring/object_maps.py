@@ -93,14 +93,25 @@ class ObjectMap:
     self.objects = identity_containers.ObjectIdentitySet(
         pair.trackable for pair in self.pairs)
     self.covers_root = any(not pair.new_path for pair in self.pairs)
+    self._paths = {pair.node_id: pair.source_path for pair in self.pairs}
     self.scope = frozenset(
-        _scope(object_graph_proto, graph_index, slot_lists, self.node_ids))
+        _scope(object_graph_proto, graph_index, slot_lists, self._paths))
 
   def takes_elsewhere(self, node_id, trackable):
     """Whether the walk leaves this child to a pair: its node or object is
     one a pair names."""
     return node_id in self.node_ids or (trackable is not None and
                                         trackable in self.objects)
+
+  def node_path(self, node_id, node_paths):
+    """Node `node_id`'s checkpoint path, by a pair's path if one reaches it.
+
+    A node may be reached by several paths (a Keras 3 variable, through its
+    optimizer too): within the scope, it is named below its pair's path.
+    `node_paths`: the checkpoint's `NodePaths` for the others.
+    """
+    found = self._paths.get(node_id)
+    return found if found is not None else node_paths[node_id]
 
   def in_scope(self, node_id):
     """Whether the restore asks for node `node_id`'s values."""
@@ -152,8 +163,11 @@ def name_scopes(object_map, root, attached_dependencies=()):
   return scopes
 
 
-def _scope(object_graph_proto, graph_index, slot_lists, pinned):
+def _scope(object_graph_proto, graph_index, slot_lists, paths):
   """The node ids under the pinned nodes, with the slots of their variables.
+
+  `paths`: `{node id: checkpoint path}` of the pinned nodes; the nodes below
+  them are added, named on the way.
 
   Below a pair's node, the walk goes by children, but not into another
   pair's node (its own pair's scope) nor through a Keras 3 optimizer's
@@ -163,15 +177,16 @@ def _scope(object_graph_proto, graph_index, slot_lists, pinned):
   """
   children = graph_index.children
   slot_ids = slot_lists.slot_ids
-  scope = set(pinned)
-  queue = list(pinned)
+  scope = set(paths)
+  queue = list(paths)
   for node_id in queue:
     if slot_lists.is_trainable_list(node_id):
       continue
-    for child_id in children.get(node_id, ((), ()))[0]:
+    for child_id, name in zip(*children.get(node_id, ((), ()))):
       if child_id not in scope and child_id not in slot_ids:
         scope.add(child_id)
         queue.append(child_id)
+        paths[child_id] = join(paths[node_id], name)
   for optimizer_id, slot in graph_index.slot_variables:
     if (optimizer_id in scope and slot.original_variable_node_id in scope):
       scope.add(slot.slot_variable_node_id)
