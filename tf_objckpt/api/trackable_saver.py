@@ -396,7 +396,7 @@ class TrackableSaver:
         return name_based_status.restore_by_names(
             save_path, reader, self._graph_view,
             getattr(options, "assignment_map", None),
-            getattr(options, "object_map", None))
+            object_maps.normalized(getattr(options, "object_map", None)))
     feed_dict = path_tensor = None
     if not context.executing_eagerly():
       if self._restore_path_tensor is None:
