@@ -184,6 +184,8 @@ def test_status_names_both_sides(tmp_path):
   report = str(status.report())
   assert ("model/encoder/dense_1/kernel (3,) float32 (no object at "
           "backbone/dense_1/kernel)") in report
+  assert ("model/encoder/dense/kernel (2, 3) float32 (into "
+          "backbone/dense/kernel)") in report
   assert "model/decoder" not in report
   assert "backbone/dense_2/kernel has no value at" in report
 

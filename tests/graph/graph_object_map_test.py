@@ -5,7 +5,8 @@ encoder into a new model's backbone with `object_map`, through the restore
 ops a session runs with the path fed (`run_restore_ops`,
 `initialize_or_restore`), as TensorFlow's `CheckpointV1` does with the old
 structure rebuilt around the new objects: the same values and slots, the
-new head's slots initialized. Restoring a second checkpoint reuses the
+new head's slots initialized; variables created after the restore get
+their values from its ops. Restoring a second checkpoint reuses the
 ops; a mismatch raises before any op runs; a missing path fails naming it.
 
 Covers: tf_objckpt.restoring.object_maps, tf_objckpt.api.load_status.
@@ -139,3 +140,19 @@ def test_missing_and_mismatched_paths(tmp_path):
       # A (2, 4) variable from the (2, 3) head: found before any op runs.
       checkpoint.restore(
           path, options=options(object_map={"backbone/w": "model/head"}))
+
+
+def test_variables_created_after_the_restore(tmp_path):
+  path, encoder_values, _ = _pretrained(tmp_path)
+  with tl.GraphProgram("ours") as program:
+    backbone = program.lib.AutoTrackable()
+    status = program.lib.CheckpointV1(backbone=backbone).restore(
+        path,
+        options=tl.IMPLS["ours"].checkpoint.CheckpointOptions(
+            object_map={"backbone": "model/encoder"}))
+    with tf.compat.v1.variable_scope("late"):
+      backbone.w = _dense(program, "w", [3, 2], value=0.5)
+    status.initialize_or_restore(program.session)
+    np.testing.assert_array_equal(program.run(backbone.w), encoder_values[0])
+    with pytest.raises(AssertionError, match="model/encoder/b"):
+      status.assert_consumed()

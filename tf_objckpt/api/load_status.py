@@ -120,6 +120,13 @@ def _dtype_name(dtype):
     return str(dtype)
 
 
+def _mapped_note(target, name, unmatched):
+  """Where an object map puts a value: "no object at ...", "into ..."."""
+  if target is None or (target == name and not unmatched):
+    return None
+  return f"{'no object at' if unmatched else 'into'} {target or '(root)'}"
+
+
 class CheckpointLoadStatus(LoadStatus):
   """The status of an object-based restore.
 
@@ -235,8 +242,7 @@ class CheckpointLoadStatus(LoadStatus):
       note, name = None, node_paths[node_id]
       if object_map is not None:
         name = object_map.node_path(node_id, node_paths)
-        target = object_map.new_path_of(name) if unmatched else None
-        note = None if target is None else f"no object at {target or '(root)'}"
+        note = _mapped_note(object_map.new_path_of(name), name, unmatched)
       values.append(
           restore_report.ReportedValue(
               name, key, checkpoint_values.shapes.get(key),
