@@ -29,7 +29,6 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
-import numpy as np
 import tensorflow as tf
 
 import tf_objckpt

@@ -65,7 +65,7 @@ def join(object_path, rest):
   return "/".join(part for part in (object_path, rest) if part)
 
 
-def below(object_path, parent_path):
+def _below(object_path, parent_path):
   """The rest of `object_path` below `parent_path` ("" for itself), or None."""
   if not parent_path:
     return object_path
@@ -113,10 +113,6 @@ class ObjectMap:
     found = self._paths.get(node_id)
     return found if found is not None else node_paths[node_id]
 
-  def in_scope(self, node_id):
-    """Whether the restore asks for node `node_id`'s values."""
-    return node_id in self.scope
-
   def checkpoint_path_of(self, new_path):
     """Where the checkpoint holds the value of the program's `new_path`.
 
@@ -135,7 +131,7 @@ class ObjectMap:
     found, depth = None, -1
     for pair in self.pairs:
       source, target = sides(pair)
-      rest = below(object_path, source)
+      rest = _below(object_path, source)
       if rest is not None and len(_parts(source)) > depth:
         found, depth = join(target, rest), len(_parts(source))
     return found
