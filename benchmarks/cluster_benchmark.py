@@ -11,19 +11,28 @@ own (started here, `--server`, and killed at the end):
 
 Each measurement runs in a fresh client process (the coordinator, for
 pss), the servers running on: the first and second `write()` of the
-variables, then the first and second `read()` of that checkpoint into
-them. Libraries alternate their order between repetitions.
+variables, the median of five more (a later write's usual pace: one
+write's time swings with the load), then the first and second `read()`
+of that checkpoint into them. Libraries alternate their order between
+repetitions.
 
 Run: python benchmarks/cluster_benchmark.py [--clusters=remote,pss]
      [--mib=256] [--repeats=3]
 Prints one line per (cluster, measurement): the median seconds of each
 library and TensorFlow's time divided by ours (above 1 means we are faster).
+A last line per cluster shows where a later write's time goes: the bytes
+alone (one SaveV2 per task at once, in a function traced before), which
+both libraries' writes cost at least, timed the same way in each
+library's clients: its ratio shows how much the machine's pace differed
+between them (1 on a quiet machine).
 """
 
 import contextlib
+import functools
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,6 +61,7 @@ _LIBRARIES = {
 _PLAIN_VARIABLES = 4
 _FLOAT_BYTES = 4
 _ROW = 1024  # Floats per row of the variables.
+_LATER = 5  # Writes after the second, timed in each client.
 
 
 def _rows(mib):
@@ -101,11 +111,62 @@ def _run_child(request):
       "second write":
           fresh_process.timed(lambda: checkpoint.write(prefix + "_again")),
   }
+  timings[f"later write, median of {_LATER}"] = _median_of_later_writes(
+      checkpoint, prefix)
   timings["first read"] = fresh_process.timed(
       lambda: checkpoint.read(prefix).assert_consumed())
   timings["second read"] = fresh_process.timed(
       lambda: checkpoint.read(prefix).assert_consumed())
+  timings["floor: the shards alone"] = _shards_alone(variables,
+                                                     prefix + "_floor")
   fresh_process.emit(timings)
+
+
+def _median_of_later_writes(checkpoint, prefix):
+  """The median seconds of `_LATER` more writes, each to a new prefix.
+
+  One write's time swings with the machine's load; the median of several
+  in one client shows its usual pace.
+  """
+  seconds = []
+  for index in range(_LATER):
+    path = f"{prefix}_later{index}"
+    fresh_process.clear(path)
+    seconds.append(
+        fresh_process.timed(functools.partial(checkpoint.write, path)))
+  return statistics.median(seconds)
+
+
+def _shards_alone(variables, prefix):
+  """Seconds the bytes of a later write take alone: where its time goes.
+
+  One SaveV2 per task, all at once, through a function traced and run
+  once before: no object graph, merge, state file or rename. A library's
+  later write costs this plus its own work.
+  """
+  by_task = {}
+  for name, variable in variables.items():
+    for index, part in enumerate(getattr(variable, "variables", [variable])):
+      task = tf.DeviceSpec.from_string(part.device).replace(device_type="CPU",
+                                                            device_index=0)
+      by_task.setdefault(task.to_string(), []).append((f"{name}/{index}", part))
+
+  @tf.function(autograph=False)
+  def write(path):
+    written = []
+    for index, (task, parts) in enumerate(by_task.items()):
+      with tf.device(task):
+        written.append(
+            tf.raw_ops.SaveV2(prefix=tf.strings.join([path, str(index)]),
+                              tensor_names=[name for name, _ in parts],
+                              shape_and_slices=[""] * len(parts),
+                              tensors=[part.read_value() for _, part in parts]))
+    with tf.control_dependencies(written):
+      return tf.identity(path)
+
+  write(tf.constant(prefix + "_warm")).numpy()
+  fresh_process.clear(prefix)
+  return fresh_process.timed(lambda: write(tf.constant(prefix)).numpy())
 
 
 def _serve():

@@ -334,8 +334,12 @@ def preemption(directory, impl, kind, total_steps, resume_at=0):
 
 
 def server(directory):
-  """A worker or ps task of the cluster in TF_CONFIG; serves until killed."""
-  del directory  # Unused.
+  """A worker or ps task of the cluster in TF_CONFIG; serves until killed.
+
+  It runs in `directory` ("-": where it was started).
+  """
+  if directory != "-":
+    os.chdir(directory)
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   tf.distribute.Server(resolver.cluster_spec(),
                        job_name=resolver.task_type,

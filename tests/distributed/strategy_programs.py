@@ -11,6 +11,7 @@ prints one JSON line last.
 
 import json
 import os
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -148,7 +149,75 @@ def ps_restore(directory, source, partitioner):
   return {"shards": _partitions(variables)}
 
 
-SCENARIOS = {"ps_rounds": ps_rounds, "ps_restore": ps_restore}
+def ps_failed_write(directory, policy="none"):
+  """Saves to relative paths, then again once they are bad on ps:1.
+
+  Runs in `directory`, where each library's manager saves under its name
+  (a relative path), one shard per task (`policy` "none", our function)
+  or through `ShardByTaskPolicy` ("by_task", our ops sent from a thread
+  per task). The first saves succeed (ps:1, running elsewhere,
+  finds the same folders through links the test made); printed as
+  `{"saved": {impl: path}}`. At the line "save", once the test has
+  removed ps:1's links, each library saves new values, and reports its
+  error (type, message), its latest checkpoint, the values that restores
+  and the files no checkpoint owns.
+  """
+  os.chdir(directory)
+  strategy = _ps_strategy("fixed")
+  tf.distribute.coordinator.ClusterCoordinator(strategy)
+  variables = _ps_variables(strategy)
+  managers = {
+      impl: lib.CheckpointManager(lib.Checkpoint(**variables), impl, 3)
+      for impl, lib in tl.IMPLS.items()
+  }
+  options = None
+  if policy == "by_task":
+    options = tf.train.CheckpointOptions(experimental_sharding_callback=(
+        tf.train.experimental.ShardByTaskPolicy()))
+  _assign_all(variables, 1.)
+  print(json.dumps({
+      "saved": {
+          impl: manager.save(options=options)
+          for impl, manager in managers.items()
+      }
+  }),
+        flush=True)
+  sys.stdin.readline()
+  _assign_all(variables, 2.)
+  results = {}
+  for impl, manager in managers.items():
+    error = None
+    try:
+      manager.save(options=options)
+    except tf.errors.OpError as e:
+      error = [type(e).__name__, e.message]
+    latest = tf.train.latest_checkpoint(impl)
+    _assign_all(variables, 0.)
+    # Restores read on the ps tasks too: from where ps:1 finds the file.
+    tl.IMPLS[impl].Checkpoint(**variables).restore(
+        os.path.abspath(latest)).assert_consumed()
+    results[impl] = {
+        "error": error,
+        "latest": latest,
+        "restored": {
+            name: sorted(set(value.ravel().tolist()))
+            for name, value in _values(variables).items()
+        },
+        "leftovers": tl.leftovers(impl)
+    }
+  return results
+
+
+def _assign_all(variables, value):
+  for variable in variables.values():
+    variable.assign(tf.fill(variable.shape, value))
+
+
+SCENARIOS = {
+    "ps_rounds": ps_rounds,
+    "ps_restore": ps_restore,
+    "ps_failed_write": ps_failed_write
+}
 
 # ----------------------------------------------------------------------------
 # MultiWorkerMirroredStrategy: two workers, each a process running this.

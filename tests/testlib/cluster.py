@@ -137,12 +137,18 @@ class ServerProcesses:
             for job, count in self.server_jobs.items()
             for index in range(count)]
 
-  def start(self, job=None, index=None):
-    """Starts the server of one task (every task's, if none is given)."""
+  def start(self, job=None, index=None, working_directory="-"):
+    """Starts the server of one task (every task's, if none is given).
+
+    It runs in `working_directory` if given, where relative paths of the
+    ops it runs lead (else in this process's).
+    """
     for task in [(job, index)] if job is not None else self.tasks():
       assert self._processes.get(task) is None, f"{task} is running"
       self._processes[task] = processes.start_python(
-          [CLUSTER_PROGRAMS, "server", "-"], env=self.env(*task), capture=False)
+          [CLUSTER_PROGRAMS, "server", working_directory],
+          env=self.env(*task),
+          capture=False)
     return self
 
   def wait_until_serving(self, timeout=60):

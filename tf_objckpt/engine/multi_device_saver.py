@@ -5,7 +5,9 @@ A `Saver` of a fixed list of saveables writes one shard per task (each
 meets each task, or the shards an options' sharding callback makes (see
 `sharding`), under a temporary prefix, then merges the shards, and any
 files registered savers wrote, into one checkpoint (`writes`); a single
-shard is written in place. A restore executes a read plan (`read_plan`):
+shard is written in place. Eagerly on several tasks of a cluster, the
+shards are read, written and merged by one function, traced once per
+layout and reused by later saves (`writes.write_shards_traced`). A restore executes a read plan (`read_plan`):
 it reads a host's values with `RestoreV2` on that host's CPU (`reads`) and
 hands each destination its tensors; when graph building, the plan's plain
 variables are read and assigned in batches through one function call each
@@ -75,6 +77,26 @@ class _DeviceGroup:
       slices.append(spec.slice_spec)
       tensors.append(tensor)
     return writes.save_v2(shard_prefix, names, slices, tensors)
+
+  def traced_shard(self, device):
+    """This group's `writes.TracedShard`: variables read in the function."""
+    names, slices, read_devices, dtypes, sources = [], [], [], [], []
+    for spec in self.specs:
+      if isinstance(spec, variable_values.VariableValueSpec):
+        read_devices.append(spec.device)
+        dtypes.append(spec.dtype)
+        sources.append(spec.variable.handle)
+      else:
+        tensor = spec.tensor
+        if tensor is None:
+          continue
+        read_devices.append(None)
+        dtypes.append(None)
+        sources.append(tensor)
+      names.append(spec.name)
+      slices.append(spec.slice_spec)
+    return writes.TracedShard(device, tuple(names), tuple(slices),
+                              tuple(read_devices), tuple(dtypes), sources)
 
 
 def _restore_group(destinations, file_prefix, device, batch_variables):
@@ -277,6 +299,10 @@ class Saver:
     device_for_io = reads.io_device(options)
     file_prefix = ops.convert_to_tensor(file_prefix, dtype=dtypes.string)
     registered_prefixes = self._write_registered(file_prefix)
+    traced = self._traced_shards(options, device_for_io)
+    if traced:
+      writes.write_shards_traced(file_prefix, traced, "/cpu:0")
+      return None
     writers = [(device_for_io or device, write)
                for device, write in self._shard_writers(options)]
     if len(writers) == 1 and in_place and not self._registered:
@@ -284,7 +310,9 @@ class Saver:
       # name, renamed when complete), as a merge of one shard would.
       (device, write), = writers
       with ops.device(device), remote_tasks.completed_on([device],
-                                                         "the save's write"):
+                                                         writes.step_of(
+                                                             "the write",
+                                                             file_prefix)):
         save = write(file_prefix)
     else:
       save = writes.write_shards(file_prefix,
@@ -292,6 +320,23 @@ class Saver:
                                  merge_device=device_for_io or "/cpu:0",
                                  other_prefixes=registered_prefixes)
     return None if context.executing_eagerly() else save
+
+  def _traced_shards(self, options, device_for_io):
+    """The shards of an eager save on several tasks, or None.
+
+    Such a save, one shard per task, writes them through one function
+    (`writes.write_shards_traced`), as TensorFlow does; other saves (a
+    sharding callback's, registered savers', through an I/O device, or
+    executing asynchronously) send their ops one by one.
+    """
+    if (len(self._groups) < 2 or not context.executing_eagerly() or
+        self._registered or device_for_io is not None or context.is_async() or
+        sharding.sharding_callback(options) is not None or
+        not any(remote_tasks.remote_cpus(self._groups))):
+      return None
+    return [
+        group.traced_shard(device) for device, group in self._groups.items()
+    ]
 
   def _write_registered(self, file_prefix):
     """Runs the registered savers; returns the prefixes they wrote.

@@ -21,6 +21,7 @@ whose control dependencies order the ops.
 
 import contextlib
 import functools
+import re
 
 from tensorflow.python.eager import context
 from tensorflow.python.framework import device as pydev
@@ -58,6 +59,11 @@ def is_remote(device):
   return remote_cpus([device])[0] is not None
 
 
+# How TensorFlow's error from an op on another task names that task.
+_REMOTE_TARGET = re.compile(
+    r"from remote target (/job:[^/\s]+/replica:\d+/task:\d+)")
+
+
 @functools.lru_cache(maxsize=1024)
 def _task_of(device):
   """`/job:J/replica:R/task:T` of a device, or None if it names no job."""
@@ -91,9 +97,7 @@ def completed_on(devices, what):
     The first error of an op the block sent to another task (TensorFlow's
     type), its message naming the task.
   """
-  tasks = connected() and {
-      cpu for cpu in remote_cpus(devices) if cpu is not None
-  }
+  tasks = _other_tasks(devices)
   if not tasks:
     yield
     return
@@ -101,6 +105,9 @@ def completed_on(devices, what):
     yield
   except errors.OpError as error:
     failures = _failures(tasks)
+    if not failures and len(tasks) == 1:
+      # The op failed when sent (it ran before returning): its task's.
+      failures = [(_task_of(next(iter(tasks))), error)]
     if not failures:
       raise
     raise _naming_tasks(what, failures,
@@ -117,12 +124,16 @@ def wait_for(devices, what):
   Raises:
     The first error of such an op, its message naming the task and `what`.
   """
-  tasks = connected() and {
-      cpu for cpu in remote_cpus(devices) if cpu is not None
-  }
-  failures = _failures(tasks) if tasks else []
+  failures = _failures(_other_tasks(devices))
   if failures:
     raise _naming_tasks(what, failures, failures[0][1])
+
+
+def _other_tasks(devices):
+  """The CPUs of the other tasks among `devices` (none unless connected)."""
+  if not connected():
+    return set()
+  return {cpu for cpu in remote_cpus(devices) if cpu is not None}
 
 
 def _failures(tasks):
@@ -147,11 +158,38 @@ def _failures(tasks):
   return failures
 
 
+def naming_the_task(what, error, devices, failed_device=None):
+  """`error` (of its type), its message naming the task it failed on.
+
+  For an error of several tasks' ops at once (a function's): the tasks
+  among `devices` that now fail an op (one that died or lost this client),
+  else `failed_device`'s, else `error` itself.
+  """
+  failures = _failures(_other_tasks(devices))
+  if not failures and failed_device is not None:
+    failures = [(_task_of(failed_device), error)]
+  return _naming_tasks(what, failures, error)
+
+
 def _naming_tasks(what, failures, error):
   """`error` (of its type), its message led by `what` and the failed tasks.
 
-  The first task's own error follows when it is not `error`.
+  The other task `error` says it came from leads (an error of one task can
+  surface in another's op); the first task's own error follows when it is
+  not `error`. With no task to name, `error` itself.
   """
+  reported = [
+      _task_of(match.group(1))
+      for match in _REMOTE_TARGET.finditer(error.message)
+      if is_remote(match.group(1))
+  ]
+  if reported:
+    task = reported[0]
+    failures = [(task, error)] + [(other, other_error)
+                                  for other, other_error in failures
+                                  if other != task and other_error is not error]
+  if not failures:
+    return error
   task, task_error = failures[0]
   others = [other for other, _ in failures[1:]]
   also = f" (and on {', '.join(others)})" if others else ""

@@ -6,7 +6,9 @@ streaming enqueue, each `SaveV2` on a ps task does. Sent one after the
 other from one thread, the shards of the tasks would then be written one
 after the other, where TensorFlow's save (one function) writes them at
 once. `on_each_task` sends each task's steps from a thread of its own, so
-that the tasks run them at the same time.
+that the tasks run them at the same time. (A save of one shard per task
+is one function, `writes.write_shards_traced`; this serves the others: a
+sharding callback's shards, registered savers' saves.)
 
 Remote ops are ordered per thread, so a thread could read a variable
 before an assign another thread sent has run: every task is first waited

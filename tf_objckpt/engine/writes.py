@@ -10,18 +10,28 @@ Eagerly, the temporary prefix is the save's own (`temporary_names`), shards
 on other tasks of a cluster are written (those of several tasks at once,
 `task_threads`) before the merge and the merge before the save returns
 (`remote_tasks`), and a failed save removes its temporary directory once
-none of its writes still runs.
+none of its writes still runs. A save of one shard per task on several
+tasks runs its reads, writes and merge as one multi-device function
+instead (`write_shards_traced`), as TensorFlow's does, but traced once per
+layout of shards and called again by later saves, with the save's own
+temporary prefix as an argument. Errors name the checkpoint and the task
+that failed.
 """
 
 import concurrent.futures
 import contextlib
 import functools
 import os
+import re
+import typing
 
 from tensorflow.python.eager import context
+from tensorflow.python.eager import def_function
 from tensorflow.python.framework import constant_op
+from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import array_ops
+from tensorflow.python.ops import gen_resource_variable_ops
 from tensorflow.python.ops import gen_io_ops
 from tensorflow.python.ops import io_ops
 from tensorflow.python.ops import string_ops
@@ -123,15 +133,16 @@ def write_shards(file_prefix,
     return shard_prefix, write(shard_prefix)
 
   with _removed_on_failure(temp_prefix):
-    named_and_written = _write_each([
-        (device, functools.partial(name_and_write, index, write))
-        for index, (device, write) in enumerate(shard_writers)
-    ])
+    named_and_written = _write_each(
+        [(device, functools.partial(name_and_write, index, write))
+         for index, (device, write) in enumerate(shard_writers)],
+        step_of("the shard writes", file_prefix))
     shard_prefixes = [shard_prefix for shard_prefix, _ in named_and_written]
     written = [write for _, write in named_and_written]
     device = merge_device or (shard_writers[-1][0] if shard_writers else None)
     with ops.control_dependencies(written), ops.device(device):
-      with remote_tasks.completed_on([device], "the save's merge"):
+      with remote_tasks.completed_on([device], step_of("the merge",
+                                                       file_prefix)):
         merge = gen_io_ops.merge_v2_checkpoints(list(other_prefixes) +
                                                 shard_prefixes,
                                                 file_prefix,
@@ -153,8 +164,10 @@ def _removed_on_failure(temp_prefix):
     raise
 
 
-def _write_each(writes):
+def _write_each(writes, what):
   """Runs each `(device, write)` on its device; returns their results.
+
+  `what` names the writes in errors ("the shard writes of checkpoint ...").
 
   Eagerly, writes on other tasks are sent first, and run there while the
   rest are written; the tasks' writes at once (`task_threads`), all done
@@ -172,7 +185,7 @@ def _write_each(writes):
     (remote if remote_tasks.is_remote(device) else local).append(index)
   with task_threads.on_each_task(
       [(writes[index][0], functools.partial(_run_on, *writes[index]))
-       for index in remote], "the save's shard writes") as remote_results:
+       for index in remote], what) as remote_results:
     local_results = _write_locally([writes[index] for index in local])
   for index, result in zip(remote + local, remote_results + local_results):
     results[index] = result
@@ -200,3 +213,123 @@ def _run_on(device, write, eager=False):
       stack.enter_context(context.eager_mode())
     stack.enter_context(ops.device(device))
     return write()
+
+
+class TracedShard(typing.NamedTuple):
+  """One data file of a save on several tasks, for `write_shards_traced`.
+
+  `sources` are the values' tensors, or for a variable read when the file
+  is written, its resource handle (`dtypes` then names its type).
+  """
+  device: str
+  names: tuple
+  slices: tuple
+  read_devices: tuple
+  dtypes: tuple
+  sources: list
+
+
+def write_shards_traced(save_path, shards, merge_device):
+  """Writes `shards` and merges them through one multi-device function.
+
+  Eagerly, on several tasks: the function (traced once per layout of
+  shards, and called again by later saves) writes every shard on its
+  task at once and merges them, ordered by its control dependencies, as
+  TensorFlow's save does. The temporary prefix, this save's own, is an
+  argument, so that each save has its own and the trace is reused.
+
+  Raises:
+    The first failed op's error (TensorFlow's type), its message naming
+    the checkpoint and the task that failed.
+  """
+  temp_prefix = temp_shard_prefix(save_path)
+  layout = tuple((shard.device, shard.names, shard.slices, shard.read_devices,
+                  shard.dtypes) for shard in shards)
+  devices = [shard.device for shard in shards] + [merge_device]
+  what = step_of("the shard writes", save_path)
+  with _removed_on_failure(temp_prefix):
+    remote_tasks.wait_for(devices, f"the ops before {what}")
+    try:
+      # Tensors, not strings: a string argument would be traced anew.
+      temp_prefix = ops.convert_to_tensor(temp_prefix)
+      _traced_write(
+          ops.convert_to_tensor(save_path), temp_prefix,
+          [_on_task(temp_prefix, shard.device) for shard in shards], layout,
+          merge_device,
+          [[_on_task(source, shard.device)
+            for source in shard.sources]
+           for shard in shards])
+    except errors.OpError as error:
+      failed = _FAILED_SHARD.search(error.message)
+      raise remote_tasks.naming_the_task(
+          what, error, devices, failed and
+          layout[int(failed.group(1))][0]).with_traceback(
+              error.__traceback__) from None
+
+
+# The name of the op writing shard N in `_traced_write`, as errors quote it.
+_SHARD_OP = "write_shard_{}"
+_FAILED_SHARD = re.compile(r"\{\{node write_shard_(\d+)\}\}")
+
+
+def step_of(step, save_path):
+  """`step` of the save to `save_path`, for messages ("the merge of ...")."""
+  if isinstance(save_path, ops.EagerTensor):
+    save_path = save_path.numpy()
+  if isinstance(save_path, (bytes, str)):
+    return f"{step} of checkpoint {compat.as_str(save_path)}"
+  return f"{step} of the save"
+
+
+def _on_task(tensor, device):
+  """`tensor`, copied to `device`'s task (eagerly) unless it is there.
+
+  A function's input that another task uses is sent there by this
+  process's address when the function runs; a task restarted since this
+  process connected calls a former one. So every input is first copied
+  (an eager op, which works) to the task whose ops use it.
+  """
+  here, there = remote_tasks.remote_cpus([tensor.device, device])
+  if here == there:
+    return tensor
+  with ops.device(there or device):
+    return array_ops.identity(tensor)
+
+
+@def_function.function(autograph=False, jit_compile=False)
+def _traced_write(save_path, temp_prefix, temp_prefixes, layout, merge_device,
+                  sources):
+  """The body of `write_shards_traced`'s function.
+
+  `temp_prefix` (on this task, for the merge) and each shard's copy on its
+  task, in `temp_prefixes`, are the same string.
+  """
+  num_shards = len(layout)
+  shard_prefixes, written = [], []
+  for index, ((device, names, slices, read_devices, dtypes), values,
+              shard_temp_prefix) in enumerate(
+                  zip(layout, sources, temp_prefixes)):
+    tensors = []
+    for read_device, dtype, value in zip(read_devices, dtypes, values):
+      if dtype is None:
+        tensors.append(value)
+      else:
+        with ops.device(read_device):
+          tensors.append(
+              gen_resource_variable_ops.read_variable_op(value, dtype))
+    with ops.device(device):
+      written.append(
+          gen_io_ops.save_v2(sharded_filename(shard_temp_prefix, index,
+                                              num_shards),
+                             list(names),
+                             list(slices),
+                             tensors,
+                             name=_SHARD_OP.format(index)))
+    with ops.device(merge_device):
+      shard_prefixes.append(sharded_filename(temp_prefix, index, num_shards))
+  with ops.control_dependencies(written), ops.device(merge_device):
+    merge = gen_io_ops.merge_v2_checkpoints(shard_prefixes,
+                                            save_path,
+                                            delete_old_dirs=True)
+  with ops.control_dependencies([merge]):
+    return array_ops.identity(save_path)
