@@ -98,6 +98,8 @@ def test_a_missing_path_is_a_usage_error(args):
   assert result.stderr.startswith(
       "usage: tf-objckpt inspect [-h] [--verbose]\n"
       "                          [--keys | --json | --values KEY [KEY ...]]\n"
+      "                          [--objects MODULE:FUNCTION [--map "
+      "NEW=CHECKPOINT ...]]\n"
       "                          PATH\n")
   if args != ["--values"]:
     assert result.stderr.endswith(

@@ -427,8 +427,10 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     does.
 
     Args:
-      options: Optional `tf.train.CheckpointOptions` for the restore (ours
-        take `max_restore_memory`); TensorFlow's method takes none.
+      options: Optional `CheckpointOptions` of the restore (not
+      TensorFlow's argument): an `object_map`, say, to start fine-tuning
+      from a pretrained checkpoint; given to another checkpoint object's
+      `restore` as is.
 
     Returns:
       The restored prefix, or None if nothing was restored.
@@ -439,8 +441,8 @@ class CheckpointManager(tf_checkpoint_management.CheckpointManager):
     """
     if isinstance(self._checkpoint, manager_protocol.ManagedCheckpoint):
       restored = self._restore_newest_intact(
-          functools.partial(self._checkpoint.restore_newest_intact,
-                            options=options))
+          lambda candidates: self._checkpoint.restore_newest_intact(
+              candidates, options))
     else:
       restored = self._latest_checkpoint
       if restored is not None:

@@ -72,8 +72,12 @@ def objects_with_values(objects):
   ]
 
 
-def describe_objects(graph_view, objects):
-  """Each object as "path (shape) dtype" (its program path), one per item."""
+def describe_objects(graph_view, objects, object_map=None):
+  """Each object as "path (shape) dtype" (its program path), one per item.
+
+  With an object map (`object_maps.ObjectMap`), an object a pair covers is
+  "path has no value at checkpoint path (shape dtype)".
+  """
   paths = identity_containers.ObjectIdentityDictionary()
   for obj, path in graph_view.objects_with_paths():
     paths[obj] = path
@@ -81,13 +85,21 @@ def describe_objects(graph_view, objects):
   for obj in objects:
     path = paths.get(obj)
     text = (path or "(root)") if path is not None else repr(obj)
+    value = []
     shape, dtype = getattr(obj, "shape", None), getattr(obj, "dtype", None)
     if shape is not None:
       dims = _known_dims(shape)
       if dims is not None:
-        text += " " + restore_report.shape_text(dims)
+        value.append(restore_report.shape_text(dims))
     if dtype is not None:
-      text += f" {_dtype_name(dtype)}"
+      value.append(_dtype_name(dtype))
+    source = (object_map.checkpoint_path_of(path)
+              if object_map is not None and path is not None else None)
+    if source is not None:
+      text += f" has no value at {source or '(root)'}"
+      text += f" ({' '.join(value)})" if value else ""
+    elif value:
+      text += " " + " ".join(value)
     described.append(text)
   return described
 
@@ -106,6 +118,13 @@ def _dtype_name(dtype):
     return dtypes.as_dtype(dtype).name
   except TypeError:
     return str(dtype)
+
+
+def _mapped_note(target, name, unmatched):
+  """Where an object map puts a value: "no object at ...", "into ..."."""
+  if target is None or (target == name and not unmatched):
+    return None
+  return f"{'no object at' if unmatched else 'into'} {target or '(root)'}"
 
 
 class CheckpointLoadStatus(LoadStatus):
@@ -132,12 +151,12 @@ class CheckpointLoadStatus(LoadStatus):
     """
     checkpoint = self._checkpoint
     self.assert_existing_objects_matched()
-    skipped = checkpoint.skipped_slot_node_ids()
+    ignored = checkpoint.ignored_node_ids()
     bound = checkpoint.bound_objects
     unresolved = [
         node_id
         for node_id, node in enumerate(checkpoint.object_graph_proto.nodes)
-        if node.attributes and node_id not in skipped and
+        if node.attributes and node_id not in ignored and
         bound.get(node_id) is None
     ]
     if unresolved:
@@ -150,7 +169,10 @@ class CheckpointLoadStatus(LoadStatus):
               f"{restore_report.count_text(len(values), 'value')} in checkpoint "
               f"{self._save_path!r} {'was' if len(values) == 1 else 'were'} not "
               "restored (no object of the program matched them):", values))
-    waiting_slots = checkpoint.waiting_slot_ids()
+    waiting_slots = [
+        slot_id for slot_id in checkpoint.waiting_slot_ids()
+        if slot_id not in ignored
+    ]
     if waiting_slots:
       names = self._node_paths()
       slots = [f"{names[slot_id]}" for slot_id in waiting_slots]
@@ -159,7 +181,11 @@ class CheckpointLoadStatus(LoadStatus):
               "Unresolved slot restorations: "
               f"{restore_report.count_text(len(slots), 'slot variable')} wait for "
               "their variable or optimizer:", slots))
-    unused = checkpoint.unused_attributes
+    unused = {
+        node_id: names
+        for node_id, names in checkpoint.unused_attributes.items()
+        if node_id not in ignored
+    }
     if unused:
       names = object_graph_check.NodePaths(checkpoint.object_graph_proto)
       attributes = self._attributes(sorted(unused), only=unused)
@@ -200,18 +226,27 @@ class CheckpointLoadStatus(LoadStatus):
           continue
         yield node_id, attribute
 
-  def _values(self, node_ids, only=None, excluding=None):
-    """`ReportedValue`s of the nodes' attributes (see `_attributes`)."""
+  def _values(self, node_ids, only=None, excluding=None, unmatched=False):
+    """`ReportedValue`s of the nodes' attributes (see `_attributes`).
+
+    `unmatched` values a pair of the object map covers say where their
+    object would be.
+    """
     checkpoint_values = self._checkpoint.values
-    names = self._node_paths()
+    object_map = self._checkpoint.object_map
+    node_paths = self._node_paths()
     values = []
     for node_id, attribute in self._attributes(node_ids, only, excluding):
       key = attribute.checkpoint_key
       dtype = checkpoint_values.dtypes.get(key)
+      note, name = None, node_paths[node_id]
+      if object_map is not None:
+        name = object_map.node_path(node_id, node_paths)
+        note = _mapped_note(object_map.new_path_of(name), name, unmatched)
       values.append(
           restore_report.ReportedValue(
-              names[node_id], key, checkpoint_values.shapes.get(key),
-              dtype.name if dtype is not None else None, attribute.name))
+              name, key, checkpoint_values.shapes.get(key),
+              dtype.name if dtype is not None else None, attribute.name, note))
     return values
 
   def _bound_node_ids(self):
@@ -233,20 +268,28 @@ class CheckpointLoadStatus(LoadStatus):
   def report(self) -> restore_report.RestoreReport:
     """What this restore matched so far, as a `RestoreReport`."""
     checkpoint = self._checkpoint
-    skipped = checkpoint.skipped_slot_node_ids()
+    ignored = checkpoint.ignored_node_ids()
     bound = self._bound_node_ids()
     unused = checkpoint.unused_attributes
     restored = self._values(sorted(bound), excluding=unused)
     unmatched = self._values([
         node_id for node_id in range(len(checkpoint.object_graph_proto.nodes))
-        if node_id not in bound and node_id not in skipped
-    ])
+        if node_id not in bound and node_id not in ignored
+    ],
+                             unmatched=True)
+    unused = {
+        node_id: names
+        for node_id, names in unused.items()
+        if node_id not in ignored
+    }
     unmatched += self._values(sorted(unused), only=unused)
     self._see_objects()
     return restore_report.RestoreReport(
         self._save_path, tuple(restored),
         tuple(sorted(unmatched, key=lambda value: value.key)),
-        tuple(describe_objects(self._graph_view, self._unmatched_objects())))
+        tuple(
+            describe_objects(self._graph_view, self._unmatched_objects(),
+                             checkpoint.object_map)))
 
   def _see_objects(self):
     """Records the objects that exist now, for the unmatched-object checks."""
@@ -283,7 +326,8 @@ class CheckpointLoadStatus(LoadStatus):
               f"Found {len(unmatched)} Python objects that were not bound to "
               "checkpointed values, likely due to changes in the Python program "
               f"(checkpoint {self._save_path!r}):",
-              describe_objects(self._graph_view, unmatched)))
+              describe_objects(self._graph_view, unmatched,
+                               checkpoint.object_map)))
     return self
 
   def _unmatched_objects(self):

@@ -40,9 +40,9 @@ class ManagedCheckpoint(abc.ABC):
                             options: Any = None) -> Tuple[str, List[str]]:
     """Restores the first intact checkpoint of `candidates` (newest first).
 
-    Each candidate is restored all or nothing, with `options` (optional
-    `tf.train.CheckpointOptions`): a damaged one assigns nothing and is
-    skipped (see `self_healing`).
+    Each candidate is restored all or nothing: a damaged one assigns
+    nothing and is skipped (see `self_healing`). `options`: the restore's
+    `CheckpointOptions`, if any.
 
     Returns:
       The restored path, and the damaged paths skipped.

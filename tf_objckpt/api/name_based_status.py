@@ -6,6 +6,8 @@ restored by variable names: `restore_by_names` starts the restore
 building through a v1 `Saver` when the status runs its restore ops.
 """
 
+import functools
+
 from tensorflow.python.eager import context
 from tensorflow.python.framework import ops
 from tensorflow.python.trackable import data_structures as tf_data_structures
@@ -18,6 +20,7 @@ from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.restoring import name_based
+from tf_objckpt.restoring import object_maps
 from tf_objckpt.restoring import restore_report
 
 
@@ -33,9 +36,13 @@ def _reached(obj, restore_uid):
 class NameBasedSaverStatus(load_status.LoadStatus):
   """The status of restoring a name-based checkpoint by variable names."""
 
-  def __init__(self, checkpoint, graph_view):
+  def __init__(self, checkpoint, graph_view, object_map=None):
     self._checkpoint = checkpoint
     self._graph_view = graph_view
+    # The checkpoint scopes an object map restores, "" for all of it.
+    self._mapped_scopes = [
+        scope + "/" if scope else "" for scope in (object_map or {}).values()
+    ]
     self._optionally_restored = identity_containers.ObjectIdentitySet()
     self._root = graph_view.root
 
@@ -48,9 +55,12 @@ class NameBasedSaverStatus(load_status.LoadStatus):
 
     Checkpoint values with no object are not errors, as in TensorFlow; but
     the v1 optimizer values (slots, beta powers) of variables a Keras 3
-    optimizer trains are, as that optimizer was meant to take them.
+    optimizer trains are, as that optimizer was meant to take them, and so
+    are the values in the scopes an object map restores.
     """
     self.assert_existing_objects_matched()
+    if self._mapped_scopes:
+      self._assert_mapped_scopes_consumed()
     optimizers = self._checkpoint.optimizers
     if not optimizers.seen():
       return self
@@ -65,6 +75,21 @@ class NameBasedSaverStatus(load_status.LoadStatus):
               "optimizer variable:",
               [value for value in report.unmatched if value.key in leftover]))
     return self
+
+  def _assert_mapped_scopes_consumed(self):
+    """Raises if a value in an object map's scope found no variable."""
+    report = self.report()
+    left = [
+        value for value in report.unmatched if any(
+            value.key.startswith(scope) for scope in self._mapped_scopes)
+    ]
+    if left:
+      raise AssertionError(
+          restore_report.listing(
+              f"{restore_report.count_text(len(left), 'value')} of checkpoint "
+              f"{self._checkpoint.save_path!r} in the object map's scopes "
+              f"({', '.join(map(repr, self._mapped_scopes))}) found no "
+              "variable:", left))
 
   def assert_existing_objects_matched(self) -> "NameBasedSaverStatus":
     """Raises if an attribute or object found no value by name."""
@@ -178,11 +203,16 @@ class NameBasedSaverStatus(load_status.LoadStatus):
     self.run_restore_ops(session=session)
 
 
-def restore_by_names(save_path, reader, graph_view, assignment_map=None):
+def restore_by_names(save_path,
+                     reader,
+                     graph_view,
+                     assignment_map=None,
+                     object_map=None):
   """Starts a name-based restore of a checkpoint with no object graph.
 
   `assignment_map` maps checkpoint names to the program's (see
-  `name_matching`).
+  `name_matching`); `object_map`, objects to checkpoint scopes
+  (`object_maps.name_scopes`).
 
   Returns:
     A `NameBasedSaverStatus`.
@@ -193,13 +223,25 @@ def restore_by_names(save_path, reader, graph_view, assignment_map=None):
   """
   name_based.conversion_hint.log_once(save_path)
   keys = reader.get_variable_to_shape_map().keys()
+  scopes = None
+  if object_map:
+    object_maps.name_scopes(object_map, graph_view.root,
+                            graph_view.attached_dependencies)  # Checks paths.
+    scopes = functools.partial(object_maps.name_scopes, object_map,
+                               graph_view.root,
+                               graph_view.attached_dependencies)
   if not context.executing_eagerly():
     return NameBasedSaverStatus(name_based.NameBasedRestoreCoordinator(
-        save_path, keys, _objects_below, assignment_map=assignment_map),
-                                graph_view=graph_view)
+        save_path,
+        keys,
+        _objects_below,
+        assignment_map=assignment_map,
+        object_scopes=scopes),
+                                graph_view=graph_view,
+                                object_map=object_map)
   coordinator = name_based.NameBasedRestoreCoordinator(
       save_path, keys, _objects_below,
-      reads.CheckpointValues(save_path, reader), assignment_map)
+      reads.CheckpointValues(save_path, reader), assignment_map, scopes)
   objects = graph_view.list_objects()
   for obj in objects:
     tensorflow_internals.initialize(obj)
@@ -209,7 +251,9 @@ def restore_by_names(save_path, reader, graph_view, assignment_map=None):
       tensorflow_internals.restore_by_names(obj, coordinator)
   finally:
     coordinator.forget_checked()
-  return NameBasedSaverStatus(coordinator, graph_view=graph_view)
+  return NameBasedSaverStatus(coordinator,
+                              graph_view=graph_view,
+                              object_map=object_map)
 
 
 def _objects_below(trackable):

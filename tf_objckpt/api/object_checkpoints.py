@@ -48,6 +48,7 @@ from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
 from tf_objckpt.objects import variable_creation
 from tf_objckpt.objects import wrapping
+from tf_objckpt.restoring import map_preview
 
 # Held while a checkpoint object makes its background writer: saves into
 # different directories run at the same time.
@@ -291,6 +292,24 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
     if isinstance(status, name_based_status.NameBasedSaverStatus):
       status.add_to_optionally_restored(self.save_counter)
     return status
+
+  def preview_restore(self,
+                      save_path: CheckpointPath,
+                      options: Options = None) -> map_preview.RestorePreview:
+    """What restoring `save_path` with `options` would do; assigns nothing.
+
+    Matches the checkpoint's objects to this checkpoint's as a restore
+    would, from each pair of `options.object_map` (or from the root), and
+    returns a `RestorePreview`: which value would go into which object,
+    the values without an object, the objects without a value, and the
+    values whose shape or dtype does not fit. `str()` of it reads as a
+    report; `complete` says whether all matched and fit.
+
+    Raises:
+      NotFoundError, ValueError: As the restore would, for a path of the
+        object map missing in the checkpoint or in the program.
+    """
+    return self._saver.preview_restore(_as_path(save_path), options)
 
   def restore_newest_intact(self,
                             candidates: Iterable[str],

@@ -14,7 +14,7 @@ import copy
 import gc
 import numbers
 import os
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from tensorflow.python.checkpoint import checkpoint_options
 from tensorflow.python.client import session as session_lib
@@ -46,7 +46,9 @@ from tf_objckpt.foundation.type_hints import PathOrTensor
 from tf_objckpt.foundation.type_hints import Session
 from tf_objckpt.objects import graph_walk
 from tf_objckpt.objects import trackable
+from tf_objckpt.restoring import map_preview
 from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.restoring import object_maps
 from tf_objckpt.restoring import restore_coordinator
 from tf_objckpt.restoring import restore_walk
 from tf_objckpt.saveables import python_state_saveables
@@ -90,15 +92,22 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
   assigns pieces of at most half of it (and at most 64 MiB). None, the
   default, takes half of the memory available when the restore starts
   (see `engine/restore_memory`).
+
+  `object_map={NEW_PATH: CHECKPOINT_PATH}` restores the checkpoint's
+  sub-tree at each CHECKPOINT_PATH into the program's object at NEW_PATH
+  (object paths as `tf-objckpt inspect` prints them, "" for the root); a
+  name-based checkpoint's variable scope ("bert/encoder/") into the
+  variables below NEW_PATH. See `object_maps`.
   """
 
-  __slots__ = ("durable", "assignment_map", "max_restore_memory")
+  __slots__ = ("durable", "assignment_map", "max_restore_memory", "object_map")
 
   def __init__(self,
                *args: Any,
                durable: bool = False,
                assignment_map: Optional[dict] = None,
                max_restore_memory: Optional[int] = None,
+               object_map: Optional[Dict[str, str]] = None,
                **kwargs: Any) -> None:
     tf_compat.check_options_arguments(kwargs)
     super().__init__(*args, **kwargs)
@@ -112,6 +121,7 @@ class CheckpointOptions(checkpoint_options.CheckpointOptions):
     self.assignment_map = assignment_map
     self.max_restore_memory = (None if max_restore_memory is None else
                                int(max_restore_memory))
+    self.object_map = object_maps.normalized(object_map)
 
 
 class _FeedingSession(session_lib.SessionInterface):
@@ -379,6 +389,17 @@ class TrackableSaver:
     transfer_log.restored_status(save_path, started, status)
     return status
 
+  def preview_restore(self,
+                      save_path: CheckpointPath,
+                      options: Options = None) -> map_preview.RestorePreview:
+    """What `restore(save_path, options)` would do, nothing assigned.
+
+    See `map_preview.preview`.
+    """
+    return map_preview.preview(save_path, self._graph_view.root,
+                               getattr(options, "object_map", None),
+                               self._graph_view.attached_dependencies)
+
   def _restore(self, save_path, options, check_values_first=False):
     with state_file.explaining_directories(save_path):
       reader = checkpoint_opening.open_reader(save_path)
@@ -391,7 +412,8 @@ class TrackableSaver:
       with checked:
         return name_based_status.restore_by_names(
             save_path, reader, self._graph_view,
-            getattr(options, "assignment_map", None))
+            getattr(options, "assignment_map", None),
+            object_maps.normalized(getattr(options, "object_map", None)))
     feed_dict = path_tensor = None
     if not context.executing_eagerly():
       if self._restore_path_tensor is None:

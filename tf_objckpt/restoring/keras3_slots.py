@@ -129,6 +129,22 @@ class SlotLists:
                                        for child in node.children
                                        if child.node_id in variable_ids)
 
+  def slots_and_variables(self, object_graph_proto):
+    """Yields `(optimizer id, slot id, variable ids)` of every slot.
+
+    A listed slot's one variable; a slot written under `_variables` only
+    may be any of its optimizer's variables until the program's optimizer
+    shows its layout, so it names them all.
+    """
+    nodes = object_graph_proto.nodes
+    for list_id, slot_list in self._lists.items():
+      for index, slot_id in enumerate(_list_elements(nodes, list_id)):
+        yield (slot_list.optimizer_id, slot_id,
+               slot_list.variable_ids[index:index + 1])
+    for unlisted in self.unlisted:
+      for slot_id in unlisted.slot_ids:
+        yield unlisted.optimizer_id, slot_id, unlisted.variable_ids
+
   def is_unlisted_slot(self, node_id):
     """Whether node `node_id` is a slot written under `_variables` only.
 

@@ -66,7 +66,8 @@ class NameBasedRestoreCoordinator:
                checkpoint_keys,
                objects_below,
                values=None,
-               assignment_map=None):
+               assignment_map=None,
+               object_scopes=None):
     """Restores `save_path`.
 
     Args:
@@ -76,6 +77,10 @@ class NameBasedRestoreCoordinator:
         not (the object graph's walk, which is a layer above this one).
       values: Its `reads.CheckpointValues` (eager only).
       assignment_map: Optional, see `name_matching.NameMatcher`.
+      object_scopes: Optional; gives `{trackable: checkpoint scope}` of the
+        objects an object map places in a scope ("bert/encoder/"), their
+        variables matched there only (`NameMatcher.match_in_scope`); called
+        again for an object tracked after the restore.
     """
     self.save_path = save_path
     self._objects_below = objects_below
@@ -83,6 +88,9 @@ class NameBasedRestoreCoordinator:
     self._checkpoint_keys = frozenset(checkpoint_keys)
     self._matcher = name_matching.NameMatcher(self._checkpoint_keys,
                                               assignment_map)
+    self._find_scopes = object_scopes
+    self._object_scopes = (object_scopes() if object_scopes is not None else
+                           object_identity.ObjectIdentityDictionary())
     # Object -> attribute names that found no value, for assertions.
     self.unused_attributes = object_identity.ObjectIdentityWeakKeyDictionary()
     self.restore_uid = ops.uid()
@@ -107,9 +115,10 @@ class NameBasedRestoreCoordinator:
     for them. Names are matched to checkpoint keys by `name_matching`.
     """
     self.optimizers.note(trackable)
+    scope = self._scope_of(trackable)
     keras_variable = _keras3_variable_value(trackable)
     if keras_variable is not None:
-      source = self._keras3_source(trackable)
+      source = self._keras3_source(trackable, scope)
       if source:
         for saveable in named_saveables.saveable_objects_for_op(
             keras_variable, source.key):
@@ -137,26 +146,44 @@ class NameBasedRestoreCoordinator:
       named = named_saveables.op_list_to_dict([saveable],
                                               convert_variable_to_tensor=False)
       for name, op in named.items():
-        yield from self._saveables_named(name, op, strip_model_name=False)
+        yield from self._saveables_named(name,
+                                         op,
+                                         strip_model_name=False,
+                                         scope=scope)
 
-  def _saveables_named(self, name, op, strip_model_name):
+  def _scope_of(self, trackable):
+    """The object map's checkpoint scope of `trackable`, or None.
+
+    An object tracked after the restore is looked for again below the
+    mapped objects.
+    """
+    if self._find_scopes is None:
+      return None
+    if trackable not in self._object_scopes:
+      self._object_scopes = self._find_scopes()
+    return self._object_scopes.get(trackable)
+
+  def _saveables_named(self, name, op, strip_model_name, scope=None):
     """Saveables of `op`, keyed by the checkpoint key `name` matches."""
-    key = self._match(name, strip_model_name) or name
+    key = self._match(name, strip_model_name, scope) or name
     yield from named_saveables.saveable_objects_for_op(op, key)
 
-  def _keras3_source(self, variable):
+  def _keras3_source(self, variable, scope=None):
     """A Keras 3 variable's `v1_optimizer_state.Source`: by path or v1 slot.
 
-    None if it has none.
+    None if it has none. `scope`: the object map's, if any.
     """
-    key = self._match(variable.path, strip_model_name=True)
+    key = self._match(variable.path, strip_model_name=True, scope=scope)
     if key:
       return v1_optimizer_state.Source(key)
     return self.optimizers.slot_source(variable)
 
-  def _match(self, name, strip_model_name):
-    """The checkpoint key of `name`, or None."""
-    found = self._matcher.match(name, strip_model_name)
+  def _match(self, name, strip_model_name, scope=None):
+    """The checkpoint key of `name` (in the object map's `scope`), or None."""
+    if scope is not None:
+      found = self._matcher.match_in_scope(name, scope)
+    else:
+      found = self._matcher.match(name, strip_model_name)
     return None if found is None else found.checkpoint_key
 
   def check(self, trackables):
@@ -246,7 +273,7 @@ class NameBasedRestoreCoordinator:
     initializes the variable once its trace ends, and builds again eagerly
     (restoring again, by name) if the trace fails.
     """
-    source = self._keras3_source(variable)
+    source = self._keras3_source(variable, self._scope_of(variable))
     if source is None:
       self._record_unused(variable, variable.path)
       return

@@ -14,6 +14,12 @@ variable's name, the checkpoint key holding its value, trying in order:
    variable); `{"old_scope/": "new_scope/"}` maps a whole scope, `"/"` is the
    root scope on either side.
 
+A variable below an object an `object_map` maps to a checkpoint scope
+(`{"backbone": "bert/encoder/"}`) is matched by `match_in_scope` instead
+(rule `"object_map"`): the scope followed by its name, or by its name
+without its first scope (the Keras 3 model's, or the program's scope of the
+new model: `new_encoder/dense/kernel` -> `bert/encoder/dense/kernel`).
+
 `match_names` matches many names at once and reports what matched, which
 names found no key and which keys no name used. Only names are compared
 here: shapes and dtypes are checked by the restore's read plan before a restore
@@ -27,6 +33,7 @@ from typing import Iterable, Mapping, Optional, Tuple, Union
 EXACT = "exact"
 WITHOUT_MODEL_NAME = "without_model_name"
 ASSIGNMENT_MAP = "assignment_map"
+OBJECT_MAP = "object_map"
 
 # The rules, in the order they are tried.
 RULES = (EXACT, WITHOUT_MODEL_NAME, ASSIGNMENT_MAP)
@@ -152,6 +159,17 @@ class NameMatcher:
                                         program_name)
         if key:
           yield Match(key, ASSIGNMENT_MAP)
+
+  def match_in_scope(self, name: str, scope: str) -> Optional[Match]:
+    """The key of `name` in checkpoint scope `scope` ("bert/encoder/"), or None.
+
+    The scope followed by the name, or by the name without its first scope.
+    """
+    stripped = without_model_name(name)
+    for candidate in (name, stripped):
+      if candidate is not None and scope + candidate in self._keys:
+        return Match(scope + candidate, OBJECT_MAP)
+    return None
 
   def match(self, name: str, strip_model_name: bool = True) -> Optional[Match]:
     """The first candidate of `name` the checkpoint holds, or None."""

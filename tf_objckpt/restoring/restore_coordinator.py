@@ -31,6 +31,7 @@ from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.restoring import checkpoint_position
 from tf_objckpt.restoring import keras3_slots
 from tf_objckpt.restoring import object_graph_check
+from tf_objckpt.restoring import object_maps
 from tf_objckpt.restoring import restore_plan
 from tf_objckpt.saveables import named_saveables
 
@@ -123,7 +124,11 @@ class CheckpointRestoreCoordinator:
         restores, so graph-mode restores reuse ops.
       graph_view: The `ObjectGraphView` of the objects being restored.
       options: Optional `tf.train.CheckpointOptions`: the device to read on,
-        and whether to skip optimizer slot variables.
+        whether to skip optimizer slot variables, and our `object_map`.
+
+    Raises:
+      NotFoundError, ValueError: If the options' `object_map` names a path
+        the checkpoint or the program lacks (`object_maps.resolve`).
     """
     self._object_graph_proto = object_graph_proto
     # What the walk reads of each node (`object_graph_check.GraphIndex`).
@@ -162,11 +167,14 @@ class CheckpointRestoreCoordinator:
               SlotToRestore(optimizer_id=node_id,
                             slot_variable_id=slot.slot_variable_node_id,
                             slot_name=slot.slot_name))
+    self._object_map = _resolved_object_map(options, object_graph_proto,
+                                            graph_index, self._slot_lists,
+                                            graph_view, values.save_path)
     self._report = _UnrestoredValuesReport(object_graph_proto,
                                            graph_index.valued_node_ids,
                                            self._matched_node_ids,
                                            self._unused_attributes,
-                                           self.skipped_slot_node_ids())
+                                           self.ignored_node_ids())
     weakref.finalize(self, self._report.warn_if_incomplete)
 
   # What the restore reads: fixed once the restore starts.
@@ -200,6 +208,25 @@ class CheckpointRestoreCoordinator:
   def slot_lists(self):
     """The Keras 3 optimizers' slot lists (`keras3_slots.SlotLists`)."""
     return self._slot_lists
+
+  @property
+  def object_map(self):
+    """The options' `object_maps.ObjectMap`, or None without one."""
+    return self._object_map
+
+  def ignored_node_ids(self):
+    """Nodes whose values this restore does not ask for.
+
+    Slots skipped on purpose (`experimental_skip_slot_variables`), and
+    with an object map, the nodes outside its scope.
+    """
+    skipped = self.skipped_slot_node_ids()
+    if self._object_map is None:
+      return skipped
+    scope = self._object_map.scope
+    return skipped | frozenset(
+        node_id for node_id in range(len(self._object_graph_proto.nodes))
+        if node_id not in scope)
 
   def position(self, node_id):
     """The `CheckpointPosition` of node `node_id` in this restore."""
@@ -509,6 +536,17 @@ class CheckpointRestoreCoordinator:
     self._op_cache.by_name.update(new_ops)
     self._built_restore_ops.extend(new_ops.values())
     return list(restore_ops.values())
+
+
+def _resolved_object_map(options, object_graph_proto, graph_index, slot_lists,
+                         graph_view, save_path):
+  """The `ObjectMap` of the options' `object_map`, or None without one."""
+  object_map = object_maps.normalized(getattr(options, "object_map", None))
+  if not object_map:
+    return None
+  return object_maps.resolve(object_map, object_graph_proto, graph_index,
+                             slot_lists, graph_view.root,
+                             graph_view.attached_dependencies, save_path)
 
 
 class RestoreOpCache:

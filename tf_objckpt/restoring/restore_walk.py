@@ -28,6 +28,12 @@ from tf_objckpt.restoring import node_binding
 def restore_from_root(checkpoint, root, attached_dependencies=()):
   """Restores a checkpoint into `root`, and into the objects attached to it.
 
+  With an object map (`object_maps`), each pair's node is restored into
+  its object first; then, unless a pair names the root, node 0 into the
+  root as usual, the walk leaving the pairs' nodes and objects alone. The
+  attached objects (a `Checkpoint(root=...)`'s save counter) restore from
+  the checkpoint's root in any case.
+
   Args:
     checkpoint: The `CheckpointRestoreCoordinator` of the restore.
     root: The object node 0 is restored into.
@@ -36,7 +42,12 @@ def restore_from_root(checkpoint, root, attached_dependencies=()):
       (`Checkpoint(root=...)`); each is restored from the root's child of
       its name, unless already bound.
   """
-  restore_node(checkpoint, 0, root)
+  object_map = checkpoint.object_map
+  if object_map is not None:
+    for pair in object_map.pairs:
+      restore_node(checkpoint, pair.node_id, pair.trackable)
+  if object_map is None or not object_map.covers_root:
+    restore_node(checkpoint, 0, root)
   root_children = {
       child.local_name: child.node_id
       for child in checkpoint.object_graph_proto.nodes[0].children
@@ -91,6 +102,7 @@ class RestoreWalk:
 
   def __init__(self, checkpoint):
     self.checkpoint = checkpoint
+    self._object_map = checkpoint.object_map
     self.batch = node_binding.RestoreBatch()
     self._queue = collections.deque()
     self._keras3 = keras3_slot_binding.Keras3SlotSteps(self)
@@ -140,12 +152,16 @@ class RestoreWalk:
     bound = checkpoint.bound_objects
     current_children = tensorflow_internals.children(parent)
     skipped, fit_only = self._keras3.child_rules(position.proto_id)
+    object_map = self._object_map
     for node_id, local_name in zip(*children):
       if node_id in bound or node_id in skipped:
         continue  # Bound through another path.
       only_if_it_fits = node_id in fit_only
       local_object = tensorflow_internals.lookup_dependency(
           parent, local_name, current_children)
+      if object_map is not None and object_map.takes_elsewhere(
+          node_id, local_object):
+        continue  # An object map's pair binds it.
       if local_object is None:
         if checkpoint.node_has_values(node_id):
           deferred = checkpoint.position(node_id)

@@ -35,7 +35,9 @@ _EXAMPLES = {
         """example:
   tf-objckpt inspect /tmp/train            # the latest checkpoint's tree
   tf-objckpt inspect /tmp/train/ckpt-3 --keys
-  tf-objckpt inspect /tmp/train/ckpt-3 --values model/layer_with_weights-0/kernel""",
+  tf-objckpt inspect /tmp/train/ckpt-3 --values model/layer_with_weights-0/kernel
+  tf-objckpt inspect /tmp/pretrained/ckpt-9 --objects my_project.models:classifier \
+      --map model/backbone=model/encoder --map optimizer=optimizer""",
     "verify":
         """example:
   tf-objckpt verify /tmp/train/ckpt-3      # exit code 1 if anything is wrong
@@ -91,7 +93,8 @@ def _parser():
   # PATH may come after `--values KEY...`, which takes it: see `_path_last`.
   inspect.usage = ("%(prog)s [-h] [--verbose]\n" + " " * 26 +
                    "[--keys | --json | --values KEY [KEY ...]]\n" + " " * 26 +
-                   "PATH")
+                   "[--objects MODULE:FUNCTION [--map NEW=CHECKPOINT ...]]\n" +
+                   " " * 26 + "PATH")
   inspect.set_defaults(usage_error=inspect.error)
   inspect.add_argument("path", metavar="PATH", nargs="?", help=_PATH_HELP)
   output = inspect.add_mutually_exclusive_group()
@@ -107,6 +110,21 @@ def _parser():
                       metavar="KEY",
                       help="print these values (checkpoint keys or object "
                       "paths); large ones are summarised")
+  inspect.add_argument("--objects",
+                       metavar="MODULE:FUNCTION",
+                       help="instead, preview a restore into the objects this "
+                       "function builds (a dict of names to trackables, or "
+                       "the root): which value would go into which object, "
+                       "nothing assigned; exit code 1 unless all match and "
+                       "fit")
+  inspect.add_argument("--map",
+                       action="append",
+                       default=[],
+                       metavar="NEW=CHECKPOINT",
+                       help="with --objects: restore the checkpoint's object "
+                       "path CHECKPOINT into the new objects' path NEW "
+                       "(CheckpointOptions' object_map; '' is the root; "
+                       "repeatable)")
 
   verify = command(
       "verify", "Read every value of every shard, checking "
@@ -236,6 +254,8 @@ def _open(location, strict=True):
 
 
 def _inspect(args):
+  if args.objects or args.map:
+    return _preview(args)
   from tf_objckpt.tools import inspect_checkpoint  # pylint: disable=g-import-not-at-top
   text, code = inspect_checkpoint.run(_open(args.path, strict=False),
                                       keys=args.keys,
@@ -246,6 +266,37 @@ def _inspect(args):
   else:
     print(text)
   return code
+
+
+def _preview(args):
+  """`inspect --objects ... --map ...`: a restore's dry run, printed."""
+  # pylint: disable=g-import-not-at-top
+  from tf_objckpt.api import trackable_saver
+  from tf_objckpt.tools import convert_checkpoint
+  # pylint: enable=g-import-not-at-top
+  if not args.objects or args.keys or args.json or args.values:
+    args.usage_error("--map needs --objects, and --objects goes without "
+                     "--keys, --json and --values")
+  object_map = {}
+  for pair in args.map:
+    new_path, separator, checkpoint_path = pair.partition("=")
+    if not separator:
+      args.usage_error(f"--map takes NEW=CHECKPOINT, got {pair!r}")
+    object_map[new_path] = checkpoint_path
+  try:
+    build = convert_checkpoint.import_function(args.objects)
+  except ValueError as e:
+    args.usage_error(str(e))
+  prefix = _find(args.path)
+  checkpoint = convert_checkpoint.checkpoint_of(build())
+  try:
+    preview = checkpoint.preview_restore(
+        prefix, trackable_saver.CheckpointOptions(object_map=object_map))
+  except ValueError as e:
+    print(f"tf-objckpt inspect: {e}", file=sys.stderr)
+    return EXIT_PROBLEMS
+  print(preview)
+  return EXIT_OK if preview.complete else EXIT_PROBLEMS
 
 
 def _verify(args):

@@ -146,7 +146,7 @@ def _listed(title, items):
   return [f"{title} ({len(items)}):"] + shown
 
 
-def _checkpoint_of(objects):
+def checkpoint_of(objects):
   """A `Checkpoint` of a dict of named trackables, or of one root."""
   if isinstance(objects, dict):
     return object_checkpoints.Checkpoint(**objects)
@@ -176,7 +176,7 @@ def convert(save_path, out_prefix, objects, mapping=None, allow_partial=False):
   if checkpoint_opening.read_object_graph(reader, save_path) is not None:
     raise ValueError(f"{save_path!r} is already an object-based checkpoint.")
   values = reads.CheckpointValues(save_path, reader)
-  checkpoint = _checkpoint_of(objects)
+  checkpoint = checkpoint_of(objects)
   match = match_variables(checkpoint, values.shapes, mapping)
   if match.unmatched and not allow_partial:
     return Result(save_path, out_prefix, match, written=False)
