@@ -15,6 +15,7 @@ from tensorflow.python.trackable import base as tf_base
 from tensorflow.python.training import py_checkpoint_reader
 
 from tf_objckpt.engine import bundle_index
+from tf_objckpt.engine import state_file
 
 
 def open_reader(save_path):
@@ -67,6 +68,27 @@ def read_object_graph(reader, save_path):
         f"{why_unreadable(save_path, tf_base.OBJECT_GRAPH_PROTO_KEY, e)}"
     ) from e
   return proto
+
+
+def open_object_based(save_path, needed_for):
+  """A reader of `save_path` and its object graph, for an object-based use.
+
+  Args:
+    save_path: The checkpoint's prefix.
+    needed_for: What needs the object graph, ending the error's sentence.
+
+  Raises:
+    NotFoundError: If no checkpoint exists at `save_path`.
+    ValueError: If the checkpoint is name-based (has no object graph).
+  """
+  with state_file.explaining_directories(save_path):
+    reader = open_reader(save_path)
+  proto = read_object_graph(reader, save_path)
+  if proto is None:
+    raise ValueError(
+        f"Checkpoint {save_path!r} has no object graph (a name-based "
+        f"checkpoint of the v1 Saver): {needed_for}.")
+  return reader, proto
 
 
 def why_unreadable(save_path, key, error):

@@ -20,7 +20,6 @@ from tensorflow.python.framework import tensor_shape
 from tensorflow.python.util import compat
 
 from tf_objckpt.engine import checkpoint_opening
-from tf_objckpt.engine import state_file
 from tf_objckpt.foundation import checkpoint_keys
 from tf_objckpt.foundation import identity_containers
 from tf_objckpt.foundation import tensorflow_internals
@@ -137,13 +136,8 @@ def preview(
       missing on either side; ValueError for a name-based checkpoint.
   """
   save_path = compat.as_str(os.fspath(save_path))
-  with state_file.explaining_directories(save_path):
-    reader = checkpoint_opening.open_reader(save_path)
-  proto = checkpoint_opening.read_object_graph(reader, save_path)
-  if proto is None:
-    raise ValueError(
-        f"Checkpoint {save_path!r} has no object graph (a name-based "
-        "checkpoint of the v1 Saver): its preview is `tf-objckpt convert`'s.")
+  reader, proto = checkpoint_opening.open_object_based(
+      save_path, "its preview is `tf-objckpt convert`'s")
   shapes = reader.get_variable_to_shape_map()
   dtype_of = reader.get_variable_to_dtype_map()
   graph_index = object_graph_check.check_object_graph(proto, save_path, shapes)

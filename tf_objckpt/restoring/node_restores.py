@@ -20,7 +20,6 @@ from tensorflow.python.util import compat
 
 from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import reads
-from tf_objckpt.engine import state_file
 from tf_objckpt.foundation import tensorflow_internals
 from tf_objckpt.foundation.type_hints import CheckpointPath
 from tf_objckpt.restoring import node_binding
@@ -98,13 +97,8 @@ def _open(save_path):
   It expects a partial restore: the nodes not given are left alone, and
   its garbage collection warns about none of them.
   """
-  with state_file.explaining_directories(save_path):
-    reader = checkpoint_opening.open_reader(save_path)
-  object_graph_proto = checkpoint_opening.read_object_graph(reader, save_path)
-  if object_graph_proto is None:
-    raise ValueError(
-        f"Checkpoint {save_path!r} has no object graph (a name-based "
-        "checkpoint of the v1 Saver): restore_nodes restores nodes of one.")
+  reader, object_graph_proto = checkpoint_opening.open_object_based(
+      save_path, "restore_nodes restores nodes of one")
   values = reads.CheckpointValues(save_path, reader)
   checkpoint = restore_coordinator.CheckpointRestoreCoordinator(
       object_graph_proto,
