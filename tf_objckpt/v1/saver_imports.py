@@ -46,24 +46,31 @@ def import_meta_graph(meta_graph_or_file: Any,
   return saver
 
 
-def _import_meta_graph_with_return_elements(meta_graph_or_file,
-                                            clear_devices=False,
-                                            import_scope=None,
-                                            return_elements=None,
-                                            **kwargs):
-  """`import_meta_graph` that also returns the requested graph elements."""
+def _import_meta_graph_with_return_elements(
+    meta_graph_or_file: Any,
+    clear_devices: bool = False,
+    import_scope: Optional[str] = None,
+    return_elements: Optional[list] = None,
+    **kwargs: Any) -> tuple:
+  """`import_meta_graph` that also returns the requested graph elements.
+
+  TensorFlow's name, kept: TensorFlow's SavedModel loader calls it.
+  """
   meta_graphs.convert_savers(name_based_saver.Saver)
   meta_graph_def, imported_vars, elements = meta_graphs.imported(
       meta_graph_or_file, clear_devices, import_scope, return_elements,
       **kwargs)
-  saver = _create_saver_from_imported_meta_graph(meta_graph_def, import_scope,
-                                                 imported_vars)
-  return saver, elements
+  return (_create_saver_from_imported_meta_graph(meta_graph_def, import_scope,
+                                                 imported_vars), elements)
 
 
-def _create_saver_from_imported_meta_graph(meta_graph_def, import_scope,
-                                           imported_vars):
-  """A `Saver` for the variables of a just-imported meta graph, or None."""
+def _create_saver_from_imported_meta_graph(meta_graph_def: Any,
+                                           import_scope: Optional[str],
+                                           imported_vars: dict) -> Any:
+  """A `Saver` for the variables of a just-imported meta graph, or None.
+
+  TensorFlow's name, kept for code that calls it from the `saver` module.
+  """
   if meta_graph_def.HasField("saver_def"):
     scope = import_scope
     if imported_vars:
