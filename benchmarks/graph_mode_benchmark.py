@@ -14,7 +14,12 @@ and 10 saves. Later saves of both libraries and of the name-based v1
 `tf.compat.v1.train.Saver` (for reference) are interleaved, each writing a
 new numbered checkpoint after the disk has caught up with earlier writes
 (`os.sync`), so that disk and page-cache effects hit all alike; the median
-is printed. The v1 Saver is timed without writing its meta graph
+is printed, with every sample. A bare `SaveV2` of the same bytes in a
+session, interleaved the same way, is the floor of a later save (its time
+flips between two modes from save to save, whatever wraps it). The first
+restore is also split into `restore()`, the first `run_restore_ops()`
+and the same run again, to show the session's own setup of new ops. The
+v1 Saver is timed without writing its meta graph
 (the save alone), and with it (its default), which costs more than the save
 for graphs this large.
 
@@ -154,6 +159,8 @@ def _bench_saves(workload, directory, repeats):
   saves = {library: results[library]["save"] for library in _LIBRARIES}
   saves["v1"] = v1_save
   saves["v1 with meta graph"] = lambda: v1_save(write_meta_graph=True)
+  saves["SaveV2 alone"] = _bare_save_v2(workload, directory)
+  paths["SaveV2 alone"] = saves["SaveV2 alone"]()
   later = {name: [] for name in saves}
   for _ in range(repeats):
     for name, save in saves.items():
@@ -162,6 +169,11 @@ def _bench_saves(workload, directory, repeats):
       seconds, paths[name] = _timed(f"{name}:later save", save)
       later[name].append(seconds)
       _remove(old)
+  for name, seconds in later.items():
+    print(f"  later saves of {name}, ms: " +
+          " ".join(f"{second * 1000:.0f}" for second in seconds))
+  results["tensorflow"]["SaveV2 alone"] = statistics.median(
+      later["SaveV2 alone"])
   for library in _LIBRARIES:
     results[library]["later save"] = statistics.median(later[library])
     del results[library]["save"]
@@ -171,6 +183,34 @@ def _bench_saves(workload, directory, repeats):
       statistics.median(later[name]) for name in ("v1", "v1 with meta graph")
   ]
   return results, v1_times, paths
+
+
+def _bare_save_v2(workload, directory):
+  """A function running one `SaveV2` of the workload's bytes in a session.
+
+  The floor of a later save: the op that writes the data file, without a
+  checkpoint library around it (its run time moves between two modes from
+  one save to the next, whatever wraps it).
+  """
+  shape, count = _SHAPES[workload]
+  graph = tf.Graph()
+  with graph.as_default():
+    values = [tf.constant(np.ones(shape, np.float32)) for _ in range(count)]
+    prefix = tf.compat.v1.placeholder(tf.string, [])
+    save = tf.raw_ops.SaveV2(prefix=prefix,
+                             tensor_names=[f"v{i}" for i in range(count)],
+                             shape_and_slices=[""] * count,
+                             tensors=values)
+    session = tf.compat.v1.Session()
+  step = [0]
+
+  def run():
+    step[0] += 1
+    path = os.path.join(directory, workload, "save_v2", f"bare-{step[0]}")
+    session.run(save, {prefix: path})
+    return path
+
+  return run
 
 
 def _bench_first_calls(workload, directory, paths, results, repeats):
@@ -219,13 +259,22 @@ def _restore_times(library, workload, path):
   times = {}
   with program.graph.as_default():
 
-    def restore():
+    def restore(phases):
+      start = time.perf_counter()
       status = program.checkpoint.restore(path)
+      built = time.perf_counter()
       status.run_restore_ops(program.session)
+      phases.update(build=built - start, run=time.perf_counter() - built)
 
-    times["first restore"], _ = _timed(f"{library}:first restore", restore)
+    first, later = {}, {}
+    times["first restore"], _ = _timed(f"{library}:first restore",
+                                       lambda: restore(first))
     ops_before = program.num_ops()
-    times["later restore"], _ = _timed(f"{library}:later restore", restore)
+    times["later restore"], _ = _timed(f"{library}:later restore",
+                                       lambda: restore(later))
+    times["first restore: restore()"] = first["build"]
+    times["first restore: first run"] = first["run"]
+    times["first restore: the run again"] = later["run"]
     times["ops added by a later restore"] = program.num_ops() - ops_before
     restored = program.session.run(program.variables[-1])
     assert np.all(restored == 1.), "restored the wrong values"
@@ -242,6 +291,19 @@ def _report(workload, results, v1_times):
     print(f"  {operation:<14} tensorflow {theirs[operation]:8.3f}s  "
           f"tf_objckpt {ours[operation]:8.3f}s  "
           f"tensorflow / tf_objckpt x{theirs[operation] / ours[operation]:.2f}")
+  print("  first restore, where the time goes: restore() (builds the ops), "
+        "the first run_restore_ops (the session's setup of the new ops: "
+        "its graph sent again and planned, the restore function "
+        "instantiated; then the ops) and the same run again (the ops "
+        "alone)")
+  for library, measured in (("tensorflow", theirs), ("tf_objckpt", ours)):
+    print(f"    {library:<10} restore() "
+          f"{measured['first restore: restore()'] * 1000:6.0f} ms, "
+          f"first run {measured['first restore: first run'] * 1000:6.0f} ms, "
+          f"the run again "
+          f"{measured['first restore: the run again'] * 1000:6.0f} ms")
+  print(f"  later save: SaveV2 of the same bytes alone "
+        f"{theirs['SaveV2 alone']:8.3f}s")
   for label, v1_save in zip(("v1 Saver save", "  + meta graph"), v1_times):
     print(f"  {label:<14} {v1_save:8.3f}s; later saves / this: "
           f"tf_objckpt x{ours['later save'] / v1_save:.2f}, "

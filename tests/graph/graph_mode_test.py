@@ -378,6 +378,42 @@ def test_save_counter_is_incremented_by_a_cached_op(tmp_path):
   assert results["ours"] == (["ckpt-2", "ckpt-3", "ckpt-4"], 0, "ckpt-4")
 
 
+def test_a_first_save_failing_after_its_ops_are_built_saves_later_objects(
+    tmp_path):
+  """A first save whose directory cannot be made fails after its count and
+  its ops; an object added before the next save is in that save's file,
+  and the counts go on from the failed save, as in TensorFlow."""
+
+  def scenario(program):
+    root, checkpoint = _three_variables(program)
+    checkpoint.restore(None).initialize_or_restore(program.session)
+    directory = os.path.join(tmp_path, program.impl)
+    os.makedirs(directory)
+    blocker = os.path.join(directory, "a_file")
+    with open(blocker, "w") as f:
+      f.write("not a directory")
+    with pytest.raises(Exception) as raised:
+      checkpoint.save(os.path.join(blocker, "ckpt"), session=program.session)
+    root.d = program.variable("d", 4.)
+    program.run(root.d.initializer)
+    path = checkpoint.save(os.path.join(directory, "ckpt"),
+                           session=program.session)
+    keys = sorted(
+        key for key in tf.train.list_variables(path) if "OBJECT" not in key[0])
+    return (raised.type.__name__, os.path.basename(path), keys,
+            tf.train.load_variable(path, "root/d/.ATTRIBUTES/VARIABLE_VALUE"))
+
+  results = tl.in_graph_programs(scenario)
+  tl.assert_agree(results)
+  assert results["ours"][1:] == ("ckpt-2", [
+      ("root/a/.ATTRIBUTES/VARIABLE_VALUE", []),
+      ("root/b/.ATTRIBUTES/VARIABLE_VALUE", []),
+      ("root/c/.ATTRIBUTES/VARIABLE_VALUE", []),
+      ("root/d/.ATTRIBUTES/VARIABLE_VALUE", []),
+      ("save_counter/.ATTRIBUTES/VARIABLE_VALUE", [])
+  ], 4.)
+
+
 def test_restores_of_other_checkpoints_reuse_the_restore_ops(tmp_path):
   """The file prefix is fed: one set of restore ops serves every path."""
 

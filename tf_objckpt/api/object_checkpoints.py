@@ -36,6 +36,7 @@ from tf_objckpt.api import sessions
 from tf_objckpt.api import trackable_saver
 from tf_objckpt.engine import async_checkpoint
 from tf_objckpt.engine import commit
+from tf_objckpt.engine import sharding
 from tf_objckpt.engine import state_file
 from tf_objckpt.foundation import module_names
 from tf_objckpt.foundation import tensorflow_internals
@@ -165,18 +166,22 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
     self._finish_pending_write()
     if getattr(options, "durable", False):
       commit.check_durable(save_path)
-    count, session = self._count_save(save_path, session, options)
-    plan = save_transaction.planned(save_transaction.numbered(save_path, count),
-                                    options,
-                                    base=save_path,
-                                    state_file=state_file.STATE_FILENAME,
-                                    make_directory=True)
-    return self._save_planned(plan,
-                              options,
-                              session=session,
-                              record=functools.partial(
-                                  save_transaction.record_latest,
-                                  durable=plan.durable))
+    try:
+      count, session = self._count_save(save_path, session, options)
+      numbered_path = save_transaction.numbered(save_path, count)
+      plan = save_transaction.planned(numbered_path,
+                                      options,
+                                      base=save_path,
+                                      state_file=state_file.STATE_FILENAME,
+                                      make_directory=True)
+      return self._save_planned(plan,
+                                options,
+                                session=session,
+                                record=functools.partial(
+                                    save_transaction.record_latest,
+                                    durable=plan.durable))
+    finally:  # A save that failed before writing leaves no ops built for it.
+      self._saver.forget_built_save_ops()
 
   def save_planned(self,
                    plan: save_transaction.SavePlan,
@@ -239,15 +244,36 @@ class _CheckpointBase(auto_trackable.AutoTrackable,
     session = sessions.default_session(session,
                                        f"save checkpoint to {save_path!r}")
     if self._save_assign_op is None:  # Built once, then run at each save.
-      new_counter = self._save_counter is None
-      increment = self._increment_save_counter()
-      # Initialized before the save's ops are built: building them runs the
-      # options' sharding callback, which may run the counter's value.
-      if new_counter:
-        session.run(self.save_counter.initializer)
-      self._saver.build_save_ops(options)
-      self._save_assign_op = wrapping.NoDependency(increment)
+      return self._count_first_graph_save(session, options), session
     return session.run(self._save_assign_op), session
+
+  def _count_first_graph_save(self, session, options):
+    """The first graph-mode save's count, the save's ops built first.
+
+    A session sends its whole graph again at each run that finds new ops,
+    and plans every new set of fetches over the whole graph (tens of ms per
+    thousand variables each), so the counter's and the save's ops are all
+    built before anything runs, and a new counter is set to 1 in one run
+    instead of initialized, then incremented. A sharding callback may run
+    the counter while the save's ops are built: with one, a new counter is
+    initialized first (TensorFlow's order).
+    """
+    new_counter = self._save_counter is None
+    increment = self._increment_save_counter()
+    first_count = None
+    if new_counter and sharding.sharding_callback(options) is not None:
+      session.run(self.save_counter.initializer)
+    elif new_counter:
+      with ops.colocate_with(self.save_counter):
+        first_count = self.save_counter.assign(1, read_value=True)
+    try:
+      self._saver.build_save_ops(options)
+    except Exception:
+      if first_count is not None:  # A later save increments the counter.
+        session.run(self.save_counter.initializer)
+      raise
+    self._save_assign_op = wrapping.NoDependency(increment)
+    return session.run(increment if first_count is None else first_count)
 
   def _writes_in_background(self, options):
     """Whether this save is asynchronous; graph building, never (warned)."""

@@ -164,6 +164,7 @@ class TrackableSaver:
     self._save_feeds = None  # (path tensor, object graph tensor), fed.
     self._last_save_key = None
     self._save_path_tensor = None  # The cached save's result.
+    self._built_for_next_write = None  # (options, build_save_ops' result)
     self._restore_op_cache = restore_coordinator.RestoreOpCache()
 
   @property
@@ -271,9 +272,19 @@ class TrackableSaver:
     A session sends its whole graph again at each run that finds new ops,
     so building everything a first save needs before running anything
     saves that cost.
+
+    The next write with the same options runs what this built without
+    gathering the objects again: nothing runs between the two that could
+    change them.
     """
     with _garbage_collection_paused():
-      self._save_cached_when_graph_building(*self._feed_tensors(), options)
+      self._built_for_next_write = (options,
+                                    self._save_cached_when_graph_building(
+                                        *self._feed_tensors(), options))
+
+  def forget_built_save_ops(self) -> None:
+    """The next write gathers the objects again (a save failed between)."""
+    self._built_for_next_write = None
 
   def save(self,
            file_prefix: PathOrTensor,
@@ -340,8 +351,15 @@ class TrackableSaver:
     if not path_is_tensor:  # A tensor's value is known only when run.
       directory = os.path.dirname(save_path)
       file_io.recursive_create_dir(directory)
-    written, feed_additions = self._save_cached_when_graph_building(
-        file_prefix, object_graph_tensor, options, in_place=not path_is_tensor)
+    built, self._built_for_next_write = self._built_for_next_write, None
+    if use_session and built is not None and built[0] is options:
+      written, feed_additions = built[1]
+    else:
+      written, feed_additions = self._save_cached_when_graph_building(
+          file_prefix,
+          object_graph_tensor,
+          options,
+          in_place=not path_is_tensor)
     feed_dict.update(feed_additions)
     return session.run(written, feed_dict) if use_session else written
 
