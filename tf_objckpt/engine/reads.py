@@ -12,6 +12,7 @@ to read is a `Read`. A read that fails names the checkpoint, the key and
 the data file (`checkpoint_opening.why_unreadable`).
 """
 
+import concurrent.futures
 import contextlib
 import enum
 import functools
@@ -38,6 +39,8 @@ from tf_objckpt.engine import variable_batches
 # Reads beside the calling thread's own (`eager_restore_v2`).
 _read_pool = thread_pools.ThreadPool("tf_objckpt_read",
                                      lambda: tuning.TUNING.read_threads - 1)
+# Eager ops sent to other tasks, a thread per task (`on_each_task`).
+_task_pool = thread_pools.ThreadPool("tf_objckpt_tasks", lambda: 32)
 
 
 def readable_values(save_path):
@@ -335,7 +338,7 @@ class CheckpointValues:
     remote_values = self._received(sent, remote)
     for piece in pieces[-1:] + pieces[:-1]:
       values = self.read([spec for unit in piece for spec in unit.reads])
-      _hand_over(zip(remote, remote_values))
+      _hand_over_on_each_task(zip(remote, remote_values))
       remote = remote_values = ()
       _hand_over(_values_of(piece, values))
       del values  # Freed before the next piece is read into new memory.
@@ -343,7 +346,11 @@ class CheckpointValues:
         budget.piece_freed()
 
   def _send_reads(self, units):
-    """Sends the reads of `units`, one `RestoreV2` per device.
+    """Sends the reads of `units`, one `RestoreV2` per device, at once.
+
+    Each is sent from a thread of its own (`on_each_task`): a client that
+    waits for each remote op (a `ParameterServerStrategy` coordinator's)
+    would otherwise read one task after the other.
 
     Returns:
       `[(device, specs, values)]`: the values are not waited for.
@@ -351,9 +358,13 @@ class CheckpointValues:
     by_device = {}
     for unit in units:
       by_device.setdefault(unit.device, []).extend(unit.reads)
-    return [(device, specs, self._send_read(specs, device))
-            for device, specs in by_device.items()
-            if specs]
+    sent = [(device, specs) for device, specs in by_device.items() if specs]
+    values = on_each_task([
+        functools.partial(self._send_read, specs, device)
+        for device, specs in sent
+    ])
+    return [(device, specs, tensors)
+            for (device, specs), tensors in zip(sent, values)]
 
   def _received(self, sent, units):
     """The values of each of `units` (`_send_reads` sent), once read.
@@ -547,6 +558,31 @@ class CheckpointValues:
     except errors.OpError:
       return specs[0]
     return None
+
+
+def on_each_task(calls):
+  """Runs each of `calls` on a thread of its own; returns their results.
+
+  For eager ops on other tasks, one call per task: where each remote op is
+  a round trip that the caller waits for, the tasks then work at the same
+  time. Raises the first call's error, once every call has returned.
+  """
+  if len(calls) < 2:
+    return [call() for call in calls]
+  futures = [_task_pool.submit(call) for call in calls]
+  concurrent.futures.wait(futures)
+  return [future.result() for future in futures]
+
+
+def _hand_over_on_each_task(units_and_values):
+  """`_hand_over`, the units of each device from a thread of its own."""
+  by_device = {}
+  for unit, values in units_and_values:
+    by_device.setdefault(unit.device, []).append((unit, values))
+  on_each_task([
+      functools.partial(_hand_over, device_units)
+      for device_units in by_device.values()
+  ])
 
 
 def _hand_over(units_and_values):
