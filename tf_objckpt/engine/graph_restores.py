@@ -20,6 +20,7 @@ from tensorflow.python.framework import function
 from tensorflow.python.framework import ops
 from tensorflow.python.util import compat
 
+from tf_objckpt.engine import read_lanes
 from tf_objckpt.engine import reads
 from tf_objckpt.engine import restore_memory
 from tf_objckpt.engine import tuning
@@ -66,7 +67,7 @@ class ReadChain:
     """
     if self._width is None:
       return [slice(0, len(sizes))]
-    return reads.runs_of_bytes(sizes, self.run_bytes)
+    return read_lanes.runs_of_bytes(sizes, self.run_bytes)
 
   @property
   def run_bytes(self):
@@ -131,8 +132,8 @@ def variable_bytes(variable):
 
 def _byte_batches(variables, batch_bytes):
   """Slices of `variables` holding about `batch_bytes` each."""
-  return reads.runs_of_bytes([variable_bytes(v) for v in variables],
-                             batch_bytes)
+  return read_lanes.runs_of_bytes([variable_bytes(v) for v in variables],
+                                  batch_bytes)
 
 
 def _call_restore_function(file_prefix, variables, names, slices, handle_nodes):

@@ -9,6 +9,9 @@ file are split into runs of about equal bytes. A restore in pieces
 a piece for each thread (`lane_count`), so that every piece keeps the
 threads busy.
 
+`runs_of_bytes` cuts a list of values into runs of at most so many bytes
+(lanes, pieces, graph-mode restore batches).
+
 `DataFiles` says which data file holds each key, from the checkpoint's
 `.index` (`bundle_index`), read only for checkpoints of several data files
 and reads large enough to split.
@@ -106,3 +109,19 @@ def _by_file(costs, files, count):
 def lane_count(files):
   """How many threads reads of values in `files` can keep busy."""
   return max(1, min(tuning.TUNING.read_threads, len(set(files))))
+
+
+def runs_of_bytes(sizes, limit):
+  """Consecutive slices of `sizes` adding up to at most `limit` bytes each.
+
+  A run exceeds `limit` only when its first item alone does.
+  """
+  if not sizes:
+    return []
+  runs, start, filled = [], 0, 0
+  for index, size in enumerate(sizes):
+    if index > start and filled + size > limit:
+      runs.append(slice(start, index))
+      start, filled = index, 0
+    filled += size
+  return runs + [slice(start, len(sizes))]

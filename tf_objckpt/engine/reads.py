@@ -5,14 +5,12 @@ Every `RestoreV2` outside the graph-mode restore functions
 reads of a checkpoint opened by `checkpoint_opening`: eagerly, values of
 existing objects all at once when they fit under the restore's memory
 limit (`restore_memory`), else a piece at a time (`restore_in_pieces`),
-values of
-objects not created yet read ahead, large reads split across threads (by
-data file, `read_lanes`); graph building, one read op per value. A value
-to read is a `Read`. A read that fails names the checkpoint, the key and
-the data file (`checkpoint_opening.why_unreadable`).
+values of objects not created yet read ahead, large reads split across
+threads (by data file, `read_lanes`), other tasks' values read on them;
+graph building, one read op per value. A value to read is a `Read`. A
+read that fails names the checkpoint, the key and the data file.
 """
 
-import concurrent.futures
 import contextlib
 import enum
 import functools
@@ -30,6 +28,7 @@ from tensorflow.python.util import compat
 
 from tf_objckpt.engine import checkpoint_opening
 from tf_objckpt.engine import read_lanes
+from tf_objckpt.engine import remote_tasks
 from tf_objckpt.engine import resident_memory
 from tf_objckpt.engine import restore_memory
 from tf_objckpt.engine import thread_pools
@@ -39,8 +38,6 @@ from tf_objckpt.engine import variable_batches
 # Reads beside the calling thread's own (`eager_restore_v2`).
 _read_pool = thread_pools.ThreadPool("tf_objckpt_read",
                                      lambda: tuning.TUNING.read_threads - 1)
-# Eager ops sent to other tasks, a thread per task (`on_each_task`).
-_task_pool = thread_pools.ThreadPool("tf_objckpt_tasks", lambda: 32)
 
 
 def readable_values(save_path):
@@ -359,7 +356,7 @@ class CheckpointValues:
     for unit in units:
       by_device.setdefault(unit.device, []).extend(unit.reads)
     sent = [(device, specs) for device, specs in by_device.items() if specs]
-    values = on_each_task([
+    values = remote_tasks.on_each_task([
         functools.partial(self._send_read, specs, device)
         for device, specs in sent
     ])
@@ -436,7 +433,8 @@ class CheckpointValues:
       piece_bytes = min(piece_bytes * read_lanes.lane_count(files),
                         max(1, limit // 2))
     target = total / math.ceil(total / piece_bytes)
-    return [units[run] for run in runs_of_bytes(sizes, target)], piece_bytes
+    return [units[run] for run in read_lanes.runs_of_bytes(sizes, target)
+           ], piece_bytes
 
   @contextlib.contextmanager
   def every_value_read_first(self, keep_values=True):
@@ -474,7 +472,8 @@ class CheckpointValues:
     sizes = [byte_size(self.shapes[spec.name], spec.dtype) for spec in specs]
     budget = resident_memory.PieceBudget(tuning.TUNING.restore_piece_bytes)
     with context.eager_mode():
-      for run in runs_of_bytes(sizes, tuning.TUNING.restore_piece_bytes):
+      for run in read_lanes.runs_of_bytes(sizes,
+                                          tuning.TUNING.restore_piece_bytes):
         values = self._restore_v2(specs[run])
         keep_bytes -= sum(sizes[run])
         if keep_bytes >= 0:
@@ -560,29 +559,13 @@ class CheckpointValues:
     return None
 
 
-def on_each_task(calls):
-  """Runs each of `calls` on a thread of its own; returns their results.
-
-  For eager ops on other tasks, one call per task: where each remote op is
-  a round trip that the caller waits for, the tasks then work at the same
-  time. Raises the first call's error, once every call has returned.
-  """
-  if len(calls) < 2:
-    return [call() for call in calls]
-  futures = [_task_pool.submit(call) for call in calls]
-  concurrent.futures.wait(futures)
-  return [future.result() for future in futures]
-
-
 def _hand_over_on_each_task(units_and_values):
   """`_hand_over`, the units of each device from a thread of its own."""
   by_device = {}
   for unit, values in units_and_values:
     by_device.setdefault(unit.device, []).append((unit, values))
-  on_each_task([
-      functools.partial(_hand_over, device_units)
-      for device_units in by_device.values()
-  ])
+  remote_tasks.on_each_task(
+      [functools.partial(_hand_over, units) for units in by_device.values()])
 
 
 def _hand_over(units_and_values):
@@ -610,22 +593,6 @@ def _wait_for(tensors):
   """
   if tensors:
     _ = tensors[0].shape
-
-
-def runs_of_bytes(sizes, limit):
-  """Consecutive slices of `sizes` adding up to at most `limit` bytes each.
-
-  A run exceeds `limit` only when its first item alone does.
-  """
-  if not sizes:
-    return []
-  runs, start, filled = [], 0, 0
-  for index, size in enumerate(sizes):
-    if index > start and filled + size > limit:
-      runs.append(slice(start, index))
-      start, filled = index, 0
-    filled += size
-  return runs + [slice(start, len(sizes))]
 
 
 def io_device(options):

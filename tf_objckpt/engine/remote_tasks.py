@@ -19,6 +19,7 @@ Local ops run synchronously and need no wait; neither does graph building,
 whose control dependencies order the ops.
 """
 
+import concurrent.futures
 import contextlib
 import functools
 import re
@@ -28,6 +29,11 @@ from tensorflow.python.framework import device as pydev
 from tensorflow.python.framework import errors
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import gen_logging_ops
+
+from tf_objckpt.engine import thread_pools
+
+# Eager ops sent to other tasks, a thread per task (`on_each_task`).
+_task_pool = thread_pools.ThreadPool("tf_objckpt_tasks", lambda: 32)
 
 
 def connected():
@@ -57,6 +63,20 @@ def remote_cpus(devices):
 def is_remote(device):
   """Whether eager ops on `device` run on another task than this one."""
   return remote_cpus([device])[0] is not None
+
+
+def on_each_task(calls):
+  """Runs each of `calls` on a thread of its own; returns their results.
+
+  For eager ops on other tasks, one call per task: where each remote op is
+  a round trip that the caller waits for, the tasks then work at the same
+  time. Raises the first call's error, once every call has returned.
+  """
+  if len(calls) < 2:
+    return [call() for call in calls]
+  futures = [_task_pool.submit(call) for call in calls]
+  concurrent.futures.wait(futures)
+  return [future.result() for future in futures]
 
 
 # How TensorFlow's error from an op on another task names that task.
