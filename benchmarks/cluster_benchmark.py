@@ -24,7 +24,9 @@ A last line per cluster shows where a later write's time goes: the bytes
 alone (one SaveV2 per task at once, in a function traced before), which
 both libraries' writes cost at least, timed the same way in each
 library's clients: its ratio shows how much the machine's pace differed
-between them (1 on a quiet machine).
+between them (1 on a quiet machine). Last, one more client times both
+libraries, taking turns, in rounds of a later write and a later read: the
+same client's pace for both.
 """
 
 import contextlib
@@ -62,6 +64,7 @@ _PLAIN_VARIABLES = 4
 _FLOAT_BYTES = 4
 _ROW = 1024  # Floats per row of the variables.
 _LATER = 5  # Writes after the second, timed in each client.
+_ALTERNATING = 8  # Rounds of the one client timing both libraries.
 
 
 def _rows(mib):
@@ -94,14 +97,21 @@ def _pss_variables(mib):
   return variables
 
 
-def _run_child(request):
-  """Times writes and reads with one library on the running cluster."""
+def _cluster_variables(request):
+  """Connects to the request's cluster; returns its variables."""
   if request["cluster"] == "remote":
     tf.config.experimental_connect_to_cluster(
         tf.train.ClusterSpec(request["spec"]))
-    variables = _remote_variables(request["mib"])
-  else:
-    variables = _pss_variables(request["mib"])
+    return _remote_variables(request["mib"])
+  return _pss_variables(request["mib"])
+
+
+def _run_child(request):
+  """Times writes and reads with one library on the running cluster."""
+  variables = _cluster_variables(request)
+  if request.get("alternate"):
+    fresh_process.emit(_alternating(variables, request["prefix"]))
+    return
   checkpoint = _LIBRARIES[request["library"]](**variables)
   prefix = request["prefix"]
   fresh_process.clear(prefix, prefix + "_again")
@@ -120,6 +130,41 @@ def _run_child(request):
   timings["floor: the shards alone"] = _shards_alone(variables,
                                                      prefix + "_floor")
   fresh_process.emit(timings)
+
+
+def _alternating(variables, prefix):
+  """`{library: {measurement: [seconds]}}` of both libraries in one client.
+
+  After a first write and read each, `_ALTERNATING` rounds of a write (to
+  a new prefix) and a read per library, the libraries taking turns: the
+  client's pace, which differs from one process to the next, is the same
+  for both.
+  """
+  checkpoints = {
+      library: checkpoint_class(**variables)
+      for library, checkpoint_class in _LIBRARIES.items()
+  }
+  times = {
+      library: {
+          "later write": [],
+          "later read": []
+      } for library in checkpoints
+  }
+  for library, checkpoint in checkpoints.items():
+    checkpoint.read(checkpoint.write(f"{prefix}_{library}_warm"))
+  for index in range(_ALTERNATING):
+    for library, checkpoint in checkpoints.items():
+      path = f"{prefix}_{library}_{index}"
+      fresh_process.clear(path)
+      times[library]["later write"].append(
+          fresh_process.timed(functools.partial(checkpoint.write, path)))
+      times[library]["later read"].append(
+          fresh_process.timed(functools.partial(_read, checkpoint, path)))
+  return times
+
+
+def _read(checkpoint, path):
+  checkpoint.read(path).assert_consumed()
 
 
 def _median_of_later_writes(checkpoint, prefix):
@@ -240,7 +285,7 @@ def _bench(cluster, directory, mib, repeats):
   os.environ.update(child_env)  # The children inherit it.
   try:
     with _servers(spec, servers):
-      return fresh_process.repeated(
+      separate = fresh_process.repeated(
           repeats, lambda library: fresh_process.run_child(
               __file__,
               library=library,
@@ -248,6 +293,14 @@ def _bench(cluster, directory, mib, repeats):
               spec=spec,
               mib=mib,
               prefix=os.path.join(directory, f"{cluster}_{library}")))
+      together = fresh_process.run_child(__file__,
+                                         alternate=True,
+                                         cluster=cluster,
+                                         spec=spec,
+                                         mib=mib,
+                                         prefix=os.path.join(
+                                             directory, f"{cluster}_both"))
+      return separate, together
   finally:
     for name in child_env:
       del os.environ[name]
@@ -265,8 +318,12 @@ def main(argv):
     for cluster in _CLUSTERS.value:
       print(f"{cluster}: {_MIB.value} MiB, load {os.getloadavg()[0]:.1f}",
             flush=True)
-      fresh_process.print_medians(
-          cluster, _bench(cluster, directory, _MIB.value, _REPEATS.value))
+      separate, together = _bench(cluster, directory, _MIB.value,
+                                  _REPEATS.value)
+      fresh_process.print_medians(cluster, separate)
+      print(f"{cluster}, both libraries in one client, alternating, medians "
+            f"of {_ALTERNATING}:")
+      fresh_process.print_medians(cluster, together)
 
 
 if __name__ == "__main__":
