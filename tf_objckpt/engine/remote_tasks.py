@@ -71,8 +71,10 @@ def on_each_task(calls):
   For eager ops on other tasks, one call per task: where each remote op is
   a round trip that the caller waits for, the tasks then work at the same
   time. Raises the first call's error, once every call has returned.
+  Callers with op callbacks (TensorFlow keeps them per thread), which must
+  see the ops, run the calls themselves, one after the other.
   """
-  if len(calls) < 2:
+  if len(calls) < 2 or context.context().op_callbacks:
     return [call() for call in calls]
   futures = [_task_pool.submit(call) for call in calls]
   concurrent.futures.wait(futures)
