@@ -18,7 +18,9 @@ is printed, with every sample. A bare `SaveV2` of the same bytes in a
 session, interleaved the same way, is the floor of a later save (its time
 flips between two modes from save to save, whatever wraps it). The first
 restore is also split into `restore()`, the first `run_restore_ops()`
-and the same run again, to show the session's own setup of new ops. The
+and the same run again, to show the session's own setup of new ops, and
+shown beside the first run of a no-op in a fresh process's same graph: the
+part of a first run that any first run of a session pays. The
 v1 Saver is timed without writing its meta graph
 (the save alone), and with it (its default), which costs more than the save
 for graphs this large.
@@ -224,7 +226,8 @@ def _bench_first_calls(workload, directory, paths, results, repeats):
   def measure(library):
     save_prefix = os.path.join(directory, workload, library, "first")
     measured = {}
-    for operation, path in (("save", save_prefix), ("restore", paths[library])):
+    for operation, path in (("save", save_prefix), ("restore", paths[library]),
+                            ("no-op", None)):
       measured.update(
           fresh_process.run_child(
               __file__,
@@ -251,6 +254,23 @@ def _first_save_time(library, workload, prefix):
         lambda: program.checkpoint.save(prefix, session=program.session))
   program.session.close()
   return {"first save": seconds}
+
+
+def _first_no_op_run_time(library, workload, path):
+  """The first run of a fresh session, of a no-op in the graph of a restore.
+
+  Any first run pays it (the whole graph sent to the session and placed):
+  it is the floor of a first restore's first `run_restore_ops`.
+  """
+  del path  # Nothing is read.
+  program = _Program(library, workload, initial_value=0.)
+  with program.graph.as_default():
+    no_op = tf.no_op()
+    start = time.perf_counter()
+    program.session.run(no_op)
+    seconds = time.perf_counter() - start
+  program.session.close()
+  return {"first run of a no-op": seconds}
 
 
 def _restore_times(library, workload, path):
@@ -302,6 +322,10 @@ def _report(workload, results, v1_times):
           f"first run {measured['first restore: first run'] * 1000:6.0f} ms, "
           f"the run again "
           f"{measured['first restore: the run again'] * 1000:6.0f} ms")
+  print("    a first run of a no-op in the same graph (what any first run "
+        "pays: the graph sent to the session and placed): tensorflow "
+        f"{theirs['first run of a no-op'] * 1000:.0f} ms, tf_objckpt "
+        f"{ours['first run of a no-op'] * 1000:.0f} ms")
   print(f"  later save: SaveV2 of the same bytes alone "
         f"{theirs['SaveV2 alone']:8.3f}s")
   for label, v1_save in zip(("v1 Saver save", "  + meta graph"), v1_times):
@@ -317,8 +341,11 @@ def main(argv):
   tf.get_logger().setLevel("ERROR")
   if _CHILD.value:
     request = json.loads(_CHILD.value)
-    measure = (_first_save_time
-               if request["operation"] == "save" else _restore_times)
+    measure = {
+        "save": _first_save_time,
+        "restore": _restore_times,
+        "no-op": _first_no_op_run_time
+    }[request["operation"]]
     fresh_process.emit(
         measure(request["library"], request["workload"], request["path"]))
     return

@@ -11,6 +11,13 @@ in these layouts (cases):
                       by one thread each: the bandwidth of all the cores;
   tensorflow          `tf.train.Checkpoint` write/read, default options
                       (one data file);
+  restore_v2          TensorFlow's write; the read is one `RestoreV2` op of
+                      every value, nothing assigned: the op any read runs,
+                      alone, the floor of a read through `RestoreV2`. The
+                      kernel reads each value of more than 16M elements
+                      (64 MiB of float32) on its own pool of eight
+                      threads, the smaller ones one after the other on
+                      one thread;
   tf_objckpt          `tf_objckpt.Checkpoint`, default options;
   *_parallel          with `CheckpointOptions(experimental_sharding_callback=
                       tf_objckpt.ParallelShardsPolicy())`: one file per
@@ -45,9 +52,9 @@ ratios shrink.
 With `--phases`, it then shows where the time of our one-file read goes,
 in `--repeats` more fresh processes (each phase after the memory
 recycling): `np.fromfile` of the data file (the copy from the page cache
-into new memory); one `RestoreV2` of every value on one thread
-(TensorFlow's kernel: that copy, plus each value's checksum and
-allocation); the same split across our read threads
+into new memory); one `RestoreV2` op of every value (TensorFlow's kernel:
+that copy, plus each value's checksum and allocation; on its pool of
+readers for values over 16M elements, see `restore_v2`); the same split across our read threads
 (`reads.eager_restore_v2`); assigning the values read to the variables
 (TensorFlow hands a value nothing else holds to the variable, no copy);
 and `read()` itself (one pass under the memory limit).
@@ -80,7 +87,7 @@ _REPEATS = flags.DEFINE_integer("repeats", 5,
 _SHARDS = flags.DEFINE_integer("shards", 4,
                                "Files MaxShardSizePolicy splits into.")
 _CASES = flags.DEFINE_list("cases", [
-    "numpy", "numpy_parallel", "tensorflow", "tf_objckpt",
+    "numpy", "numpy_parallel", "tensorflow", "restore_v2", "tf_objckpt",
     "tensorflow_parallel", "tf_objckpt_parallel", "tensorflow_max_size",
     "tf_objckpt_max_size", "tensorflow_graph_max_size",
     "tf_objckpt_graph_max_size", "tensorflow_saver_sharded",
@@ -196,6 +203,29 @@ def _eager_case(request, library, policy):
   return measured
 
 
+def _restore_v2_case(request):
+  """TensorFlow's write, or one `RestoreV2` of every value it wrote."""
+  if request["op"] == "write":
+    return _eager_case(request, "tensorflow", None)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.ops import io_ops  # pylint: disable=g-import-not-at-top
+  count = _VARIABLES.value
+  values = []
+  measured = _timed(lambda: values.extend(
+      io_ops.restore_v2(request["prefix"], _keys(), [""] * count, [tf.float32] *
+                        count)))
+  _check_restored(values[-1].numpy())
+  return measured
+
+
+def _keys():
+  """The checkpoint keys of the variables (`Checkpoint(v=variables)`)."""
+  return [
+      f"v/{index}/.ATTRIBUTES/VARIABLE_VALUE"
+      for index in range(_VARIABLES.value)
+  ]
+
+
 def _check_restored(last_variable_value):
   if last_variable_value[0] != _first_value(_VARIABLES.value - 1):
     raise AssertionError("The restore did not restore the values.")
@@ -286,13 +316,13 @@ def _phases_child(request):
   prefix = request["prefix"]
   count = _VARIABLES.value
   variables = [tf.Variable(tf.zeros([_elements()])) for _ in range(count)]
-  keys = [f"v/{index}/.ATTRIBUTES/VARIABLE_VALUE" for index in range(count)]
+  keys = _keys()
   size = _elements() * 4
   phases = {}
   phases["np.fromfile"], _ = _timed(
       lambda: np.fromfile(prefix + ".data-00000-of-00001", np.uint8))
   values = []
-  phases["RestoreV2, one thread"], _ = _timed(lambda: values.extend(
+  phases["RestoreV2, one op"], _ = _timed(lambda: values.extend(
       io_ops.restore_v2(prefix, keys, [""] * count, [tf.float32] * count)))
 
   def assign():
@@ -328,6 +358,8 @@ def _run_case(request):
   case = request["case"]
   if case.startswith("numpy"):
     return _numpy_case(request, parallel=case == "numpy_parallel")
+  if case == "restore_v2":
+    return _restore_v2_case(request)
   library = "tf_objckpt" if case.startswith("tf_objckpt") else "tensorflow"
   layout = case[len(library) + 1:]  # "", "parallel", "max_size", ...
   if layout in ("graph_max_size", "saver_sharded"):
@@ -365,7 +397,7 @@ def _concurrency(directory):
   """`{case: most data files written at once}` (checkpoint cases)."""
   found = {}
   for case in _CASES.value:
-    if case.startswith("numpy"):
+    if case.startswith("numpy") or case == "restore_v2":
       continue
     prefix = os.path.join(directory, case, "ckpt")
     os.makedirs(os.path.dirname(prefix), exist_ok=True)

@@ -2,8 +2,9 @@
 
 Graph building, plain variables are restored in batches of about
 `graph_restore_batch_bytes` (`tuning`), each by one call of a function that
-finds them by name (`_VarHandlesOp`), reads their values (`RestoreV2`) and
-assigns them. Grappler, which runs on the first `Session.run` of a restore
+finds them by name (`_VarHandlesOp`), reads their values (`RestoreV2`s
+that run at once, one per read thread, as eager reads do) and assigns
+them. Grappler, which runs on the first `Session.run` of a restore
 and costs about 5 ms per optimizer pass per thousand edges, sees only the
 calls and the path they read. A restore over the restore memory limit
 (`restore_memory`) keeps at most `read_threads` batches running at once
@@ -112,12 +113,13 @@ def restore_variables(file_prefix,
     The op restoring each variable (one per batch), in order.
   """
   chain = chain or ReadChain(None)
+  sizes = [variable_bytes(v) for v in variables]
   restore_ops = []
-  for batch in _byte_batches(variables, chain.run_bytes):
+  for batch in read_lanes.runs_of_bytes(sizes, chain.run_bytes):
     with ops.control_dependencies(chain.waits_for()):
       restore_op = _call_restore_function(file_prefix, variables[batch],
                                           names[batch], slices[batch],
-                                          handle_nodes[batch])
+                                          handle_nodes[batch], sizes[batch])
     chain.add([restore_op])
     restore_ops.extend([restore_op] * len(variables[batch]))
   return restore_ops
@@ -130,14 +132,9 @@ def variable_bytes(variable):
   return reads.byte_size(variable.shape.as_list(), variable.dtype.base_dtype)
 
 
-def _byte_batches(variables, batch_bytes):
-  """Slices of `variables` holding about `batch_bytes` each."""
-  return read_lanes.runs_of_bytes([variable_bytes(v) for v in variables],
-                                  batch_bytes)
-
-
-def _call_restore_function(file_prefix, variables, names, slices, handle_nodes):
-  """One call of a function restoring `variables`.
+def _call_restore_function(file_prefix, variables, names, slices, handle_nodes,
+                           sizes):
+  """One call of a function restoring `variables` (of about `sizes` bytes).
 
   The call names the function as its op, so the function runs on the
   device of its variables like any op, without the placement and
@@ -147,7 +144,8 @@ def _call_restore_function(file_prefix, variables, names, slices, handle_nodes):
   definition = _restore_function(
       variable_batches.handle_attrs(variables,
                                     shapes=False,
-                                    handle_nodes=handle_nodes), names, slices)
+                                    handle_nodes=handle_nodes), names, slices,
+      read_lanes.lanes(sizes))
   function_name = definition.signature.name
   if not graph._is_function(function_name):  # pylint: disable=protected-access
     library = function_pb2.FunctionDefLibrary(function=[definition])
@@ -160,12 +158,15 @@ def _call_restore_function(file_prefix, variables, names, slices, handle_nodes):
         _disable_call_shape_inference=attr_value_pb2.AttrValue(b=True))
 
 
-def _restore_function(handle_attrs, names, slices):
+def _restore_function(handle_attrs, names, slices, lanes):
   """The FunctionDef restoring the variables `handle_attrs` finds.
 
   Its one input is the checkpoint path; the keys and slices it reads are
-  constants of its body. It finds the variables by container and shared
-  name, on the device it runs on (its caller is colocated with them).
+  constants of its body, read by one `RestoreV2` per lane (lists of
+  indices, `read_lanes.lanes`), which the session runs at once; no value
+  is assigned before every lane has read (a damaged value anywhere assigns
+  nothing). It finds the variables by container and shared name, on the
+  device it runs on (its caller is colocated with them).
   `_noinline` keeps Grappler from copying its body into the graph, and
   `_tf_data_function` from optimizing it with the graph (there is nothing
   in it to optimize). Named after its content, so that the same name in any
@@ -178,31 +179,45 @@ def _restore_function(handle_attrs, names, slices):
   signature.input_arg.add(name="prefix", type=dtypes.string.as_datatype_enum)
   definition.attr["_noinline"].b = True
   definition.attr["_tf_data_function"].b = True
-  for name, strings in (("names", names), ("slices", slices)):
-    constant = definition.node_def.add(name=name, op="Const")
+  dtype_enums = handle_attrs["dtypes"].list.type
+  count = len(dtype_enums)
+  reads = [f"values{lane_number}" for lane_number in range(len(lanes))]
+  for read, lane in zip(reads, lanes):
+    _add_restore_v2(definition, read, [names[i] for i in lane],
+                    [slices[i] for i in lane], [dtype_enums[i] for i in lane])
+  # All or nothing: every assign needs a handle, and the handles wait for
+  # every read (two edges, where a wait of each assign would be thousands).
+  handles = definition.node_def.add(
+      name="handles",
+      op="_VarHandlesOp",
+      input=[f"^{read}" for read in reads] if len(reads) > 1 else [])
+  handles.attr["N"].i = count
+  for attr, value in handle_attrs.items():
+    handles.attr[attr].CopyFrom(value)
+  for read, lane in zip(reads, lanes):
+    for position, index in enumerate(lane):
+      assign = definition.node_def.add(
+          name=f"assign{index}",
+          op="AssignVariableOp",
+          input=[f"handles:resources:{index}", f"{read}:tensors:{position}"])
+      assign.attr["dtype"].type = dtype_enums[index]
+  digest = hashlib.sha256(
+      definition.SerializeToString(deterministic=True)).hexdigest()[:16]
+  signature.name = f"tf_objckpt_restore_variables_{count}_{digest}"
+  return definition
+
+
+def _add_restore_v2(definition, name, keys, slices, dtype_enums):
+  """Adds to `definition` a `RestoreV2` named `name` and its constants."""
+  for suffix, strings in (("names", keys), ("slices", slices)):
+    constant = definition.node_def.add(name=f"{name}_{suffix}", op="Const")
     constant.attr["dtype"].type = dtypes.string.as_datatype_enum
     value = constant.attr["value"].tensor
     value.dtype = dtypes.string.as_datatype_enum
     value.tensor_shape.dim.add(size=len(strings))
     value.string_val.extend(compat.as_bytes(string) for string in strings)
-  dtype_enums = handle_attrs["dtypes"].list.type
-  count = len(dtype_enums)
-  handles = definition.node_def.add(name="handles", op="_VarHandlesOp")
-  handles.attr["N"].i = count
-  for attr, value in handle_attrs.items():
-    handles.attr[attr].CopyFrom(value)
   values = definition.node_def.add(
-      name="values",
+      name=name,
       op="RestoreV2",
-      input=["prefix", "names:output:0", "slices:output:0"])
-  values.attr["dtypes"].CopyFrom(handle_attrs["dtypes"])
-  for index in range(count):
-    assign = definition.node_def.add(
-        name=f"assign{index}",
-        op="AssignVariableOp",
-        input=[f"handles:resources:{index}", f"values:tensors:{index}"])
-    assign.attr["dtype"].type = dtype_enums[index]
-  digest = hashlib.sha256(
-      definition.SerializeToString(deterministic=True)).hexdigest()[:16]
-  signature.name = f"tf_objckpt_restore_variables_{count}_{digest}"
-  return definition
+      input=["prefix", f"{name}_names:output:0", f"{name}_slices:output:0"])
+  values.attr["dtypes"].list.type.extend(dtype_enums)

@@ -1,7 +1,9 @@
-"""Which eager reads run together on one thread: whole data files, if several.
+"""Which reads run together on one thread: whole data files, if several.
 
 A large eager read is split across the read threads (`reads`), one
-`RestoreV2` per thread. When the values come from several data files,
+`RestoreV2` per thread; so is a graph-mode restore function's read
+(`graph_restores`, by bytes alone), into `RestoreV2`s that the session
+runs at once. When an eager read's values come from several data files,
 each thread gets whole files (`lanes`), so each op opens and streams its
 own files and the files are read at the same time; values of one data
 file are split into runs of about equal bytes. A restore in pieces
