@@ -345,9 +345,8 @@ class CheckpointValues:
   def _send_reads(self, units):
     """Sends the reads of `units`, one `RestoreV2` per device, at once.
 
-    Each is sent from a thread of its own (`on_each_task`): a client that
-    waits for each remote op (a `ParameterServerStrategy` coordinator's)
-    would otherwise read one task after the other.
+    Each from a thread of its own (`on_each_task`), so that tasks read at
+    once where a client waits for each remote op (`ParameterServerStrategy`).
 
     Returns:
       `[(device, specs, values)]`: the values are not waited for.
@@ -356,10 +355,14 @@ class CheckpointValues:
     for unit in units:
       by_device.setdefault(unit.device, []).extend(unit.reads)
     sent = [(device, specs) for device, specs in by_device.items() if specs]
-    values = remote_tasks.on_each_task([
-        functools.partial(self._send_read, specs, device)
-        for device, specs in sent
-    ])
+    try:
+      values = remote_tasks.on_each_task([
+          functools.partial(self._send_read, specs, device)
+          for device, specs in sent
+      ])
+    except errors.OpError:  # A task's failed read, surfacing in a send.
+      self._read_here_again([(device, specs, ()) for device, specs in sent])
+      raise
     return [(device, specs, tensors)
             for (device, specs), tensors in zip(sent, values)]
 
@@ -382,12 +385,10 @@ class CheckpointValues:
   def _read_here_again(self, sent):
     """After a failed read on other tasks, reads their values again here.
 
-    A remote op's error can surface in the wait for another task's op, and
-    again in later ones, so which task failed is not known: the values are
-    read again on this task, where the first damaged one raises, naming
-    itself. A cluster's tasks share the checkpoint's file system (a save's
-    merge reads every task's shards); where this task cannot find the
-    files, the original error stands.
+    A remote op's error can surface in another task's send or wait, so
+    which task failed is not known: read again here, the first damaged
+    value raises, naming itself. Where this task cannot find the files
+    (a cluster's tasks share them as a rule), the original error stands.
     """
     for _, _, tensors in sent:
       try:
@@ -586,10 +587,9 @@ def _values_of(units, values):
 
 
 def _wait_for(tensors):
-  """Waits until the op making `tensors` (one op's outputs) has run.
+  """Waits for the op making `tensors` to run; raises its error.
 
-  Reading a remote output's shape waits for the op on its task, without
-  copying its bytes here, and raises the op's error.
+  A remote output's shape is known once the op ran, its bytes not copied.
   """
   if tensors:
     _ = tensors[0].shape
